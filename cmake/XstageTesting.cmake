@@ -1,0 +1,12 @@
+# xstage_add_test(NAME <name> SOURCES <files...> LIBS <targets...> LABEL cpu|gpu)
+# One GoogleTest executable; each TEST becomes a CTest test carrying the label.
+# GPU tests call GTEST_SKIP() when no device is present; CTest reports them as skipped.
+function(xstage_add_test)
+  cmake_parse_arguments(T "" "NAME;LABEL" "SOURCES;LIBS" ${ARGN})
+  add_executable(${T_NAME} ${T_SOURCES})
+  target_link_libraries(${T_NAME} PRIVATE ${T_LIBS} GTest::gtest GTest::gtest_main)
+  gtest_discover_tests(${T_NAME}
+    DISCOVERY_MODE PRE_TEST
+    PROPERTIES LABELS ${T_LABEL} SKIP_REGULAR_EXPRESSION "\\[  SKIPPED \\]"
+    TEST_PREFIX "${T_LABEL}.")
+endfunction()

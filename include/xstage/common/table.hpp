@@ -1,0 +1,48 @@
+#pragma once
+// A plain text table for the CLI's human-readable output (`--json` prints JSON instead).
+#include <algorithm>
+#include <cstdio>
+#include <iomanip>
+#include <ostream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace xstage {
+
+class Table {
+ public:
+  explicit Table(std::vector<std::string> header) : header_(std::move(header)) {}
+  void row(std::vector<std::string> cells) { rows_.push_back(std::move(cells)); }
+  void print(std::ostream& os) const {
+    std::vector<size_t> w(header_.size(), 0);
+    for (size_t i = 0; i < header_.size(); ++i) w[i] = header_[i].size();
+    for (const auto& r : rows_)
+      for (size_t i = 0; i < r.size() && i < w.size(); ++i) w[i] = std::max(w[i], r[i].size());
+    auto line = [&](const std::vector<std::string>& r) {
+      for (size_t i = 0; i < w.size(); ++i) {
+        const std::string& c = i < r.size() ? r[i] : std::string();
+        os << (i ? "  " : "") << std::setw(static_cast<int>(w[i])) << (i ? std::right : std::left) << c;
+      }
+      os << '\n';
+    };
+    line(header_);
+    size_t total = 0;
+    for (size_t x : w) total += x;
+    os << std::string(total + 2 * (w.size() - 1), '-') << '\n';
+    for (const auto& r : rows_) line(r);
+  }
+
+ private:
+  std::vector<std::string> header_;
+  std::vector<std::vector<std::string>> rows_;
+};
+
+// fmt(3.14159, 2) -> "3.14"
+inline std::string fmt(double v, int digits = 2) {
+  std::ostringstream os;
+  os << std::fixed << std::setprecision(digits) << v;
+  return os.str();
+}
+
+}  // namespace xstage

@@ -1,0 +1,81 @@
+#pragma once
+// Calibration fitting (SPEC §4): R from drain-dominated zero-gap points, T_iss^0 from the large-gap
+// plateau and recovered bursts, Q(K) from the isolated-burst knee; then the model's prediction error
+// on every other point with nothing refitted.
+//
+// Sample CSV schema (header row required, columns by name, extra columns ignored):
+//   mode      zerogap | gap | isolated
+//   target    remote | local           (local = the control with a local destination)
+//   K         producers (int > 0)
+//   B         bytes per producer per burst (> 0)
+//   V         aggregate burst volume K*B, bytes
+//   gap_ns    producer-side gap G between bursts, ns (0 for zerogap and isolated)
+//   tiss_ns   sender-visible issue span of one burst, ns (aggregate: first start to last end)
+//   period_ns start-to-start period of periodic bursts, ns (0 when not applicable)
+//   wall_us   kernel wall time for the whole run of `bursts` bursts, us (0 when not measured)
+// optional:
+//   bursts    bursts per run (when absent: FitOptions::default_bursts)
+//   path      st | tma          (store path; default st)
+//   pattern   p2p | a2a         (one peer, or every rank to every peer; default p2p)
+//   producer  cta | warp        (default cta)
+//   wrong     bytes that did not land correctly (must be 0)
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "xstage/model/platform.hpp"
+
+namespace xstage::model {
+
+struct Sample {
+  std::string mode, target;
+  int K = 0;
+  double B = 0, V = 0;
+  double gap_ns = 0, tiss_ns = 0, period_ns = 0, wall_us = 0;
+  int bursts = 0;
+  std::string path = "st", pattern = "p2p", producer = "cta";
+  long long wrong = 0;
+  int line = 0;  // 1-based line in the CSV (for error messages)
+};
+
+// Reads and validates a sample CSV. UsageError naming file, line and column on malformed input.
+std::vector<Sample> read_samples_csv(const std::string& path, int default_bursts = 64);
+std::vector<Sample> parse_samples_csv(const std::string& text, const std::string& origin,
+                                      int default_bursts = 64);
+void write_samples_csv(const std::string& path, const std::vector<Sample>& samples);
+
+struct FitOptions {
+  int default_bursts = 64;
+  std::string path = "st";      // which store path / pattern / producer to fit (others reported apart)
+  std::string pattern = "p2p";
+  std::string producer = "cta";
+};
+
+// Model vs measurement for one point, nothing refitted.
+struct PointError {
+  Sample sample;
+  std::string quantity;  // "period" or "tiss"
+  double measured = 0, predicted = 0;  // seconds
+  double rel_err = 0;                  // |pred - meas| / meas
+};
+
+struct FitReport {
+  Platform platform;
+  // R fit
+  int r_points_used = 0, r_points_rejected = 0;
+  double r_fit_rel_rmse = 0;
+  double launch_overhead = 0;  // seconds, intercept of the wall-time regression
+  // validation
+  std::vector<PointError> errors;
+  double gap_median_err = 0, gap_max_err = 0;
+  double iso_median_err = 0, iso_max_err = 0;
+  std::vector<std::string> notes;  // rules applied, points rejected and why
+  nlohmann::json to_json() const;
+};
+
+// Throws UsageError when the samples cannot determine a parameter (e.g. no zero-gap remote points).
+FitReport fit_platform(const std::vector<Sample>& samples, const FitOptions& opt,
+                       const Provenance& provenance);
+
+}  // namespace xstage::model

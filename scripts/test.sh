@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Builds xstage and runs its tests: `bash scripts/test.sh` runs the CPU suite (label cpu);
+# `bash scripts/test.sh gpu` runs the GPU suite (label gpu) on a machine with GPUs.
+# XSTAGE_PREBUILT=1 skips the dependency check and the build (a build folder carried to a GPU host).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+label=${1:-cpu}
+build=${XSTAGE_BUILD_DIR:-build}
+if [ "${XSTAGE_PREBUILT:-0}" != 1 ]; then
+  bash scripts/deps.sh
+  cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+  cmake --build "$build" -j "$(nproc)"
+fi
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+ctest --test-dir "$build" -L "^${label}\$" --output-on-failure -j "$(nproc)"

@@ -1,0 +1,4 @@
+#include "commands.hpp"
+namespace xstage::cli {
+void register_model_commands(CLI::App&) {}
+}  // namespace xstage::cli

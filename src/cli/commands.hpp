@@ -1,0 +1,10 @@
+#pragma once
+// Subcommand registration, one function per area. A subcommand's callback throws
+// xstage::UsageError for bad input (exit 2) and anything else for a failure (exit 1).
+#include <CLI/CLI.hpp>
+
+namespace xstage::cli {
+void register_model_commands(CLI::App& app);  // cmd_model.cpp: eval, design, fit, platform
+void register_sim_commands(CLI::App& app);    // cmd_sim.cpp: simulate
+void register_gpu_commands(CLI::App& app);    // cmd_gpu.cpp: calibrate, launch (needs CUDA)
+}  // namespace xstage::cli

@@ -1,0 +1,1 @@
+#include "xstage/model/platform.hpp"
