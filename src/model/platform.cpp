@@ -1,1 +1,246 @@
+// Platform M_X: tables, interpolation, JSON with provenance, embedded presets.
 #include "xstage/model/platform.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "xstage/common/error.hpp"
+
+namespace xstage::model {
+namespace {
+
+struct PresetText {
+  const char* name;
+  const char* json;
+};
+constexpr PresetText kPresets[] = {
+#include "xstage/model/presets.inc"
+};
+
+// Linear interpolation of y(x) over points sorted by x. Below the first point: the first value.
+// Above the last: proportional extension y = y_last * x / x_last (see Platform::tiss0).
+double interp_row(const std::vector<Tiss0Point>& row, double V) {
+  if (V <= row.front().V) return row.front().tiss0;
+  if (V >= row.back().V) return row.back().tiss0 * V / row.back().V;
+  for (size_t i = 1; i < row.size(); ++i) {
+    if (V <= row[i].V) {
+      const auto& a = row[i - 1];
+      const auto& b = row[i];
+      double t = (V - a.V) / (b.V - a.V);
+      return a.tiss0 + t * (b.tiss0 - a.tiss0);
+    }
+  }
+  return row.back().tiss0;
+}
+
+double num(const nlohmann::json& j, const char* key, const std::string& where) {
+  XSTAGE_REQUIRE(j.contains(key), "platform JSON: missing field '", key, "' in ", where);
+  XSTAGE_REQUIRE(j.at(key).is_number(), "platform JSON: field '", key, "' in ", where,
+                 " must be a number, got ", j.at(key).dump());
+  double v = j.at(key).get<double>();
+  XSTAGE_REQUIRE(std::isfinite(v), "platform JSON: field '", key, "' in ", where, " is not finite");
+  return v;
+}
+
+std::string str(const nlohmann::json& j, const char* key) {
+  if (!j.contains(key)) return {};
+  XSTAGE_REQUIRE(j.at(key).is_string(), "platform JSON: field '", key, "' must be a string");
+  return j.at(key).get<std::string>();
+}
+
+}  // namespace
+
+std::vector<Tiss0Point> tiss0_row(const Platform& p, int K) {
+  std::vector<Tiss0Point> row;
+  for (const auto& e : p.tiss0_table)
+    if (e.K == K) row.push_back(e);
+  std::sort(row.begin(), row.end(), [](const auto& a, const auto& b) { return a.V < b.V; });
+  return row;
+}
+
+double Platform::tiss0(int K, double V) const {
+  XSTAGE_REQUIRE(K > 0, "T_iss^0: producer count K must be positive, got ", K);
+  XSTAGE_REQUIRE(V > 0 && std::isfinite(V), "T_iss^0: burst volume V must be positive, got ", V);
+  XSTAGE_REQUIRE(!tiss0_table.empty(), "platform '", name, "' has an empty T_iss^0 table");
+  std::vector<int> ks;
+  for (const auto& e : tiss0_table) ks.push_back(e.K);
+  std::sort(ks.begin(), ks.end());
+  ks.erase(std::unique(ks.begin(), ks.end()), ks.end());
+  if (K <= ks.front()) return interp_row(tiss0_row(*this, ks.front()), V);
+  if (K >= ks.back()) return interp_row(tiss0_row(*this, ks.back()), V);
+  auto hi = std::lower_bound(ks.begin(), ks.end(), K);
+  if (*hi == K) return interp_row(tiss0_row(*this, K), V);
+  int k1 = *(hi - 1), k2 = *hi;
+  double a = interp_row(tiss0_row(*this, k1), V), b = interp_row(tiss0_row(*this, k2), V);
+  return a + (b - a) * double(K - k1) / double(k2 - k1);
+}
+
+double Platform::Q(int K) const {
+  XSTAGE_REQUIRE(K > 0, "Q(K): producer count K must be positive, got ", K);
+  XSTAGE_REQUIRE(!q_table.empty(), "platform '", name, "' has an empty Q table");
+  auto q = q_table;
+  std::sort(q.begin(), q.end(), [](const auto& a, const auto& b) { return a.K < b.K; });
+  if (K <= q.front().K) return q.front().Q;
+  if (K >= q.back().K) return q.back().Q;
+  for (size_t i = 1; i < q.size(); ++i)
+    if (K <= q[i].K)
+      return q[i - 1].Q + (q[i].Q - q[i - 1].Q) * double(K - q[i - 1].K) / double(q[i].K - q[i - 1].K);
+  return q.back().Q;
+}
+
+void Platform::validate() const {
+  XSTAGE_REQUIRE(!name.empty(), "platform: empty name");
+  XSTAGE_REQUIRE(sm_count > 0, "platform '", name, "': sm_count must be positive, got ", sm_count);
+  XSTAGE_REQUIRE(world_size >= 0, "platform '", name, "': world_size must be >= 0, got ", world_size);
+  XSTAGE_REQUIRE(R > 0 && std::isfinite(R), "platform '", name, "': R must be positive, got ", R);
+  XSTAGE_REQUIRE(!tiss0_table.empty(), "platform '", name, "': tiss0_table is empty");
+  XSTAGE_REQUIRE(!q_table.empty(), "platform '", name, "': q_table is empty");
+  std::map<std::pair<int, double>, int> seen;
+  for (size_t i = 0; i < tiss0_table.size(); ++i) {
+    const auto& e = tiss0_table[i];
+    XSTAGE_REQUIRE(e.K > 0, "platform '", name, "': tiss0_table[", i, "].K must be positive, got ", e.K);
+    XSTAGE_REQUIRE(e.V > 0, "platform '", name, "': tiss0_table[", i, "].V must be positive, got ", e.V);
+    XSTAGE_REQUIRE(e.tiss0 > 0, "platform '", name, "': tiss0_table[", i,
+                   "].tiss0 must be positive, got ", e.tiss0);
+    XSTAGE_REQUIRE(seen.emplace(std::make_pair(e.K, e.V), 1).second, "platform '", name,
+                   "': tiss0_table has two entries for K = ", e.K, ", V = ", e.V);
+  }
+  std::map<int, int> qk;
+  for (size_t i = 0; i < q_table.size(); ++i) {
+    XSTAGE_REQUIRE(q_table[i].K > 0, "platform '", name, "': q_table[", i, "].K must be positive");
+    XSTAGE_REQUIRE(q_table[i].Q > 0, "platform '", name, "': q_table[", i, "].Q must be positive, got ",
+                   q_table[i].Q);
+    XSTAGE_REQUIRE(qk.emplace(q_table[i].K, 1).second, "platform '", name,
+                   "': q_table has two entries for K = ", q_table[i].K);
+  }
+  XSTAGE_REQUIRE(tc_bf16 >= 0 && tc_fp8 >= 0 && attn_bf16 >= 0, "platform '", name,
+                 "': tensor-core rates must be >= 0");
+}
+
+// JSON uses readable units (GB/s, us, bytes, TFLOP/s); the struct holds SI.
+nlohmann::json Platform::to_json() const {
+  nlohmann::json j;
+  j["name"] = name;
+  j["provenance"] = {{"machine", provenance.machine}, {"date", provenance.date},
+                     {"command", provenance.command}, {"source", provenance.source},
+                     {"note", provenance.note}};
+  j["sm_count"] = sm_count;
+  j["world_size"] = world_size;
+  j["R_GBps"] = R / 1e9;
+  auto t = nlohmann::json::array();
+  for (const auto& e : tiss0_table) t.push_back({{"K", e.K}, {"V_bytes", e.V}, {"tiss0_us", e.tiss0 * 1e6}});
+  j["tiss0_table"] = t;
+  auto q = nlohmann::json::array();
+  for (const auto& e : q_table) q.push_back({{"K", e.K}, {"Q_bytes", e.Q}});
+  j["q_table"] = q;
+  nlohmann::json tc = nlohmann::json::object();
+  if (tc_bf16 > 0) tc["bf16"] = tc_bf16 / 1e12;
+  if (tc_fp8 > 0) tc["fp8"] = tc_fp8 / 1e12;
+  if (attn_bf16 > 0) tc["attention_bf16"] = attn_bf16 / 1e12;
+  if (!tc.empty()) j["tensor_core_tflops"] = tc;
+  return j;
+}
+
+Platform Platform::from_json(const nlohmann::json& j) {
+  XSTAGE_REQUIRE(j.is_object(), "platform JSON: top level must be an object");
+  Platform p;
+  p.name = str(j, "name");
+  if (j.contains("provenance")) {
+    const auto& pr = j.at("provenance");
+    XSTAGE_REQUIRE(pr.is_object(), "platform JSON: 'provenance' must be an object");
+    p.provenance = {str(pr, "machine"), str(pr, "date"), str(pr, "command"), str(pr, "source"),
+                    str(pr, "note")};
+  }
+  double sm = num(j, "sm_count", "the top level");
+  XSTAGE_REQUIRE(sm == std::floor(sm), "platform JSON: sm_count must be an integer, got ", sm);
+  p.sm_count = int(sm);
+  if (j.contains("world_size")) p.world_size = int(num(j, "world_size", "the top level"));
+  p.R = num(j, "R_GBps", "the top level") * 1e9;
+  XSTAGE_REQUIRE(j.contains("tiss0_table") && j.at("tiss0_table").is_array(),
+                 "platform JSON: 'tiss0_table' must be an array");
+  int i = 0;
+  for (const auto& e : j.at("tiss0_table")) {
+    std::string where = "tiss0_table[" + std::to_string(i++) + "]";
+    p.tiss0_table.push_back({int(num(e, "K", where)), num(e, "V_bytes", where), num(e, "tiss0_us", where) * 1e-6});
+  }
+  XSTAGE_REQUIRE(j.contains("q_table") && j.at("q_table").is_array(),
+                 "platform JSON: 'q_table' must be an array");
+  i = 0;
+  for (const auto& e : j.at("q_table")) {
+    std::string where = "q_table[" + std::to_string(i++) + "]";
+    p.q_table.push_back({int(num(e, "K", where)), num(e, "Q_bytes", where)});
+  }
+  if (j.contains("tensor_core_tflops")) {
+    const auto& tc = j.at("tensor_core_tflops");
+    XSTAGE_REQUIRE(tc.is_object(), "platform JSON: 'tensor_core_tflops' must be an object");
+    if (tc.contains("bf16")) p.tc_bf16 = num(tc, "bf16", "tensor_core_tflops") * 1e12;
+    if (tc.contains("fp8")) p.tc_fp8 = num(tc, "fp8", "tensor_core_tflops") * 1e12;
+    if (tc.contains("attention_bf16"))
+      p.attn_bf16 = num(tc, "attention_bf16", "tensor_core_tflops") * 1e12;
+  }
+  p.validate();
+  return p;
+}
+
+std::vector<std::string> preset_names() {
+  std::vector<std::string> n;
+  for (const auto& p : kPresets) n.emplace_back(p.name);
+  return n;
+}
+
+Platform preset(const std::string& name) {
+  for (const auto& p : kPresets)
+    if (name == p.name) return Platform::from_json(nlohmann::json::parse(p.json));
+  std::string known;
+  for (const auto& n : preset_names()) known += (known.empty() ? "" : ", ") + n;
+  throw UsageError("unknown platform '" + name + "' (presets: " + known +
+                   "; or give a path to a platform JSON file)");
+}
+
+Platform Platform::load(const std::string& name_or_path) {
+  for (const auto& p : kPresets)
+    if (name_or_path == p.name) return preset(name_or_path);
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(name_or_path, ec)) return preset(name_or_path);  // throws
+  std::ifstream in(name_or_path);
+  XSTAGE_REQUIRE(in, "cannot read platform file '", name_or_path, "'");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(ss.str());
+  } catch (const nlohmann::json::parse_error& e) {
+    throw UsageError("platform file '" + name_or_path + "' is not valid JSON: " + e.what());
+  }
+  try {
+    return from_json(j);
+  } catch (const UsageError& e) {
+    throw UsageError(name_or_path + ": " + e.what());
+  }
+}
+
+void Platform::save(const std::string& path) const {
+  validate();
+  // Write a sibling temp file and rename it, so a failure leaves nothing half-written.
+  std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp);
+    XSTAGE_REQUIRE(out, "cannot write platform file '", path, "'");
+    out << to_json().dump(2) << "\n";
+    out.close();
+    XSTAGE_REQUIRE(out, "cannot write platform file '", path, "'");
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) {
+    std::filesystem::remove(tmp, ec);
+    throw UsageError("cannot write platform file '" + path + "'");
+  }
+}
+
+}  // namespace xstage::model

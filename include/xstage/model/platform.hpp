@@ -39,9 +39,15 @@ class Platform {
   double R = 0;            // effective aggregate drain rate, bytes/s
   std::vector<Tiss0Point> tiss0_table;  // measured T_iss^0(K, V)
   std::vector<QPoint> q_table;          // measured Q(K)
+  // Optional measured dense tensor-core rates per GPU, FLOP/s (0: unknown). The design tests derive
+  // MMA times from them (rate per SM = rate / sm_count) unless a rate is given explicitly.
+  double tc_bf16 = 0, tc_fp8 = 0, attn_bf16 = 0;
 
   // T_iss^0(K, V): interpolated in the measured table (linear in V within the K rows that bracket K,
-  // then linear in K; clamped at the table's edges). Throws UsageError for K <= 0 or V <= 0.
+  // then linear in K; clamped at the table's K edges). Below a row's smallest V the row's first value
+  // is used (the fixed issue floor); above its largest V the last point's per-byte issue cost is
+  // extended (T proportional to V: issue is rate-limited once the floor is amortised).
+  // Throws UsageError for K <= 0 or V <= 0.
   double tiss0(int K, double V) const;
   // Q(K): linear interpolation in K over the measured points, clamped at the ends.
   double Q(int K) const;
@@ -57,6 +63,9 @@ class Platform {
   static Platform load(const std::string& name_or_path);
   void save(const std::string& path) const;
 };
+
+// Rows of one K in the T_iss^0 table, sorted by V (helper for printing and tests).
+std::vector<Tiss0Point> tiss0_row(const Platform& p, int K);
 
 std::vector<std::string> preset_names();
 Platform preset(const std::string& name);  // UsageError for an unknown name, listing the known ones
