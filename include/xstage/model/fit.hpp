@@ -50,6 +50,15 @@ struct FitOptions {
   std::string path = "st";      // which store path / pattern / producer to fit (others reported apart)
   std::string pattern = "p2p";
   std::string producer = "cta";
+  // Added: the fitted platform's identity. sm_count 0 = the largest K in the samples (calibration runs
+  // one producer per SM at most); world_size 0 = not recorded.
+  std::string name = "fitted";
+  int sm_count = 0;
+  int world_size = 0;
+  // Added: rules (documented in docs/MODEL.md §Fitting).
+  double drain_ratio = 2.0;      // zero-gap point is drain-dominated if wall_remote >= ratio * wall_local
+  double plateau_margin = 1.05;  // gap point is on the plateau if G >= margin * V/R
+  double knee_ratio = 1.5;       // isolated point is past the knee if T_iss > ratio * its no-backpressure floor
 };
 
 // Model vs measurement for one point, nothing refitted.
@@ -70,6 +79,11 @@ struct FitReport {
   std::vector<PointError> errors;
   double gap_median_err = 0, gap_max_err = 0;
   double iso_median_err = 0, iso_max_err = 0;
+  // Added: per-producer zero-gap periods vs V/R (biased for K < all SMs: see docs/MODEL.md), and the
+  // fit quality of Q (relative RMSE of T_iss over the points past the knee).
+  double zerogap_median_err = 0, zerogap_max_err = 0;
+  double q_fit_rel_rmse = 0;
+  int q_points_used = 0, tiss0_points_used = 0;
   std::vector<std::string> notes;  // rules applied, points rejected and why
   nlohmann::json to_json() const;
 };

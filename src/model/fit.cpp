@@ -1,0 +1,443 @@
+// Calibration fitting (SPEC §4) and the sample CSV (docs/CSV.md). Rules: docs/MODEL.md §Fitting.
+#include "xstage/model/fit.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "xstage/common/error.hpp"
+#include "xstage/model/burst_gap.hpp"
+
+namespace xstage::model {
+namespace {
+
+const char* kRequired[] = {"mode", "target", "K", "B", "V", "gap_ns", "tiss_ns", "period_ns", "wall_us"};
+
+std::vector<std::string> split_csv_line(const std::string& line) {
+  std::vector<std::string> out;
+  std::string cur;
+  for (char ch : line) {
+    if (ch == ',') {
+      out.push_back(cur);
+      cur.clear();
+    } else {
+      cur += ch;
+    }
+  }
+  out.push_back(cur);
+  for (auto& f : out) {  // trim spaces
+    size_t a = f.find_first_not_of(" \t"), b = f.find_last_not_of(" \t");
+    f = a == std::string::npos ? std::string() : f.substr(a, b - a + 1);
+  }
+  return out;
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+std::string fmtd(double v, int digits = 3) {
+  std::ostringstream os;
+  os.setf(std::ios::fixed);
+  os.precision(digits);
+  os << v;
+  return os.str();
+}
+
+// Least squares y = a + b x.
+void linfit(const std::vector<double>& x, const std::vector<double>& y, double& a, double& b) {
+  double n = double(x.size()), sx = 0, sy = 0, sxx = 0, sxy = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    sx += x[i];
+    sy += y[i];
+    sxx += x[i] * x[i];
+    sxy += x[i] * y[i];
+  }
+  double den = n * sxx - sx * sx;
+  b = (n * sxy - sx * sy) / den;
+  a = (sy - b * sx) / n;
+}
+
+bool same_point(const Sample& a, const Sample& b) {
+  return a.mode == b.mode && a.K == b.K && a.B == b.B && a.gap_ns == b.gap_ns && a.bursts == b.bursts &&
+         a.path == b.path && a.pattern == b.pattern && a.producer == b.producer;
+}
+
+}  // namespace
+
+std::vector<Sample> parse_samples_csv(const std::string& text, const std::string& origin, int default_bursts) {
+  XSTAGE_REQUIRE(default_bursts > 0, "default bursts per run must be positive, got ", default_bursts);
+  std::istringstream in(text);
+  std::string line;
+  int lineno = 0;
+  std::vector<std::string> header;
+  std::map<std::string, size_t> col;
+  std::vector<Sample> out;
+  while (std::getline(in, line)) {
+    ++lineno;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.find_first_not_of(" \t") == std::string::npos || line[line.find_first_not_of(" \t")] == '#')
+      continue;
+    auto f = split_csv_line(line);
+    if (header.empty()) {
+      header = f;
+      for (size_t i = 0; i < f.size(); ++i) {
+        XSTAGE_REQUIRE(col.emplace(f[i], i).second, origin, ":", lineno, ":", i + 1, ": duplicate column '",
+                       f[i], "'");
+      }
+      for (const char* r : kRequired)
+        XSTAGE_REQUIRE(col.count(r), origin, ":", lineno, ": missing column '", r, "' in the header");
+      continue;
+    }
+    XSTAGE_REQUIRE(f.size() == header.size(), origin, ":", lineno, ":", std::min(f.size(), header.size()) + 1,
+                   ": expected ", header.size(), " fields (as in the header), got ", f.size());
+    auto where = [&](const char* name) {
+      return origin + ":" + std::to_string(lineno) + ":" + std::to_string(col.at(name) + 1) + " (column '" +
+             name + "')";
+    };
+    auto number = [&](const char* name) {
+      const std::string& v = f[col.at(name)];
+      size_t pos = 0;
+      double d = 0;
+      try {
+        d = std::stod(v, &pos);
+      } catch (...) {
+        pos = 0;
+      }
+      XSTAGE_REQUIRE(!v.empty() && pos == v.size() && std::isfinite(d), where(name), ": '", v,
+                     "' is not a number");
+      return d;
+    };
+    auto integer = [&](const char* name) {
+      double d = number(name);
+      XSTAGE_REQUIRE(d == std::floor(d) && std::fabs(d) < 2e9, where(name), ": '", f[col.at(name)],
+                     "' is not an integer");
+      return d;
+    };
+    auto word = [&](const char* name, std::initializer_list<const char*> allowed) {
+      const std::string& v = f[col.at(name)];
+      std::string list;
+      for (const char* a : allowed) {
+        if (v == a) return v;
+        list += (list.empty() ? "" : " | ") + std::string(a);
+      }
+      throw UsageError(where(name) + ": '" + v + "' is not one of " + list);
+    };
+    Sample s;
+    s.line = lineno;
+    s.mode = word("mode", {"zerogap", "gap", "isolated"});
+    s.target = word("target", {"remote", "local"});
+    s.K = int(integer("K"));
+    XSTAGE_REQUIRE(s.K > 0, where("K"), ": K must be positive, got ", s.K);
+    s.B = number("B");
+    XSTAGE_REQUIRE(s.B > 0, where("B"), ": B must be positive, got ", f[col.at("B")]);
+    s.V = number("V");
+    XSTAGE_REQUIRE(s.V > 0, where("V"), ": V must be positive, got ", f[col.at("V")]);
+    XSTAGE_REQUIRE(std::fabs(s.V - s.K * s.B) <= 1e-6 * s.V + 0.5, where("V"), ": V = ", f[col.at("V")],
+                   " is not K*B = ", fmtd(s.K * s.B, 0));
+    s.gap_ns = number("gap_ns");
+    XSTAGE_REQUIRE(s.gap_ns >= 0, where("gap_ns"), ": gap must be >= 0, got ", f[col.at("gap_ns")]);
+    s.tiss_ns = number("tiss_ns");
+    XSTAGE_REQUIRE(s.tiss_ns > 0, where("tiss_ns"), ": T_iss must be positive, got ", f[col.at("tiss_ns")]);
+    s.period_ns = number("period_ns");
+    XSTAGE_REQUIRE(s.period_ns >= 0, where("period_ns"), ": period must be >= 0, got ", f[col.at("period_ns")]);
+    s.wall_us = number("wall_us");
+    XSTAGE_REQUIRE(s.wall_us >= 0, where("wall_us"), ": wall time must be >= 0, got ", f[col.at("wall_us")]);
+    s.bursts = default_bursts;
+    if (col.count("bursts")) {
+      s.bursts = int(integer("bursts"));
+      XSTAGE_REQUIRE(s.bursts > 0, where("bursts"), ": bursts must be positive, got ", s.bursts);
+    }
+    if (col.count("path")) s.path = word("path", {"st", "tma"});
+    if (col.count("pattern")) s.pattern = word("pattern", {"p2p", "a2a"});
+    if (col.count("producer")) s.producer = word("producer", {"cta", "warp"});
+    if (col.count("wrong")) {
+      s.wrong = (long long)integer("wrong");
+      XSTAGE_REQUIRE(s.wrong == 0, where("wrong"), ": ", s.wrong,
+                     " bytes did not land correctly; the sample is invalid");
+    }
+    out.push_back(s);
+  }
+  XSTAGE_REQUIRE(!header.empty(), origin, ": empty file (a header row is required)");
+  XSTAGE_REQUIRE(!out.empty(), origin, ": no samples after the header");
+  return out;
+}
+
+std::vector<Sample> read_samples_csv(const std::string& path, int default_bursts) {
+  std::ifstream in(path);
+  XSTAGE_REQUIRE(in, "cannot read sample file '", path, "'");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return parse_samples_csv(ss.str(), path, default_bursts);
+}
+
+void write_samples_csv(const std::string& path, const std::vector<Sample>& samples) {
+  std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp);
+    XSTAGE_REQUIRE(out, "cannot write sample file '", path, "'");
+    out << "mode,target,K,B,V,gap_ns,tiss_ns,period_ns,wall_us,bursts,path,pattern,producer,wrong\n";
+    out.precision(10);
+    for (const auto& s : samples)
+      out << s.mode << ',' << s.target << ',' << s.K << ',' << s.B << ',' << s.V << ',' << s.gap_ns << ','
+          << s.tiss_ns << ',' << s.period_ns << ',' << s.wall_us << ',' << s.bursts << ',' << s.path << ','
+          << s.pattern << ',' << s.producer << ',' << s.wrong << '\n';
+    out.close();
+    XSTAGE_REQUIRE(out, "cannot write sample file '", path, "'");
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) {
+    std::filesystem::remove(tmp, ec);
+    throw UsageError("cannot write sample file '" + path + "'");
+  }
+}
+
+FitReport fit_platform(const std::vector<Sample>& all, const FitOptions& opt, const Provenance& provenance) {
+  XSTAGE_REQUIRE(opt.drain_ratio > 1, "drain ratio must be > 1, got ", opt.drain_ratio);
+  XSTAGE_REQUIRE(opt.plateau_margin >= 1, "plateau margin must be >= 1, got ", opt.plateau_margin);
+  XSTAGE_REQUIRE(opt.knee_ratio > 1, "knee ratio must be > 1, got ", opt.knee_ratio);
+  FitReport rep;
+  std::vector<Sample> s;
+  for (const auto& x : all)
+    if (x.path == opt.path && x.pattern == opt.pattern && x.producer == opt.producer) s.push_back(x);
+  if (s.size() != all.size())
+    rep.notes.push_back(std::to_string(all.size() - s.size()) + " samples of another path/pattern/producer "
+                        "left out (fitting " + opt.path + "/" + opt.pattern + "/" + opt.producer + ")");
+  XSTAGE_REQUIRE(!s.empty(), "no samples with path=", opt.path, ", pattern=", opt.pattern,
+                 ", producer=", opt.producer);
+  auto control = [&](const Sample& r) -> const Sample* {
+    for (const auto& x : s)
+      if (x.target == "local" && same_point(x, r)) return &x;
+    return nullptr;
+  };
+
+  // --- R: wall = overhead + bursts*V/R over drain-dominated zero-gap remote points.
+  std::vector<const Sample*> cand, unchecked;
+  for (const auto& x : s) {
+    if (x.mode != "zerogap" || x.target != "remote") continue;
+    if (x.wall_us <= 0) {
+      rep.notes.push_back("R: line " + std::to_string(x.line) + " has no wall time; not used");
+      continue;
+    }
+    const Sample* c = control(x);
+    if (c && c->wall_us > 0) {
+      if (x.wall_us >= opt.drain_ratio * c->wall_us) {
+        cand.push_back(&x);
+      } else {
+        ++rep.r_points_rejected;
+        rep.notes.push_back("R: rejected line " + std::to_string(x.line) + " (K=" + std::to_string(x.K) +
+                            ", B=" + fmtd(x.B, 0) + "): not drain-dominated, wall " + fmtd(x.wall_us, 1) +
+                            " us < " + fmtd(opt.drain_ratio, 1) + " x local control " + fmtd(c->wall_us, 1) + " us");
+      }
+    } else {
+      unchecked.push_back(&x);
+    }
+  }
+  auto fit_r = [&](const std::vector<const Sample*>& pts, double& a, double& R) {
+    std::vector<double> xs, ys;
+    for (auto* p : pts) {
+      xs.push_back(double(p->bursts) * p->V);
+      ys.push_back(p->wall_us * 1e-6);
+    }
+    bool spread = std::any_of(xs.begin(), xs.end(), [&](double v) { return std::fabs(v - xs[0]) > 1e-9 * xs[0]; });
+    if (pts.size() >= 2 && spread) {
+      double b;
+      linfit(xs, ys, a, b);
+      XSTAGE_REQUIRE(b > 0, "cannot determine R: wall time does not grow with volume over the zero-gap points");
+      R = 1 / b;
+    } else {
+      a = 0;
+      double sx = 0, sy = 0;
+      for (size_t i = 0; i < xs.size(); ++i) sx += xs[i], sy += ys[i];
+      R = sx / sy;
+    }
+  };
+  std::vector<const Sample*> used = cand;
+  used.insert(used.end(), unchecked.begin(), unchecked.end());
+  XSTAGE_REQUIRE(!used.empty(), "cannot determine R: no drain-dominated zero-gap remote samples with wall time");
+  double a = 0, R = 0;
+  fit_r(used, a, R);
+  if (!unchecked.empty()) {
+    // Points without a local control: drain-dominated if the drain accounts for at least 1 - 1/ratio of
+    // the wall time under the first fit (the same criterion the control expresses).
+    std::vector<const Sample*> keep = cand;
+    for (auto* p : unchecked) {
+      double drain = p->bursts * p->V / R;
+      if (drain >= (1 - 1 / opt.drain_ratio) * p->wall_us * 1e-6) {
+        keep.push_back(p);
+      } else {
+        ++rep.r_points_rejected;
+        rep.notes.push_back("R: rejected line " + std::to_string(p->line) + ": drain " + fmtd(drain * 1e6, 1) +
+                            " us is under " + fmtd(100 * (1 - 1 / opt.drain_ratio), 0) + "% of wall " +
+                            fmtd(p->wall_us, 1) + " us (no local control)");
+      }
+    }
+    XSTAGE_REQUIRE(!keep.empty(), "cannot determine R: every zero-gap point was rejected as not drain-dominated");
+    used = keep;
+    fit_r(used, a, R);
+  }
+  rep.r_points_used = int(used.size());
+  rep.launch_overhead = a;
+  {
+    double se = 0;
+    for (auto* p : used) {
+      double pred = a + p->bursts * p->V / R, meas = p->wall_us * 1e-6;
+      se += (pred - meas) * (pred - meas) / (meas * meas);
+    }
+    rep.r_fit_rel_rmse = std::sqrt(se / used.size());
+  }
+  rep.notes.push_back("R = " + fmtd(R / 1e9, 1) + " GB/s from " + std::to_string(used.size()) +
+                      " zero-gap points (wall = " + fmtd(a * 1e6, 2) + " us + bursts*V/R)");
+
+  Platform& P = rep.platform;
+  P.name = opt.name;
+  P.provenance = provenance;
+  P.R = R;
+  int maxK = 0;
+  for (const auto& x : s) maxK = std::max(maxK, x.K);
+  P.sm_count = opt.sm_count > 0 ? opt.sm_count : maxK;
+  P.world_size = opt.world_size;
+
+  // --- T_iss^0: large-gap plateau (G >= margin * V/R) and isolated bursts below the knee.
+  std::map<std::pair<int, double>, std::vector<double>> plateau, floor_pts;
+  for (const auto& x : s)
+    if (x.mode == "gap" && x.target == "remote" && x.gap_ns * 1e-9 >= opt.plateau_margin * x.V / R)
+      plateau[{x.K, x.V}].push_back(x.tiss_ns * 1e-9);
+  std::map<int, std::vector<const Sample*>> iso;
+  for (const auto& x : s)
+    if (x.mode == "isolated" && x.target == "remote") iso[x.K].push_back(&x);
+  std::map<int, std::vector<const Sample*>> past;
+  for (auto& [K, v] : iso) {
+    std::sort(v.begin(), v.end(), [](auto* l, auto* r) { return l->V < r->V; });
+    bool knee = false;
+    const Sample* prev = nullptr;
+    for (auto* p : v) {
+      if (!knee) {
+        const Sample* c = control(*p);
+        if (c) knee = p->tiss_ns > opt.knee_ratio * c->tiss_ns;  // remote distinguishable from local
+        else if (prev) knee = p->tiss_ns > opt.knee_ratio * prev->tiss_ns * p->V / prev->V;
+      }
+      if (knee) {
+        past[K].push_back(p);
+      } else {
+        floor_pts[{K, p->V}].push_back(p->tiss_ns * 1e-9);
+        prev = p;
+      }
+    }
+  }
+  for (auto& [k, v] : plateau) {
+    P.tiss0_table.push_back({k.first, k.second, median(v)});
+    rep.tiss0_points_used += int(v.size());
+    rep.notes.push_back("T_iss^0(K=" + std::to_string(k.first) + ", V=" + fmtd(k.second, 0) + ") = " +
+                        fmtd(median(v) * 1e6, 3) + " us: median of " + std::to_string(v.size()) +
+                        " gap points on the plateau G >= " + fmtd(opt.plateau_margin, 2) + " V/R");
+  }
+  for (auto& [k, v] : floor_pts) {
+    if (plateau.count(k)) continue;  // the periodic plateau is the steadier measurement
+    P.tiss0_table.push_back({k.first, k.second, median(v)});
+    rep.tiss0_points_used += int(v.size());
+  }
+  XSTAGE_REQUIRE(!P.tiss0_table.empty(), "cannot determine T_iss^0: no remote gap points on the plateau "
+                 "and no isolated remote points below the knee");
+
+  // --- Q(K): T_iss = (V - Q)/R past the knee, R fixed; least squares gives Q = mean(V - R T_iss).
+  double q_se = 0;
+  int q_n = 0;
+  for (auto& [K, v] : past) {
+    double sum = 0;
+    for (auto* p : v) sum += p->V - R * p->tiss_ns * 1e-9;
+    double Q = sum / v.size();
+    // Drop transition points the fitted line puts below the floor, then refit once.
+    std::vector<const Sample*> keep;
+    for (auto* p : v)
+      if ((p->V - Q) / R >= P.tiss0(K, p->V)) keep.push_back(p);
+    if (!keep.empty() && keep.size() != v.size()) {
+      sum = 0;
+      for (auto* p : keep) sum += p->V - R * p->tiss_ns * 1e-9;
+      Q = sum / keep.size();
+    }
+    if (keep.empty()) keep = v;
+    if (Q <= 0) {
+      rep.notes.push_back("Q(K=" + std::to_string(K) + "): fit gave " + fmtd(Q, 0) + " B <= 0; left out");
+      continue;
+    }
+    P.q_table.push_back({K, Q});
+    for (auto* p : keep) {
+      double pred = bg::tiss_iso(p->V, R, P.tiss0(K, p->V), Q), meas = p->tiss_ns * 1e-9;
+      q_se += (pred - meas) * (pred - meas) / (meas * meas);
+      ++q_n;
+    }
+    rep.q_points_used += int(keep.size());
+    rep.notes.push_back("Q(K=" + std::to_string(K) + ") = " + fmtd(Q / 1e6, 3) + " MB from " +
+                        std::to_string(keep.size()) + " isolated points past the knee (first at V = " +
+                        fmtd(v.front()->V, 0) + ")");
+  }
+  XSTAGE_REQUIRE(!P.q_table.empty(), "cannot determine Q: no isolated remote points past the knee");
+  rep.q_fit_rel_rmse = q_n ? std::sqrt(q_se / q_n) : 0;
+  P.validate();
+
+  // --- Prediction error on every remote point, nothing refitted.
+  std::vector<double> gap_e, iso_e, zg_e;
+  for (const auto& x : s) {
+    if (x.target != "remote") continue;
+    double T0 = P.tiss0(x.K, x.V), G = x.gap_ns * 1e-9;
+    auto add = [&](const char* q, double meas, double pred, std::vector<double>& bucket) {
+      PointError e{x, q, meas, pred, std::fabs(pred - meas) / meas};
+      rep.errors.push_back(e);
+      bucket.push_back(e.rel_err);
+    };
+    if (x.mode == "gap") {
+      if (x.period_ns > 0) add("period", x.period_ns * 1e-9, bg::t_period(G, x.V, R, T0), gap_e);
+      add("tiss", x.tiss_ns * 1e-9, bg::tiss(G, x.V, R, T0), gap_e);
+    } else if (x.mode == "isolated") {
+      add("tiss", x.tiss_ns * 1e-9, bg::tiss_iso(x.V, R, T0, P.Q(x.K)), iso_e);
+    } else if (x.period_ns > 0) {
+      add("period", x.period_ns * 1e-9, bg::t_period(0, x.V, R, T0), zg_e);
+    }
+  }
+  auto stats = [](const std::vector<double>& v, double& med, double& mx) {
+    med = median(v);
+    mx = v.empty() ? 0 : *std::max_element(v.begin(), v.end());
+  };
+  stats(gap_e, rep.gap_median_err, rep.gap_max_err);
+  stats(iso_e, rep.iso_median_err, rep.iso_max_err);
+  stats(zg_e, rep.zerogap_median_err, rep.zerogap_max_err);
+
+  // Local control: recovery must come from the remote path, so local T_iss should not depend on G.
+  std::vector<double> lt;
+  for (const auto& x : s)
+    if (x.mode == "gap" && x.target == "local") lt.push_back(x.tiss_ns);
+  if (lt.size() >= 2) {
+    double lo = *std::min_element(lt.begin(), lt.end()), hi = *std::max_element(lt.begin(), lt.end());
+    rep.notes.push_back("local control over the gap sweep: T_iss " + fmtd(lo, 1) + "-" + fmtd(hi, 1) +
+                        " ns (spread " + fmtd(100 * (hi - lo) / lo, 0) + "%)");
+  }
+  return rep;
+}
+
+nlohmann::json FitReport::to_json() const {
+  nlohmann::json errs = nlohmann::json::array();
+  for (const auto& e : errors)
+    errs.push_back({{"line", e.sample.line}, {"mode", e.sample.mode}, {"K", e.sample.K}, {"B", e.sample.B},
+                    {"gap_ns", e.sample.gap_ns}, {"quantity", e.quantity}, {"measured_us", e.measured * 1e6},
+                    {"predicted_us", e.predicted * 1e6}, {"rel_err", e.rel_err}});
+  return {{"platform", platform.to_json()},
+          {"r_fit", {{"points_used", r_points_used}, {"points_rejected", r_points_rejected},
+                     {"rel_rmse", r_fit_rel_rmse}, {"launch_overhead_us", launch_overhead * 1e6}}},
+          {"q_fit", {{"points_used", q_points_used}, {"rel_rmse", q_fit_rel_rmse}}},
+          {"tiss0_points_used", tiss0_points_used},
+          {"prediction_error", {{"gap_median", gap_median_err}, {"gap_max", gap_max_err},
+                                {"isolated_median", iso_median_err}, {"isolated_max", iso_max_err},
+                                {"zerogap_period_median", zerogap_median_err},
+                                {"zerogap_period_max", zerogap_max_err}}},
+          {"errors", errs}, {"notes", notes}};
+}
+
+}  // namespace xstage::model
