@@ -1,0 +1,123 @@
+#pragma once
+// Row/tile geometry of one rank's local experts after dispatch (SPEC §5), shared by every MoE tile
+// scheduler. A row is one b_m-high block of tokens of one expert; rows of expert e are the contiguous
+// range [O_e, O_{e+1}) of the global row index p. Linear-1 (hidden -> 2*h_inter, gate/up) has
+// l1_ntiles = 2*h_inter/b_n N-tiles per row; Linear-2 (h_inter -> hidden) has l2_ntiles = hidden/b_n.
+// An L2 tile of row p reduces over the whole intermediate dimension, so it depends on ALL L1 tiles of
+// row p (and on nothing else).
+//
+// MoeLayout is a trivially copyable view (it can be a kernel argument); row_offset points at
+// num_experts + 1 prefix sums in host or device memory. MoeLayoutStorage (host only) owns them.
+#include "xstage/common/hd.hpp"
+
+#ifndef __CUDA_ARCH__
+#include <string>
+#include <vector>
+
+#include "xstage/common/error.hpp"
+#endif
+
+namespace xstage::sched {
+
+enum class MoeTileKind : int { L1 = 0, L2 = 1 };
+
+// One scheduled tile: what an MMA role computes next.
+struct MoeTile {
+  bool is_valid = false;
+  MoeTileKind kind = MoeTileKind::L1;
+  int expert = -1;  // local expert e(p)
+  int m = -1;       // row within the expert, p - O_e (in units of b_m)
+  int n = -1;       // N-tile index within the row, 0 <= n < ntiles(kind)
+  int row = -1;     // global row p
+};
+
+struct MoeLayout {
+  int num_experts = 0;
+  const int* row_offset = nullptr;  // O_0 = 0, ..., O_E = rows; non-decreasing (empty experts repeat)
+  int l1_ntiles = 0;                // N-tiles of one Linear-1 row (2 h_inter / b_n)
+  int l2_ntiles = 0;                // N-tiles of one Linear-2 row (hidden / b_n)
+
+  XSTAGE_HD int rows() const { return row_offset[num_experts]; }
+  XSTAGE_HD int ntiles(MoeTileKind k) const { return k == MoeTileKind::L1 ? l1_ntiles : l2_ntiles; }
+
+  // e(p): the expert whose row range holds p, i.e. the largest e with O_e <= p (empty experts have an
+  // empty range, so the largest such e is the one with O_{e+1} > p). Requires 0 <= p < rows().
+  XSTAGE_HD int expert_of_row(int p) const {
+    int lo = 0, hi = num_experts - 1;  // invariant: O_lo <= p; answer in [lo, hi]
+    while (lo < hi) {
+      const int mid = lo + (hi - lo + 1) / 2;
+      if (row_offset[mid] <= p)
+        lo = mid;
+      else
+        hi = mid - 1;
+    }
+    return lo;
+  }
+
+  // The tile of `kind` at row p, N-tile n, with expert and in-expert row filled in.
+  XSTAGE_HD MoeTile tile(MoeTileKind kind, int p, int n) const {
+    MoeTile t;
+    t.is_valid = true;
+    t.kind = kind;
+    t.row = p;
+    t.expert = expert_of_row(p);
+    t.m = p - row_offset[t.expert];
+    t.n = n;
+    return t;
+  }
+};
+
+#ifndef __CUDA_ARCH__
+// Host-side owner of a layout: built from per-expert token counts after dispatch.
+class MoeLayoutStorage {
+ public:
+  // tokens[e]: tokens routed to local expert e (>= 0); b_m: rows per tile; l1/l2_ntiles: N-tiles per row.
+  MoeLayoutStorage(std::vector<int> tokens, int b_m, int l1_ntiles, int l2_ntiles)
+      : tokens_(std::move(tokens)), b_m_(b_m) {
+    XSTAGE_REQUIRE(!tokens_.empty(), "MoE layout: need at least one local expert");
+    XSTAGE_REQUIRE(b_m > 0, "MoE layout: b_m must be positive, got ", b_m);
+    XSTAGE_REQUIRE(l1_ntiles > 0, "MoE layout: Linear-1 N-tiles per row must be positive, got ", l1_ntiles);
+    XSTAGE_REQUIRE(l2_ntiles > 0, "MoE layout: Linear-2 N-tiles per row must be positive, got ", l2_ntiles);
+    offsets_.assign(tokens_.size() + 1, 0);
+    for (size_t e = 0; e < tokens_.size(); ++e) {
+      XSTAGE_REQUIRE(tokens_[e] >= 0, "MoE layout: expert ", e, " has a negative token count ", tokens_[e]);
+      const long long rows = (static_cast<long long>(tokens_[e]) + b_m - 1) / b_m;
+      const long long next = offsets_[e] + rows;
+      // Tile indices k = p * P_i + j must fit in int on the device.
+      XSTAGE_REQUIRE(next * (l1_ntiles > l2_ntiles ? l1_ntiles : l2_ntiles) < (1LL << 30),
+                     "MoE layout: too many tiles (", next, " rows)");
+      offsets_[e + 1] = static_cast<int>(next);
+    }
+    view_.num_experts = static_cast<int>(tokens_.size());
+    view_.row_offset = offsets_.data();
+    view_.l1_ntiles = l1_ntiles;
+    view_.l2_ntiles = l2_ntiles;
+  }
+  MoeLayoutStorage(const MoeLayoutStorage& o)
+      : tokens_(o.tokens_), offsets_(o.offsets_), b_m_(o.b_m_), view_(o.view_) {
+    view_.row_offset = offsets_.data();
+  }
+  MoeLayoutStorage& operator=(const MoeLayoutStorage&) = delete;
+
+  const MoeLayout& view() const { return view_; }
+  const std::vector<int>& row_offsets() const { return offsets_; }
+  const std::vector<int>& tokens() const { return tokens_; }
+  int b_m() const { return b_m_; }
+  int rows() const { return view_.rows(); }
+  // Tokens actually present in row p (the last row of an expert may be partial).
+  int tokens_in_row(int p) const {
+    const int e = view_.expert_of_row(p);
+    const int m = p - offsets_[e];
+    const int left = tokens_[e] - m * b_m_;
+    return left < b_m_ ? left : b_m_;
+  }
+
+ private:
+  std::vector<int> tokens_;
+  std::vector<int> offsets_;
+  int b_m_;
+  MoeLayout view_;
+};
+#endif
+
+}  // namespace xstage::sched

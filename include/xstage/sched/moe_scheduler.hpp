@@ -1,0 +1,184 @@
+#pragma once
+// MoE tile schedulers for a persistent, warp-specialized MoE kernel (SPEC §5), pure __host__ __device__
+// C++17 behind one interface (the FlashAttention-3 tile-scheduler shape), so a kernel is templated on
+// the scheduler type and swapping Expert-Wave for Interleaved is a change of one type:
+//
+//   typename Sched::Params params{layout, instances, roles, ...};
+//   Sched sched(params, instance, role);           // instance g in [0, instances), role r in [0, roles)
+//   for (auto w = sched.get_initial_work(); w.is_valid(); w = sched.get_next_work(w)) use(w.tile);
+//
+// A scheduler object is immutable; the cursor state travels in WorkTileInfo (as in FA3), so the
+// producer warps (TMA) and consumer warps (MMA, epilogue) can each walk the same sequence.
+//
+// Instances and roles: `instances` scheduler instances run concurrently (one per CTA on Hopper, one
+// per CTA pair with 2-CTA MMA); each has `roles` CTAs, and role r takes N-tile 2*j + r of tile pair j
+// (in general roles*j + r). A row of kind i therefore has P_i = ntiles_i / roles tile pairs, and the
+// global tile-pair index of stream i is k_i = p * P_i + j. Instance g walks k_i = g, g + S, g + 2S, ...
+// with S = instances (the paper's "stride G"; not the Burst-Gap gap G). Nothing here assumes an SM
+// count: instances and roles are parameters. See docs/SCHEDULERS.md for the ordering guarantees.
+#include "xstage/common/hd.hpp"
+#include "xstage/sched/moe_layout.hpp"
+
+#ifndef __CUDA_ARCH__
+#include "xstage/common/error.hpp"
+#endif
+
+namespace xstage::sched {
+
+namespace detail {
+// Checks shared by both schedulers' host-side validation.
+#ifndef __CUDA_ARCH__
+inline void check_moe_params(const MoeLayout& l, int instances, int roles) {
+  XSTAGE_REQUIRE(l.row_offset != nullptr && l.num_experts > 0, "MoE scheduler: empty layout");
+  XSTAGE_REQUIRE(instances > 0, "MoE scheduler: instance count must be positive, got ", instances);
+  XSTAGE_REQUIRE(roles > 0, "MoE scheduler: roles per instance must be positive, got ", roles);
+  XSTAGE_REQUIRE(l.l1_ntiles % roles == 0, "MoE scheduler: Linear-1 N-tiles per row (", l.l1_ntiles,
+                 ") is not a multiple of the roles per instance (", roles, ")");
+  XSTAGE_REQUIRE(l.l2_ntiles % roles == 0, "MoE scheduler: Linear-2 N-tiles per row (", l.l2_ntiles,
+                 ") is not a multiple of the roles per instance (", roles, ")");
+}
+#endif
+}  // namespace detail
+
+// ---------------------------------------------------------------------------------------------------
+// Interleaved (SPEC §5, Algorithm 1). Both cursors start at g and advance by S. With
+// p1 = floor(k1 / P1) (+inf once L1 is exhausted) and p2 = floor(k2 / P2), each step emits
+//   L2(e(p2), m = p2 - O_e, n = roles*(k2 mod P2) + r), k2 += S   if k2 < rows*P2 and p2 + D <= p1,
+//   L1(e(p1), m = p1 - O_e, n = roles*(k1 mod P1) + r), k1 += S   otherwise,
+// until both streams are exhausted. D >= 1 is needed for an in-order kernel that waits on L1 rows:
+// with D = 0 an instance may emit L2 of row p before its own L1 tiles of row p (docs/SCHEDULERS.md).
+class MoeInterleavedScheduler {
+ public:
+  struct Params {
+    MoeLayout layout;
+    int instances = 1;  // S: concurrently running scheduler instances (the stride)
+    int roles = 1;      // CTAs per instance (1 on Hopper per-CTA, 2 for CTA pairs)
+    int lead = 1;       // D: L1 rows the instance's L1 cursor must lead the L2 cursor by
+  };
+  struct WorkTileInfo {
+    MoeTile tile;
+    int k1 = 0, k2 = 0;  // cursors after this tile
+    XSTAGE_HD bool is_valid() const { return tile.is_valid; }
+  };
+
+  XSTAGE_HD MoeInterleavedScheduler(const Params& p, int instance, int role)
+      : p_(p), g_(instance), r_(role) {}
+
+#ifndef __CUDA_ARCH__
+  // Host-side validation with named values (kernels validate once on the host before launch).
+  static void validate(const Params& p) {
+    detail::check_moe_params(p.layout, p.instances, p.roles);
+    XSTAGE_REQUIRE(p.lead >= 0, "interleaved scheduler: lead D must be >= 0, got ", p.lead);
+  }
+#endif
+
+  XSTAGE_HD WorkTileInfo get_initial_work() const { return step(g_, g_); }
+  XSTAGE_HD WorkTileInfo get_next_work(const WorkTileInfo& cur) const { return step(cur.k1, cur.k2); }
+
+ private:
+  XSTAGE_HD WorkTileInfo step(int k1, int k2) const {
+    const MoeLayout& l = p_.layout;
+    const int P1 = l.l1_ntiles / p_.roles, P2 = l.l2_ntiles / p_.roles;
+    const int rows = l.rows();
+    const int T1 = rows * P1, T2 = rows * P2;
+    WorkTileInfo w;
+    w.k1 = k1;
+    w.k2 = k2;
+    if (k1 >= T1 && k2 >= T2) return w;  // invalid: both streams done
+    const bool l1_done = k1 >= T1;
+    const int p1 = l1_done ? 0 : k1 / P1;  // p1 = +inf when l1_done (handled by the flag)
+    const int p2 = k2 / P2;
+    // p2 + D <= p1, written as p1 - p2 >= D so a large D cannot overflow.
+    if (k2 < T2 && (l1_done || p1 - p2 >= p_.lead)) {
+      w.tile = l.tile(MoeTileKind::L2, p2, p_.roles * (k2 % P2) + r_);
+      w.k2 = k2 + p_.instances;
+    } else {
+      w.tile = l.tile(MoeTileKind::L1, p1, p_.roles * (k1 % P1) + r_);
+      w.k1 = k1 + p_.instances;
+    }
+    return w;
+  }
+
+  Params p_;
+  int g_, r_;
+};
+
+// ---------------------------------------------------------------------------------------------------
+// Expert-Wave (the MegaMoE baseline): local experts are grouped into waves of `experts_per_wave`
+// consecutive experts; each wave runs all its L1 tile pairs, then all its L2 tile pairs. Within a phase
+// the wave's tile pairs (row-major: k = (p - first row of the wave) * P_i + j) are dealt round-robin:
+// instance g takes k = g, g + S, ... Waves (and phases) with no tile for instance g are skipped.
+class MoeExpertWaveScheduler {
+ public:
+  struct Params {
+    MoeLayout layout;
+    int instances = 1;
+    int roles = 1;
+    int experts_per_wave = 1;
+  };
+  struct WorkTileInfo {
+    MoeTile tile;
+    int wave = 0;   // current wave
+    int phase = 0;  // 0: L1, 1: L2
+    int k = 0;      // tile-pair index within the wave's phase
+    XSTAGE_HD bool is_valid() const { return tile.is_valid; }
+  };
+
+  XSTAGE_HD MoeExpertWaveScheduler(const Params& p, int instance, int role)
+      : p_(p), g_(instance), r_(role) {}
+
+#ifndef __CUDA_ARCH__
+  static void validate(const Params& p) {
+    detail::check_moe_params(p.layout, p.instances, p.roles);
+    XSTAGE_REQUIRE(p.experts_per_wave > 0, "expert-wave scheduler: experts per wave must be positive, got ",
+                   p.experts_per_wave);
+  }
+#endif
+
+  XSTAGE_HD int num_waves() const {
+    return (p_.layout.num_experts + p_.experts_per_wave - 1) / p_.experts_per_wave;
+  }
+
+  XSTAGE_HD WorkTileInfo get_initial_work() const { return settle(0, 0, g_); }
+  XSTAGE_HD WorkTileInfo get_next_work(const WorkTileInfo& cur) const {
+    return settle(cur.wave, cur.phase, cur.k + p_.instances);
+  }
+
+ private:
+  XSTAGE_HD int wave_first_row(int w) const {
+    const int e = w * p_.experts_per_wave;
+    return p_.layout.row_offset[e < p_.layout.num_experts ? e : p_.layout.num_experts];
+  }
+  // First valid (wave, phase, k) at or after the given position; k restarts at g in every phase.
+  XSTAGE_HD WorkTileInfo settle(int wave, int phase, int k) const {
+    const MoeLayout& l = p_.layout;
+    const int waves = num_waves();
+    WorkTileInfo w;
+    while (wave < waves) {
+      const int first = wave_first_row(wave), rows = wave_first_row(wave + 1) - first;
+      const int P = (phase == 0 ? l.l1_ntiles : l.l2_ntiles) / p_.roles;
+      if (k < rows * P) {
+        const MoeTileKind kind = phase == 0 ? MoeTileKind::L1 : MoeTileKind::L2;
+        w.tile = l.tile(kind, first + k / P, p_.roles * (k % P) + r_);
+        w.wave = wave;
+        w.phase = phase;
+        w.k = k;
+        return w;
+      }
+      k = g_;
+      if (phase == 0) {
+        phase = 1;
+      } else {
+        phase = 0;
+        ++wave;
+      }
+    }
+    w.wave = waves;
+    return w;  // invalid
+  }
+
+  Params p_;
+  int g_, r_;
+};
+
+}  // namespace xstage::sched

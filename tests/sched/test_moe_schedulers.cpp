@@ -1,0 +1,378 @@
+// Exhaustive CPU tests of the MoE tile schedulers (include/xstage/sched/moe_scheduler.hpp).
+// Ordering semantics tested here are defined in docs/SCHEDULERS.md:
+//  - per-CTA program order: the sequence get_initial_work / get_next_work yields;
+//  - "L2 of row p after the L1 tiles of row p" across CTAs means: the union of all program orders and
+//    the dependencies L1(p, *) -> L2(p, *) is acyclic, i.e. an in-order persistent kernel that waits on
+//    per-row L1 counters always completes (checked by executing greedily until stuck);
+//  - the lead D is an instance-local guarantee: when an instance emits L2 of row p, it has already
+//    emitted every one of its own L1 tiles of rows < p + D.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <random>
+#include <sstream>
+#include <vector>
+
+#include "xstage/sched/moe_scheduler.hpp"
+
+namespace {
+
+using namespace xstage::sched;
+
+// Sequences of every CTA (index g * roles + r) of a scheduler configuration.
+template <class Sched>
+std::vector<std::vector<MoeTile>> sequences(const typename Sched::Params& p) {
+  std::vector<std::vector<MoeTile>> out;
+  for (int g = 0; g < p.instances; ++g)
+    for (int r = 0; r < p.roles; ++r) {
+      Sched s(p, g, r);
+      std::vector<MoeTile> seq;
+      for (auto w = s.get_initial_work(); w.is_valid(); w = s.get_next_work(w)) {
+        seq.push_back(w.tile);
+        if (seq.size() > (1u << 22)) break;  // a runaway scheduler fails the count checks below
+      }
+      out.push_back(std::move(seq));
+    }
+  return out;
+}
+
+// Every tile (kind, row, n) exactly once; fields consistent with the layout.
+void expect_exactly_once(const MoeLayoutStorage& st, const std::vector<std::vector<MoeTile>>& seqs) {
+  const MoeLayout& l = st.view();
+  const int rows = l.rows();
+  std::vector<int> seen1(size_t(rows) * l.l1_ntiles, 0), seen2(size_t(rows) * l.l2_ntiles, 0);
+  for (const auto& seq : seqs)
+    for (const MoeTile& t : seq) {
+      ASSERT_TRUE(t.is_valid);
+      ASSERT_GE(t.row, 0);
+      ASSERT_LT(t.row, rows);
+      const int e = t.expert;
+      ASSERT_GE(e, 0);
+      ASSERT_LT(e, l.num_experts);
+      // Independent row -> expert check: the row lies in e's range.
+      ASSERT_LE(st.row_offsets()[e], t.row);
+      ASSERT_LT(t.row, st.row_offsets()[e + 1]);
+      ASSERT_EQ(t.m, t.row - st.row_offsets()[e]);
+      ASSERT_GE(t.n, 0);
+      ASSERT_LT(t.n, l.ntiles(t.kind));
+      auto& seen = t.kind == MoeTileKind::L1 ? seen1 : seen2;
+      seen[size_t(t.row) * l.ntiles(t.kind) + t.n]++;
+    }
+  for (size_t i = 0; i < seen1.size(); ++i) ASSERT_EQ(seen1[i], 1) << "L1 tile " << i;
+  for (size_t i = 0; i < seen2.size(); ++i) ASSERT_EQ(seen2[i], 1) << "L2 tile " << i;
+}
+
+// Runs the CTAs' program orders as an in-order persistent kernel would (an L2 tile of row p may run
+// only when every L1 tile of row p has run), picking any runnable CTA, until done or stuck.
+// Returns true when every tile ran (no cyclic wait).
+bool executes_without_deadlock(const MoeLayout& l, const std::vector<std::vector<MoeTile>>& seqs) {
+  std::vector<int> l1_done(l.rows(), 0);
+  std::vector<size_t> pc(seqs.size(), 0);
+  size_t left = 0;
+  for (const auto& s : seqs) left += s.size();
+  bool progress = true;
+  while (left > 0 && progress) {
+    progress = false;
+    for (size_t c = 0; c < seqs.size(); ++c)
+      while (pc[c] < seqs[c].size()) {
+        const MoeTile& t = seqs[c][pc[c]];
+        if (t.kind == MoeTileKind::L2 && l1_done[t.row] < l.l1_ntiles) break;
+        if (t.kind == MoeTileKind::L1) l1_done[t.row]++;
+        ++pc[c];
+        --left;
+        progress = true;
+      }
+  }
+  return left == 0;
+}
+
+struct Case {
+  std::vector<int> tokens;
+  int b_m, l1_ntiles, l2_ntiles, instances, roles;
+};
+
+// Random layouts: 1-12 experts, uniform or skewed (one hot expert, many empty), varied tile grids.
+Case random_case(std::mt19937& rng) {
+  Case c;
+  const int E = 1 + int(rng() % 12);
+  const int mode = int(rng() % 3);
+  c.tokens.resize(E);
+  for (int e = 0; e < E; ++e) {
+    if (mode == 0) c.tokens[e] = int(rng() % 400);                                  // uneven
+    if (mode == 1) c.tokens[e] = e == 0 ? 200 + int(rng() % 2000) : int(rng() % 3) * int(rng() % 40);  // skewed
+    if (mode == 2) c.tokens[e] = 256;                                               // balanced
+  }
+  c.b_m = 1 << (4 + rng() % 4);  // 16..128
+  c.roles = 1 + int(rng() % 2);
+  c.l1_ntiles = c.roles * (1 + int(rng() % 8));
+  c.l2_ntiles = c.roles * (1 + int(rng() % 8));
+  c.instances = 1 + int(rng() % 70);
+  return c;
+}
+
+constexpr int kRandomCases = 400;
+
+TEST(MoeLayout, RowsExpertsAndPartialRows) {
+  MoeLayoutStorage st({5, 0, 0, 16, 1, 0}, 4, 2, 2);
+  // rows: 2, 0, 0, 4, 1, 0 -> offsets 0 2 2 2 6 7 7
+  EXPECT_EQ(st.row_offsets(), (std::vector<int>{0, 2, 2, 2, 6, 7, 7}));
+  EXPECT_EQ(st.rows(), 7);
+  const int want_e[] = {0, 0, 3, 3, 3, 3, 4};
+  for (int p = 0; p < 7; ++p) EXPECT_EQ(st.view().expert_of_row(p), want_e[p]) << "row " << p;
+  EXPECT_EQ(st.tokens_in_row(0), 4);
+  EXPECT_EQ(st.tokens_in_row(1), 1);
+  EXPECT_EQ(st.tokens_in_row(5), 4);
+  EXPECT_EQ(st.tokens_in_row(6), 1);
+}
+
+TEST(MoeLayout, RejectsBadInput) {
+  EXPECT_THROW(MoeLayoutStorage({}, 4, 2, 2), xstage::UsageError);
+  EXPECT_THROW(MoeLayoutStorage({1, -1}, 4, 2, 2), xstage::UsageError);
+  EXPECT_THROW(MoeLayoutStorage({1}, 0, 2, 2), xstage::UsageError);
+  EXPECT_THROW(MoeLayoutStorage({1}, 4, 0, 2), xstage::UsageError);
+  MoeLayoutStorage st({8}, 4, 3, 2);
+  // 3 N-tiles cannot be split over 2 roles.
+  EXPECT_THROW(MoeInterleavedScheduler::validate({st.view(), 4, 2, 1}), xstage::UsageError);
+  EXPECT_THROW(MoeInterleavedScheduler::validate({st.view(), 0, 1, 1}), xstage::UsageError);
+  EXPECT_THROW(MoeInterleavedScheduler::validate({st.view(), 4, 1, -1}), xstage::UsageError);
+  EXPECT_THROW(MoeExpertWaveScheduler::validate({st.view(), 4, 1, 0}), xstage::UsageError);
+}
+
+// Reference Algorithm 1, written independently: build instance g's two tile-pair streams as explicit
+// lists, then merge them with the lead rule.
+std::vector<MoeTile> reference_interleaved(const MoeLayout& l, int S, int roles, int D, int g, int r) {
+  const int P1 = l.l1_ntiles / roles, P2 = l.l2_ntiles / roles, rows = l.rows();
+  std::vector<int> s1, s2;
+  for (int k = g; k < rows * P1; k += S) s1.push_back(k);
+  for (int k = g; k < rows * P2; k += S) s2.push_back(k);
+  std::vector<MoeTile> out;
+  size_t i1 = 0, i2 = 0;
+  while (i1 < s1.size() || i2 < s2.size()) {
+    const long long p1 = i1 < s1.size() ? s1[i1] / P1 : (1LL << 40);
+    if (i2 < s2.size() && s2[i2] / P2 + (long long)D <= p1) {
+      out.push_back(l.tile(MoeTileKind::L2, s2[i2] / P2, roles * (s2[i2] % P2) + r));
+      ++i2;
+    } else {
+      out.push_back(l.tile(MoeTileKind::L1, s1[i1] / P1, roles * (s1[i1] % P1) + r));
+      ++i1;
+    }
+  }
+  return out;
+}
+
+bool same(const MoeTile& a, const MoeTile& b) {
+  return a.is_valid == b.is_valid && a.kind == b.kind && a.row == b.row && a.n == b.n &&
+         a.expert == b.expert && a.m == b.m;
+}
+
+TEST(MoeInterleaved, RandomLayoutsExactlyOnceDeterministicAndMatchesReference) {
+  std::mt19937 rng(20261129);
+  for (int it = 0; it < kRandomCases; ++it) {
+    const Case c = random_case(rng);
+    MoeLayoutStorage st(c.tokens, c.b_m, c.l1_ntiles, c.l2_ntiles);
+    const int rows = st.rows();
+    for (int D : {0, 1, 2, 3, 7, rows, rows + 5}) {
+      SCOPED_TRACE(::testing::Message() << "case " << it << " rows " << rows << " S " << c.instances
+                                        << " roles " << c.roles << " D " << D);
+      MoeInterleavedScheduler::Params p{st.view(), c.instances, c.roles, D};
+      MoeInterleavedScheduler::validate(p);
+      const auto seqs = sequences<MoeInterleavedScheduler>(p);
+      expect_exactly_once(st, seqs);
+      const auto again = sequences<MoeInterleavedScheduler>(p);
+      for (size_t cta = 0; cta < seqs.size(); ++cta) {
+        ASSERT_EQ(again[cta].size(), seqs[cta].size());
+        const int g = int(cta) / c.roles, r = int(cta) % c.roles;
+        const auto ref = reference_interleaved(st.view(), c.instances, c.roles, D, g, r);
+        ASSERT_EQ(ref.size(), seqs[cta].size());
+        for (size_t i = 0; i < ref.size(); ++i) {
+          ASSERT_TRUE(same(again[cta][i], seqs[cta][i])) << "non-deterministic at " << i;
+          ASSERT_TRUE(same(ref[i], seqs[cta][i])) << "differs from reference at " << i;
+        }
+      }
+    }
+  }
+}
+
+// The instance-local lead: when instance g emits L2 of row p, all of g's own L1 tile pairs of rows
+// < p + D were emitted earlier (all of them once L1 is exhausted). And the rule is tight: an L1 tile
+// is emitted while L2 tiles remain only if the lead is not yet reached.
+TEST(MoeInterleaved, InstanceLocalLeadHoldsAndIsTight) {
+  std::mt19937 rng(7);
+  for (int it = 0; it < kRandomCases; ++it) {
+    const Case c = random_case(rng);
+    MoeLayoutStorage st(c.tokens, c.b_m, c.l1_ntiles, c.l2_ntiles);
+    const MoeLayout& l = st.view();
+    const int rows = st.rows(), P1 = l.l1_ntiles / c.roles, S = c.instances;
+    for (int D : {0, 1, 2, 5, rows}) {
+      MoeInterleavedScheduler::Params p{l, S, c.roles, D};
+      for (int g = 0; g < S; ++g) {
+        MoeInterleavedScheduler s(p, g, 0);
+        std::vector<MoeTile> seq;
+        for (auto w = s.get_initial_work(); w.is_valid(); w = s.get_next_work(w)) seq.push_back(w.tile);
+        // Own L1 pairs of g with row < x: k = g + jS < min(x * P1, rows * P1).
+        auto own_l1_below = [&](long long x) {
+          const long long lim = std::min<long long>(x, rows) * P1;
+          return lim > g ? (lim - g + S - 1) / S : 0;
+        };
+        const long long own_l1_total = own_l1_below(rows);
+        long long l1_emitted = 0, l2_left = 0;
+        for (const auto& t : seq) l2_left += t.kind == MoeTileKind::L2;
+        for (size_t i = 0; i < seq.size(); ++i) {
+          const MoeTile& t = seq[i];
+          if (t.kind == MoeTileKind::L2) {
+            ASSERT_GE(l1_emitted, own_l1_below((long long)t.row + D))
+                << "case " << it << " g " << g << " D " << D << " L2 row " << t.row << " at " << i;
+            --l2_left;
+          } else {
+            if (l2_left > 0) {
+              // The next L2 of g (first L2 later in seq) must not yet be allowed: p2 + D > p1.
+              auto nx = std::find_if(seq.begin() + i, seq.end(),
+                                     [](const MoeTile& u) { return u.kind == MoeTileKind::L2; });
+              ASSERT_GT((long long)nx->row + D, t.row) << "case " << it << " L1 emitted past the lead";
+            }
+            ++l1_emitted;
+          }
+        }
+        ASSERT_EQ(l1_emitted, own_l1_total);
+      }
+    }
+  }
+}
+
+// D >= 1: every configuration executes to completion as an in-order kernel with per-row waits.
+TEST(MoeInterleaved, LeadAtLeastOneNeverDeadlocks) {
+  std::mt19937 rng(11);
+  for (int it = 0; it < kRandomCases; ++it) {
+    const Case c = random_case(rng);
+    MoeLayoutStorage st(c.tokens, c.b_m, c.l1_ntiles, c.l2_ntiles);
+    for (int D : {1, 2, 4, st.rows(), st.rows() + 1}) {
+      const auto seqs = sequences<MoeInterleavedScheduler>({st.view(), c.instances, c.roles, D});
+      ASSERT_TRUE(executes_without_deadlock(st.view(), seqs))
+          << "case " << it << " S " << c.instances << " D " << D;
+    }
+  }
+}
+
+// D = 0 is the degenerate lead: Algorithm 1 then emits L2 of row p while the instance's own L1 cursor
+// is still inside row p, so an in-order kernel waits on itself. The smallest example: one instance,
+// one expert, one row. Every tile is still emitted exactly once.
+TEST(MoeInterleaved, LeadZeroEmitsL2BeforeOwnL1AndCanDeadlock) {
+  MoeLayoutStorage st({16}, 16, 2, 2);
+  const MoeInterleavedScheduler::Params p{st.view(), 1, 1, 0};
+  const auto seqs = sequences<MoeInterleavedScheduler>(p);
+  expect_exactly_once(st, seqs);
+  ASSERT_EQ(seqs[0].front().kind, MoeTileKind::L2);
+  EXPECT_FALSE(executes_without_deadlock(st.view(), seqs));
+  // With D = 1 the same layout runs all L1 first.
+  const auto ok = sequences<MoeInterleavedScheduler>({st.view(), 1, 1, 1});
+  EXPECT_EQ(ok[0][0].kind, MoeTileKind::L1);
+  EXPECT_EQ(ok[0][1].kind, MoeTileKind::L1);
+  EXPECT_TRUE(executes_without_deadlock(st.view(), ok));
+}
+
+// D >= rows: the L2 stream waits until the instance's L1 stream is exhausted, i.e. all L1, then all L2.
+TEST(MoeInterleaved, LeadAtLeastRowsIsAllL1ThenAllL2) {
+  std::mt19937 rng(3);
+  for (int it = 0; it < 100; ++it) {
+    const Case c = random_case(rng);
+    MoeLayoutStorage st(c.tokens, c.b_m, c.l1_ntiles, c.l2_ntiles);
+    for (int D : {st.rows(), st.rows() + 3}) {
+      for (const auto& seq : sequences<MoeInterleavedScheduler>({st.view(), c.instances, c.roles, D})) {
+        auto first_l2 = std::find_if(seq.begin(), seq.end(),
+                                     [](const MoeTile& t) { return t.kind == MoeTileKind::L2; });
+        ASSERT_TRUE(std::all_of(first_l2, seq.end(), [](const MoeTile& t) { return t.kind == MoeTileKind::L2; }));
+      }
+    }
+  }
+}
+
+// Roles of one instance walk the same tile pairs and differ only in the N-tile within the pair.
+TEST(MoeInterleaved, RolesShareTilePairs) {
+  MoeLayoutStorage st({300, 0, 77, 1000}, 64, 8, 14);
+  const auto seqs = sequences<MoeInterleavedScheduler>({st.view(), 5, 2, 2});
+  for (int g = 0; g < 5; ++g) {
+    const auto& a = seqs[2 * g];
+    const auto& b = seqs[2 * g + 1];
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t i = 0; i < a.size(); ++i) {
+      EXPECT_EQ(a[i].kind, b[i].kind);
+      EXPECT_EQ(a[i].row, b[i].row);
+      EXPECT_EQ(a[i].n % 2, 0);
+      EXPECT_EQ(b[i].n, a[i].n + 1);
+    }
+  }
+}
+
+TEST(MoeInterleaved, EmptyAndTinyLayouts) {
+  MoeLayoutStorage none({0, 0, 0}, 64, 4, 4);
+  for (const auto& seq : sequences<MoeInterleavedScheduler>({none.view(), 3, 1, 1})) EXPECT_TRUE(seq.empty());
+  for (const auto& seq : sequences<MoeExpertWaveScheduler>({none.view(), 3, 1, 2})) EXPECT_TRUE(seq.empty());
+  // One expert, one row, more instances than tiles: the extra instances get nothing.
+  MoeLayoutStorage one({1}, 64, 2, 2);
+  const auto seqs = sequences<MoeInterleavedScheduler>({one.view(), 8, 1, 1});
+  expect_exactly_once(one, seqs);
+  for (int g = 2; g < 8; ++g) EXPECT_TRUE(seqs[g].empty());
+  EXPECT_TRUE(executes_without_deadlock(one.view(), seqs));
+}
+
+// A hand-checked sequence: one instance, 2 experts of 2 rows each, P1 = 2, P2 = 1, D = 1.
+TEST(MoeInterleaved, HandCheckedSequence) {
+  MoeLayoutStorage st({2, 2}, 1, 2, 1);
+  const auto seq = sequences<MoeInterleavedScheduler>({st.view(), 1, 1, 1})[0];
+  // k1 = 0,1 (row 0) -> then p1 = 1 >= p2 + 1 = 1: L2 row 0; then L1 row 1 (k1 = 2,3); L2 row 1; ...
+  const char* want = "1:0 1:0 2:0 1:1 1:1 2:1 1:2 1:2 2:2 1:3 1:3 2:3";
+  std::ostringstream got;
+  for (size_t i = 0; i < seq.size(); ++i) got << (i ? " " : "") << int(seq[i].kind) + 1 << ":" << seq[i].row;
+  EXPECT_EQ(got.str(), want);
+  EXPECT_EQ(seq[3].expert, 0);
+  EXPECT_EQ(seq[6].expert, 1);
+  EXPECT_EQ(seq[6].m, 0);
+}
+
+TEST(MoeExpertWave, RandomLayoutsExactlyOnceWaveOrderAndNoDeadlock) {
+  std::mt19937 rng(99);
+  for (int it = 0; it < kRandomCases; ++it) {
+    const Case c = random_case(rng);
+    MoeLayoutStorage st(c.tokens, c.b_m, c.l1_ntiles, c.l2_ntiles);
+    const int E = int(c.tokens.size());
+    for (int epw : {1, 2, 3, E, E + 4}) {
+      SCOPED_TRACE(::testing::Message() << "case " << it << " experts/wave " << epw);
+      MoeExpertWaveScheduler::Params p{st.view(), c.instances, c.roles, epw};
+      MoeExpertWaveScheduler::validate(p);
+      const auto seqs = sequences<MoeExpertWaveScheduler>(p);
+      expect_exactly_once(st, seqs);
+      const auto again = sequences<MoeExpertWaveScheduler>(p);
+      for (size_t cta = 0; cta < seqs.size(); ++cta) {
+        ASSERT_EQ(again[cta].size(), seqs[cta].size());
+        for (size_t i = 0; i < seqs[cta].size(); ++i) ASSERT_TRUE(same(again[cta][i], seqs[cta][i]));
+        // Program order: (wave, phase) non-decreasing; within a phase rows non-decreasing.
+        for (size_t i = 1; i < seqs[cta].size(); ++i) {
+          const MoeTile &a = seqs[cta][i - 1], &b = seqs[cta][i];
+          const int wa = a.expert / epw, wb = b.expert / epw;
+          ASSERT_TRUE(wa < wb || (wa == wb && int(a.kind) <= int(b.kind)))
+              << "wave order broken at " << i;
+          if (wa == wb && a.kind == b.kind) {
+            ASSERT_LE(a.row, b.row);
+          }
+        }
+      }
+      ASSERT_TRUE(executes_without_deadlock(st.view(), seqs));
+    }
+  }
+}
+
+// The two schedulers emit the same tile set, only the order differs.
+TEST(MoeSchedulers, SameTileMultiset) {
+  MoeLayoutStorage st({640, 0, 130, 4096, 3}, 128, 16, 28);
+  auto key = [](const MoeTile& t) { return (long long)t.row * 1000000 + int(t.kind) * 1000 + t.n; };
+  std::vector<long long> a, b;
+  for (const auto& s : sequences<MoeInterleavedScheduler>({st.view(), 33, 2, 3}))
+    for (const auto& t : s) a.push_back(key(t));
+  for (const auto& s : sequences<MoeExpertWaveScheduler>({st.view(), 33, 2, 2}))
+    for (const auto& t : s) b.push_back(key(t));
+  std::sort(a.begin(), a.end());
+  std::sort(b.begin(), b.end());
+  EXPECT_EQ(a, b);
+}
+
+}  // namespace
