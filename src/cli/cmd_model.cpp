@@ -1,4 +1,480 @@
+// Model subcommands: platform list|show, eval, design moe|attention|paper, fit.
+// Every callback computes everything first and prints last, so a bad input prints only the error.
+#include <cmath>
+#include <iostream>
+#include <memory>
+#include <sstream>
+
 #include "commands.hpp"
+#include "xstage/common/error.hpp"
+#include "xstage/common/table.hpp"
+#include "xstage/model/burst_gap.hpp"
+#include "xstage/model/design.hpp"
+#include "xstage/model/fit.hpp"
+#include "xstage/model/platform.hpp"
+
 namespace xstage::cli {
-void register_model_commands(CLI::App&) {}
+namespace {
+
+using namespace xstage::model;
+
+std::string us(double s, int d = 2) { return fmt(s * 1e6, d); }
+std::string mb(double b, int d = 2) { return fmt(b / 1e6, d); }
+std::string gbps(double r) { return fmt(r / 1e9, 1); }
+std::string yes(bool b) { return b ? "yes" : "NO"; }
+
+void parse_tile(const std::string& t, int& bm, int& bn) {
+  auto x = t.find('x');
+  XSTAGE_REQUIRE(x != std::string::npos, "--tile must look like 128x128, got '", t, "'");
+  double a = parse_size(t.substr(0, x), "--tile rows"), b = parse_size(t.substr(x + 1), "--tile columns");
+  XSTAGE_REQUIRE(a == std::floor(a) && b == std::floor(b) && a < 1e6 && b < 1e6, "--tile must be integers, got '", t, "'");
+  bm = int(a);
+  bn = int(b);
+}
+
+int parse_count(const std::string& text, const std::string& what) {
+  double v = parse_size(text, what);
+  XSTAGE_REQUIRE(v == std::floor(v) && v < 2e9, what, " must be an integer, got '", text, "'");
+  return int(v);
+}
+
+void print_platform_summary(std::ostream& os, const Platform& p) {
+  os << "platform " << p.name << " (" << p.provenance.source << "): R = " << gbps(p.R) << " GB/s, "
+     << "T_iss^0(" << p.sm_count << ", " << p.sm_count << "x32KB) = " << us(p.tiss0(p.sm_count, p.sm_count * 32768.0), 3)
+     << " us, Q(" << p.sm_count << ") = " << mb(p.Q(p.sm_count)) << " MB, world size " << p.world_size << "\n";
+}
+
+// ---------------------------------------------------------------- platform
+void add_platform(CLI::App& app) {
+  auto* plat = app.add_subcommand("platform", "List or show platform models M_X (presets or JSON files)");
+  plat->require_subcommand(1);
+  auto* list = plat->add_subcommand("list", "List the embedded presets");
+  auto json = std::make_shared<bool>(false);
+  list->add_flag("--json", *json, "Print JSON");
+  list->callback([json] {
+    if (*json) {
+      nlohmann::json j = nlohmann::json::array();
+      for (const auto& n : preset_names()) j.push_back(preset(n).to_json());
+      std::cout << j.dump(2) << "\n";
+      return;
+    }
+    Table t({"name", "source", "SMs", "P", "R GB/s", "T_iss^0 us (K=SMs, B=32KB)", "Q(SMs) MB", "date"});
+    for (const auto& n : preset_names()) {
+      auto p = preset(n);
+      t.row({p.name, p.provenance.source, std::to_string(p.sm_count), std::to_string(p.world_size), gbps(p.R),
+             us(p.tiss0(p.sm_count, p.sm_count * 32768.0), 3), mb(p.Q(p.sm_count)), p.provenance.date});
+    }
+    t.print(std::cout);
+  });
+  auto* show = plat->add_subcommand("show", "Show one platform: provenance and tables");
+  auto name = std::make_shared<std::string>();
+  auto json2 = std::make_shared<bool>(false);
+  show->add_option("platform", *name, "Preset name or platform JSON file")->required();
+  show->add_flag("--json", *json2, "Print JSON");
+  show->callback([name, json2] {
+    auto p = Platform::load(*name);
+    if (*json2) {
+      std::cout << p.to_json().dump(2) << "\n";
+      return;
+    }
+    std::ostringstream os;
+    os << "platform  " << p.name << "\n"
+       << "machine   " << p.provenance.machine << "\n"
+       << "date      " << p.provenance.date << "\n"
+       << "source    " << p.provenance.source << "\n"
+       << "command   " << p.provenance.command << "\n"
+       << "note      " << p.provenance.note << "\n"
+       << "SMs " << p.sm_count << ", world size " << p.world_size << ", R = " << gbps(p.R) << " GB/s\n";
+    if (p.tc_bf16 > 0 || p.tc_fp8 > 0 || p.attn_bf16 > 0)
+      os << "tensor-core rates per GPU (TFLOP/s): bf16 " << fmt(p.tc_bf16 / 1e12, 0) << ", fp8 "
+         << fmt(p.tc_fp8 / 1e12, 0) << ", attention bf16 " << fmt(p.attn_bf16 / 1e12, 0) << " (0 = unknown)\n";
+    os << "\nT_iss^0(K, V):\n";
+    Table t({"K", "V MB", "T_iss^0 us"});
+    auto tab = p.tiss0_table;
+    std::sort(tab.begin(), tab.end(), [](auto& a, auto& b) { return a.K != b.K ? a.K < b.K : a.V < b.V; });
+    for (const auto& e : tab) t.row({std::to_string(e.K), mb(e.V, 3), us(e.tiss0, 4)});
+    t.print(os);
+    os << "\nQ(K):\n";
+    Table q({"K", "Q MB"});
+    for (const auto& e : p.q_table) q.row({std::to_string(e.K), mb(e.Q, 3)});
+    q.print(os);
+    std::cout << os.str();
+  });
+}
+
+// ---------------------------------------------------------------- eval
+void add_eval(CLI::App& app) {
+  struct Opts {
+    std::string platform = "h200-nvlink4", K, B;
+    std::vector<std::string> gaps{"0"};
+    bool json = false;
+  };
+  auto o = std::make_shared<Opts>();
+  auto* c = app.add_subcommand("eval", "Evaluate the Burst-Gap model for K producers x B bytes, at gaps G "
+                                       "(every byte remote, as in the microbenchmark)");
+  c->add_option("--platform", o->platform, "Preset name or platform JSON file")->capture_default_str();
+  c->add_option("-K,--producers", o->K, "Concurrent producers K (default: the platform's SM count)");
+  c->add_option("-B,--bytes", o->B, "Bytes per producer per burst (K suffix = 1024)")->required();
+  c->add_option("-G,--gap", o->gaps, "Producer-side gap(s) between bursts (ns|us|ms; plain = us)")
+      ->delimiter(',')->capture_default_str();
+  c->add_flag("--json", o->json, "Print JSON");
+  c->callback([o] {
+    auto p = Platform::load(o->platform);
+    int K = o->K.empty() ? p.sm_count : parse_count(o->K, "-K");
+    XSTAGE_REQUIRE(K > 0, "-K must be positive, got ", K);
+    double B = parse_size(o->B, "-B");
+    double V = K * B, R = p.R, T0 = p.tiss0(K, V), Q = p.Q(K);
+    std::vector<double> G;
+    for (const auto& g : o->gaps) G.push_back(parse_time(g, "--gap"));
+    nlohmann::json j = {{"platform", p.name}, {"K", K}, {"B_bytes", B}, {"V_bytes", V}, {"R_GBps", R / 1e9},
+                        {"tiss0_us", T0 * 1e6}, {"Q_bytes", Q}, {"V_over_R_us", V / R * 1e6},
+                        {"g_star_us", bg::g_star(V, R, T0) * 1e6}, {"q_peak_bytes", bg::q_peak(V, R, T0)},
+                        {"capacity_ok", bg::capacity_bound_ok(V, R, T0, Q)},
+                        {"tiss_iso_us", bg::tiss_iso(V, R, T0, Q) * 1e6}};
+    nlohmann::json rows = nlohmann::json::array();
+    Table t({"G us", "T_iss us", "dT_iss us", "T_period us", "V/(T0+G) GB/s", "rate <= R"});
+    for (double g : G) {
+      bool ok = bg::rate_bound_ok(g, V, R, T0);
+      rows.push_back({{"G_us", g * 1e6}, {"tiss_us", bg::tiss(g, V, R, T0) * 1e6},
+                      {"delta_tiss_us", bg::delta_tiss(g, V, R, T0) * 1e6},
+                      {"period_us", bg::t_period(g, V, R, T0) * 1e6},
+                      {"offered_rate_GBps", bg::offered_rate(g, V, T0) / 1e9}, {"rate_ok", ok}});
+      t.row({us(g), us(bg::tiss(g, V, R, T0)), us(bg::delta_tiss(g, V, R, T0)), us(bg::t_period(g, V, R, T0)),
+             gbps(bg::offered_rate(g, V, T0)), yes(ok)});
+    }
+    j["gaps"] = rows;
+    if (o->json) {
+      std::cout << j.dump(2) << "\n";
+      return;
+    }
+    std::ostringstream os;
+    os << "platform " << p.name << ": K = " << K << ", B = " << fmt(B, 0) << " B, V = K*B = " << mb(V, 3)
+       << " MB (all remote)\n"
+       << "R = " << gbps(R) << " GB/s, T_iss^0(K,V) = " << us(T0, 3) << " us, V/R = " << us(V / R)
+       << " us, G* = " << us(bg::g_star(V, R, T0)) << " us\n"
+       << "q_peak = " << mb(bg::q_peak(V, R, T0), 3) << " MB vs Q(K) = " << mb(Q, 3) << " MB: capacity bound "
+       << (bg::capacity_bound_ok(V, R, T0, Q) ? "holds" : "FAILS") << "; isolated T_iss^iso = "
+       << us(bg::tiss_iso(V, R, T0, Q)) << " us\n";
+    t.print(os);
+    std::cout << os.str();
+  });
+}
+
+// ---------------------------------------------------------------- design
+std::string assumption(const DesignTest& d) {
+  return "assumption: a tile goes to a remote rank with probability (P-1)/P = " + fmt(d.remote_fraction, 3) +
+         ", so the aligned remote burst is V = K*B*(P-1)/P (K = " + std::to_string(d.spec.K) +
+         ", P = " + std::to_string(d.spec.P) + ")\n";
+}
+std::string capacity_caveat(const DesignTest& d) {
+  if (d.capacity_ok == d.capacity_ok_remote) return "";
+  return "caveat: counting only the K_r = " + std::to_string(d.K_remote) + " remote producers, Q(K_r) = " +
+         mb(d.Q_remote) + " MB " + (d.capacity_ok_remote ? ">=" : "<") + " q_peak = " + mb(d.q_peak) +
+         " MB: an aligned burst would then overflow once, isolated T_iss = " +
+         us(bg::tiss_iso(d.V, d.R, d.tiss0, d.Q_remote)) + " us instead of " + us(d.tiss0) + " us\n";
+}
+
+struct MoeOpts {
+  std::string hidden, inter, tokens = "4096", tile = "128x128", dtype = "fp8", K, P, staging = "0", name = "moe";
+  int experts = 0, topk = 0;
+  double tflops = 0;
+};
+void add_moe_options(CLI::App* c, MoeOpts& o) {
+  c->add_option("--hidden", o.hidden, "Hidden size")->required();
+  c->add_option("--inter", o.inter, "Expert intermediate size h_inter")->required();
+  c->add_option("--experts", o.experts, "Number of experts")->required();
+  c->add_option("--topk", o.topk, "Experts per token")->required();
+  c->add_option("--tokens", o.tokens, "Tokens per rank")->capture_default_str();
+  c->add_option("--tile", o.tile, "Tile b_m x b_n")->capture_default_str();
+  c->add_option("--dtype", o.dtype, "MMA dtype: fp8 | bf16")->capture_default_str();
+  c->add_option("--tflops", o.tflops, "Dense tensor-core rate per GPU, TFLOP/s (default: the platform's)");
+  c->add_option("-K,--producers", o.K, "Producers K (default: the platform's SM count)");
+  c->add_option("-P,--world-size", o.P, "World size / EP degree P (default: the platform's)");
+  c->add_option("--staging", o.staging, "Fixed epilogue staging cost (ns|us; plain = us)")->capture_default_str();
+}
+MoeConfig moe_config(const MoeOpts& o) {
+  MoeConfig c;
+  c.name = o.name;
+  c.hidden = parse_count(o.hidden, "--hidden");
+  c.inter = parse_count(o.inter, "--inter");
+  c.experts = o.experts;
+  c.topk = o.topk;
+  c.tokens = parse_count(o.tokens, "--tokens");
+  parse_tile(o.tile, c.b_m, c.b_n);
+  c.dtype = o.dtype;
+  XSTAGE_REQUIRE(o.tflops >= 0, "--tflops must be positive, got ", o.tflops);
+  c.tc_rate = o.tflops * 1e12;
+  c.K = o.K.empty() ? 0 : parse_count(o.K, "-K");
+  c.P = o.P.empty() ? 0 : parse_count(o.P, "-P");
+  c.staging = parse_time(o.staging, "--staging");
+  return c;
+}
+
+void print_moe(std::ostream& os, const std::vector<MoeDesign>& ds) {
+  Table t({"shape", "h", "h_inter", "T_L1 us", "T_L2 us", "n1/n2", "schedule", "G us", "V MB", "V/(T0+G) GB/s",
+           "rate ok", "q_peak MB", "cap ok", "dT_iss us", "stall us", "verdict"});
+  for (const auto& d : ds) {
+    std::string ratio = fmt(double(d.n1) / double(d.n2), 2);
+    t.row({d.cfg.name, std::to_string(d.cfg.hidden), std::to_string(d.cfg.inter), us(d.t_l1), us(d.t_l2), ratio,
+           "expert-wave", us(d.wave.spec.G), mb(d.wave.V), gbps(d.wave.offered_rate), yes(d.wave.rate_ok),
+           mb(d.wave.q_peak), yes(d.wave.capacity_ok), us(d.wave.delta_tiss), us(d.stall_wave), d.verdict});
+    t.row({"", "", "", "", "", "", "interleaved", us(d.g_int), mb(d.interleaved.V), gbps(d.interleaved.offered_rate),
+           yes(d.interleaved.rate_ok), mb(d.interleaved.q_peak), yes(d.interleaved.capacity_ok),
+           us(d.interleaved.delta_tiss), us(d.stall_int), d.interleaved.ok() ? "(recovers)" : "(still fails)"});
+  }
+  t.print(os);
+}
+
+struct AttnOpts {
+  std::vector<std::string> seq{"8K", "16K", "32K", "64K"};
+  std::string tile = "128x128", K, P, sigma, staging = "0";
+  int d = 128, out_bytes = 2;
+  double tflops = 0;
+};
+void add_attn_options(CLI::App* c, AttnOpts& o) {
+  c->add_option("--seq", o.seq, "KV sequence length(s) M (K suffix = 1024)")->delimiter(',')->capture_default_str();
+  c->add_option("--head-dim", o.d, "Head dimension d")->capture_default_str();
+  c->add_option("--tile", o.tile, "Tile b_m x b_n")->capture_default_str();
+  c->add_option("--out-bytes", o.out_bytes, "Output element size s_out")->capture_default_str();
+  c->add_option("--sigma", o.sigma, "Time per KV tile (ns|us; plain = us); default from the attention rate");
+  c->add_option("--tflops", o.tflops, "Attention rate per GPU, TFLOP/s (default: the platform's)");
+  c->add_option("-K,--producers", o.K, "Producers K (default: the platform's SM count)");
+  c->add_option("-P,--world-size", o.P, "World size P (Ulysses degree; default: the platform's)");
+  c->add_option("--staging", o.staging, "Fixed epilogue staging cost (ns|us; plain = us)")->capture_default_str();
+}
+std::vector<AttnDesign> attn_designs(const Platform& p, const AttnOpts& o) {
+  std::vector<AttnDesign> out;
+  XSTAGE_REQUIRE(o.tflops >= 0, "--tflops must be positive, got ", o.tflops);
+  for (const auto& m : o.seq) {
+    AttnConfig c;
+    c.M = parse_count(m, "--seq");
+    c.d = o.d;
+    parse_tile(o.tile, c.b_m, c.b_n);
+    c.out_bytes = o.out_bytes;
+    if (!o.sigma.empty()) {
+      c.sigma = parse_time(o.sigma, "--sigma");
+      XSTAGE_REQUIRE(c.sigma > 0, "--sigma must be positive, got '", o.sigma, "'");
+    }
+    c.attn_rate = o.tflops * 1e12;
+    c.K = o.K.empty() ? 0 : parse_count(o.K, "-K");
+    c.P = o.P.empty() ? 0 : parse_count(o.P, "-P");
+    c.staging = parse_time(o.staging, "--staging");
+    out.push_back(design_attention(p, c));
+  }
+  return out;
+}
+void print_attn(std::ostream& os, const std::vector<AttnDesign>& ds) {
+  const auto& a = ds.front();
+  os << "FlashAttention + Ulysses A2A: B_t = b_m*d*s_out = " << fmt(a.B_t, 0) << " B per producer, K = " << a.cfg.K
+     << ", sigma = " << us(a.sigma) << " us per KV tile, G* = " << us(a.test.g_star) << " us, M_ub* = b_n*ceil(G*/sigma) = "
+     << a.m_ub << " tokens\n";
+  Table t({"M", "KV tiles", "G_Qloop us", "V MB", "T0 us", "V/(T0+G) GB/s", "rate ok", "q_peak MB", "Q MB", "cap ok",
+           "stall us", "verdict"});
+  for (const auto& d : ds)
+    t.row({std::to_string(d.cfg.M), std::to_string((d.cfg.M + d.cfg.b_n - 1) / d.cfg.b_n), us(d.G), mb(d.test.V),
+           us(d.test.tiss0, 3), gbps(d.test.offered_rate), yes(d.test.rate_ok), mb(d.test.q_peak), mb(d.test.Q),
+           yes(d.test.capacity_ok), us(d.stall), d.test.verdict});
+  t.print(os);
+}
+
+// Representative fine-grained MoE shapes (public configs): the paper's models are not public.
+std::vector<MoeOpts> paper_moe_shapes() {
+  auto mk = [](const char* n, const char* h, const char* i, int e, int k) {
+    MoeOpts o;
+    o.name = n;
+    o.hidden = h;
+    o.inter = i;
+    o.experts = e;
+    o.topk = k;
+    return o;
+  };
+  return {mk("qwen3-30b-a3b", "2048", "768", 128, 8), mk("h4096-i1024", "4096", "1024", 128, 8),
+          mk("qwen3-235b-a22b", "4096", "1536", 128, 8), mk("deepseek-v3", "7168", "2048", 256, 8)};
+}
+
+void add_design(CLI::App& app) {
+  auto* des = app.add_subcommand("design", "Design test (piggyback or reshape) for a kernel's remote-store bursts");
+  des->require_subcommand(1);
+  auto plat = std::make_shared<std::string>("h200-nvlink4");
+  auto json = std::make_shared<bool>(false);
+
+  auto* moe = des->add_subcommand("moe", "MegaMoE combine bursts: Expert-Wave vs interleaved schedule");
+  auto mo = std::make_shared<MoeOpts>();
+  add_moe_options(moe, *mo);
+  moe->add_option("--platform", *plat, "Preset name or platform JSON file")->capture_default_str();
+  moe->add_flag("--json", *json, "Print JSON");
+  moe->callback([mo, plat, json] {
+    auto p = Platform::load(*plat);
+    auto d = design_moe(p, moe_config(*mo));
+    if (*json) {
+      std::cout << d.to_json().dump(2) << "\n";
+      return;
+    }
+    std::ostringstream os;
+    print_platform_summary(os, p);
+    os << assumption(d.wave) << "MMA rate per SM " << fmt(d.rate_per_sm / 1e12, 2) << " TFLOP/s (" << d.cfg.dtype
+       << "); combine tile B = " << fmt(d.B, 0) << " B; D_knee = " << d.d_knee << "\n";
+    print_moe(os, {d});
+    os << "verdict: " << d.verdict << ": " << d.reason << "\n" << capacity_caveat(d.wave);
+    std::cout << os.str();
+  });
+
+  auto* att = des->add_subcommand("attention", "FlashAttention fused with the post-attention Ulysses all-to-all");
+  auto ao = std::make_shared<AttnOpts>();
+  add_attn_options(att, *ao);
+  att->add_option("--platform", *plat, "Preset name or platform JSON file")->capture_default_str();
+  att->add_flag("--json", *json, "Print JSON");
+  att->callback([ao, plat, json] {
+    auto p = Platform::load(*plat);
+    auto ds = attn_designs(p, *ao);
+    if (*json) {
+      nlohmann::json j = nlohmann::json::array();
+      for (const auto& d : ds) j.push_back(d.to_json());
+      std::cout << j.dump(2) << "\n";
+      return;
+    }
+    std::ostringstream os;
+    print_platform_summary(os, p);
+    os << assumption(ds.front().test);
+    print_attn(os, ds);
+    os << capacity_caveat(ds.front().test);
+    std::cout << os.str();
+  });
+
+  auto* paper = des->add_subcommand("paper", "The paper's two kernels on a platform: MegaMoE combine bursts "
+                                             "(fine-grained experts) and FlashAttention-A2A at M = 8K..64K");
+  auto pp = std::make_shared<std::string>();
+  paper->add_option("--platform", *plat, "Preset name or platform JSON file")->capture_default_str();
+  paper->add_option("-P,--world-size", *pp, "World size P (default: the platform's)");
+  paper->add_flag("--json", *json, "Print JSON");
+  paper->callback([plat, pp, json] {
+    auto p = Platform::load(*plat);
+    std::vector<MoeDesign> moes;
+    for (auto o : paper_moe_shapes()) {
+      o.P = *pp;
+      moes.push_back(design_moe(p, moe_config(o)));
+    }
+    AttnOpts ao;
+    ao.P = *pp;
+    auto atts = attn_designs(p, ao);
+    if (*json) {
+      nlohmann::json j = {{"platform", p.to_json()}, {"gpu_used", false}, {"moe", nlohmann::json::array()},
+                          {"attention", nlohmann::json::array()}};
+      for (const auto& d : moes) j["moe"].push_back(d.to_json());
+      for (const auto& d : atts) j["attention"].push_back(d.to_json());
+      std::cout << j.dump(2) << "\n";
+      return;
+    }
+    std::ostringstream os;
+    os << "X-Stage design test on platform " << p.name << " (model only: no GPU was used)\n";
+    print_platform_summary(os, p);
+    os << "provenance: " << p.provenance.machine << ", " << p.provenance.date << ", " << p.provenance.source << "\n"
+       << assumption(moes.front().wave) << "\n"
+       << "1) MegaMoE combine bursts (Linear-2 epilogue remote stores, " << moes.front().cfg.b_m << "x"
+       << moes.front().cfg.b_n << " tiles, " << moes.front().cfg.dtype << " MMA at "
+       << fmt(moes.front().rate_per_sm / 1e12, 2) << " TFLOP/s per SM, bf16 output, "
+       << moes.front().cfg.tokens << " tokens per rank, balanced routing)\n";
+    print_moe(os, moes);
+    for (const auto& d : moes) os << "  " << d.cfg.name << ": " << d.verdict << ": " << d.reason << "\n";
+    os << "\n2) FlashAttention-A2A (piggyback candidate), bf16, d = 128\n";
+    print_attn(os, atts);
+    os << capacity_caveat(atts.front().test);
+    std::cout << os.str();
+  });
+}
+
+// ---------------------------------------------------------------- fit
+void add_fit(CLI::App& app) {
+  struct Opts {
+    std::string csv, out, name = "fitted", machine, date, command, note, path = "st", pattern = "p2p",
+                                            producer = "cta";
+    int bursts = 64, world_size = 0, sm_count = 0;
+    bool json = false, errors = false;
+  };
+  auto o = std::make_shared<Opts>();
+  auto* c = app.add_subcommand("fit", "Fit a platform M_X (R, T_iss^0(K,V), Q(K)) from a sample CSV (docs/CSV.md)");
+  c->add_option("csv", o->csv, "Sample CSV")->required();
+  c->add_option("-o,--out", o->out, "Write the fitted platform JSON here");
+  c->add_option("--name", o->name, "Name of the fitted platform")->capture_default_str();
+  c->add_option("--machine", o->machine, "Provenance: machine");
+  c->add_option("--date", o->date, "Provenance: date of the measurement");
+  c->add_option("--command", o->command, "Provenance: command that produced the CSV");
+  c->add_option("--note", o->note, "Provenance: note");
+  c->add_option("--bursts", o->bursts, "Bursts per run when the CSV has no bursts column")->capture_default_str();
+  c->add_option("--sm-count", o->sm_count, "SMs of the GPU (default: the largest K in the CSV)");
+  c->add_option("--world-size", o->world_size, "Ranks of the calibration run (0: not recorded)");
+  c->add_option("--store-path", o->path, "Which store path to fit: st | tma")->capture_default_str();
+  c->add_option("--pattern", o->pattern, "Which pattern to fit: p2p | a2a")->capture_default_str();
+  c->add_option("--producer", o->producer, "Which producer to fit: cta | warp")->capture_default_str();
+  c->add_flag("--errors", o->errors, "Print the prediction error of every point");
+  c->add_flag("--json", o->json, "Print JSON");
+  c->callback([o] {
+    XSTAGE_REQUIRE(o->bursts > 0, "--bursts must be positive, got ", o->bursts);
+    XSTAGE_REQUIRE(o->sm_count >= 0, "--sm-count must be positive, got ", o->sm_count);
+    XSTAGE_REQUIRE(o->world_size >= 0, "--world-size must be >= 0, got ", o->world_size);
+    auto samples = read_samples_csv(o->csv, o->bursts);
+    FitOptions fo;
+    fo.default_bursts = o->bursts;
+    fo.path = o->path;
+    fo.pattern = o->pattern;
+    fo.producer = o->producer;
+    fo.name = o->name;
+    fo.sm_count = o->sm_count;
+    fo.world_size = o->world_size;
+    Provenance pv{o->machine, o->date, o->command.empty() ? "xstage fit " + o->csv : o->command, "calibration fit",
+                  o->note.empty() ? "fitted from " + o->csv : o->note};
+    auto rep = fit_platform(samples, fo, pv);
+    if (!o->out.empty()) rep.platform.save(o->out);
+    if (o->json) {
+      std::cout << rep.to_json().dump(2) << "\n";
+      return;
+    }
+    const auto& p = rep.platform;
+    std::ostringstream os;
+    os << "fit of " << o->csv << " (" << samples.size() << " samples)\n"
+       << "R        = " << gbps(p.R) << " GB/s  (" << rep.r_points_used << " zero-gap points, " << rep.r_points_rejected
+       << " rejected; wall-time fit rel. RMSE " << fmt(100 * rep.r_fit_rel_rmse, 1) << " %, launch overhead "
+       << us(rep.launch_overhead) << " us)\n";
+    for (const auto& q : p.q_table)
+      os << "Q(" << q.K << ")   = " << mb(q.Q, 3) << " MB\n";
+    os << "Q fit: " << rep.q_points_used << " isolated points past the knee, T_iss rel. RMSE "
+       << fmt(100 * rep.q_fit_rel_rmse, 1) << " %\n";
+    for (int K : {p.sm_count})
+      os << "T_iss^0(K=" << K << ", B=32KB) = " << us(p.tiss0(K, K * 32768.0), 3) << " us\n";
+    Table t({"K", "V MB", "T_iss^0 us"});
+    auto tab = p.tiss0_table;
+    std::sort(tab.begin(), tab.end(), [](auto& a, auto& b) { return a.K != b.K ? a.K < b.K : a.V < b.V; });
+    for (const auto& e : tab) t.row({std::to_string(e.K), mb(e.V, 3), us(e.tiss0, 4)});
+    t.print(os);
+    os << "prediction error with R fixed, nothing refitted (|pred - meas| / meas):\n"
+       << "  gap sweep (period and T_iss): median " << fmt(100 * rep.gap_median_err, 1) << " %, max "
+       << fmt(100 * rep.gap_max_err, 1) << " %\n"
+       << "  isolated bursts (T_iss):       median " << fmt(100 * rep.iso_median_err, 1) << " %, max "
+       << fmt(100 * rep.iso_max_err, 1) << " %\n"
+       << "  zero-gap per-producer periods:  median " << fmt(100 * rep.zerogap_median_err, 1) << " %, max "
+       << fmt(100 * rep.zerogap_max_err, 1) << " % (per-producer clocks; biased for K < SMs, see docs/MODEL.md)\n";
+    if (o->errors) {
+      Table e({"line", "mode", "K", "B", "G us", "quantity", "measured us", "model us", "error %"});
+      for (const auto& x : rep.errors)
+        e.row({std::to_string(x.sample.line), x.sample.mode, std::to_string(x.sample.K), fmt(x.sample.B, 0),
+               fmt(x.sample.gap_ns / 1e3, 1), x.quantity, us(x.measured, 3), us(x.predicted, 3),
+               fmt(100 * x.rel_err, 1)});
+      e.print(os);
+    }
+    os << "notes:\n";
+    for (const auto& n : rep.notes) os << "  " << n << "\n";
+    if (!o->out.empty()) os << "wrote " << o->out << "\n";
+    std::cout << os.str();
+  });
+}
+
+}  // namespace
+
+void register_model_commands(CLI::App& app) {
+  add_platform(app);
+  add_eval(app);
+  add_design(app);
+  add_fit(app);
+}
+
 }  // namespace xstage::cli
