@@ -1,0 +1,1 @@
+"""xstage Python bindings (ctypes; no build-time torch dependency)."""
