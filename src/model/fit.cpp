@@ -50,14 +50,17 @@ std::string fmtd(double v, int digits = 3) {
   return os.str();
 }
 
-// Least squares y = a + b x.
+// Weighted least squares y = a + b x with weights 1/y^2: timing noise is relative, so this minimises
+// the relative residuals (the quantity reported as fit quality).
 void linfit(const std::vector<double>& x, const std::vector<double>& y, double& a, double& b) {
-  double n = double(x.size()), sx = 0, sy = 0, sxx = 0, sxy = 0;
+  double n = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
   for (size_t i = 0; i < x.size(); ++i) {
-    sx += x[i];
-    sy += y[i];
-    sxx += x[i] * x[i];
-    sxy += x[i] * y[i];
+    double w = 1 / (y[i] * y[i]);
+    n += w;
+    sx += w * x[i];
+    sy += w * y[i];
+    sxx += w * x[i] * x[i];
+    sxy += w * x[i] * y[i];
   }
   double den = n * sxx - sx * sx;
   b = (n * sxy - sx * sy) / den;
@@ -347,22 +350,26 @@ FitReport fit_platform(const std::vector<Sample>& all, const FitOptions& opt, co
   XSTAGE_REQUIRE(!P.tiss0_table.empty(), "cannot determine T_iss^0: no remote gap points on the plateau "
                  "and no isolated remote points below the knee");
 
-  // --- Q(K): T_iss = (V - Q)/R past the knee, R fixed; least squares gives Q = mean(V - R T_iss).
+  // --- Q(K): T_iss = (V - Q)/R past the knee, R fixed. Least squares on relative residuals
+  // ((V-Q)/R - T)/T gives Q = sum (V - R T)/T^2 / sum 1/T^2.
+  auto q_ls = [&](const std::vector<const Sample*>& pts) {
+    double num = 0, den = 0;
+    for (auto* p : pts) {
+      double T = p->tiss_ns * 1e-9;
+      num += (p->V - R * T) / (T * T);
+      den += 1 / (T * T);
+    }
+    return num / den;
+  };
   double q_se = 0;
   int q_n = 0;
   for (auto& [K, v] : past) {
-    double sum = 0;
-    for (auto* p : v) sum += p->V - R * p->tiss_ns * 1e-9;
-    double Q = sum / v.size();
+    double Q = q_ls(v);
     // Drop transition points the fitted line puts below the floor, then refit once.
     std::vector<const Sample*> keep;
     for (auto* p : v)
       if ((p->V - Q) / R >= P.tiss0(K, p->V)) keep.push_back(p);
-    if (!keep.empty() && keep.size() != v.size()) {
-      sum = 0;
-      for (auto* p : keep) sum += p->V - R * p->tiss_ns * 1e-9;
-      Q = sum / keep.size();
-    }
+    if (!keep.empty() && keep.size() != v.size()) Q = q_ls(keep);
     if (keep.empty()) keep = v;
     if (Q <= 0) {
       rep.notes.push_back("Q(K=" + std::to_string(K) + "): fit gave " + fmtd(Q, 0) + " B <= 0; left out");
