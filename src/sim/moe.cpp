@@ -1,0 +1,205 @@
+// MoE layer -> tile sequences -> X-Stage simulation under both schedulers (include/xstage/sim/moe.hpp).
+#include "xstage/sim/moe.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
+
+#include "xstage/common/error.hpp"
+#include "xstage/model/burst_gap.hpp"
+#include "xstage/model/platform.hpp"
+#include "xstage/sched/moe_scheduler.hpp"
+
+namespace xstage::sim {
+
+namespace {
+
+// The fields routing depends on.
+void validate_routing(const MoeLayerConfig& c) {
+  XSTAGE_REQUIRE(c.experts > 0, "expert count must be positive, got ", c.experts);
+  XSTAGE_REQUIRE(c.tokens_per_rank > 0, "tokens per rank must be positive, got ", c.tokens_per_rank);
+  XSTAGE_REQUIRE(c.topk > 0, "top-k must be positive, got ", c.topk);
+  XSTAGE_REQUIRE(c.topk <= c.experts, "top-k (", c.topk, ") exceeds the expert count (", c.experts, ")");
+  XSTAGE_REQUIRE(c.routing == "balanced" || c.routing == "skewed", "routing must be balanced or skewed, got '",
+                 c.routing, "'");
+  XSTAGE_REQUIRE(std::isfinite(c.skew) && c.skew > 0, "skew (Zipf exponent) must be positive, got ", c.skew);
+  XSTAGE_REQUIRE(c.world >= 1, "world size P must be >= 1, got ", c.world);
+  XSTAGE_REQUIRE(c.experts % c.world == 0, "expert count ", c.experts, " is not divisible by the world size ",
+                 c.world);
+  // Keep the routed token-expert pairs (and the skewed sampler's work) inside int and a few seconds.
+  const long long pairs = 1LL * c.world * c.tokens_per_rank * c.topk;
+  XSTAGE_REQUIRE(pairs <= (1LL << 28), "world * tokens per rank * top-k = ", pairs, " is too large to simulate");
+  const long long draws = 1LL * c.world * c.tokens_per_rank * c.experts;
+  XSTAGE_REQUIRE(c.routing == "balanced" || draws <= (1LL << 28), "skewed routing of world * tokens per rank = ",
+                 1LL * c.world * c.tokens_per_rank, " tokens over ", c.experts, " experts is too large to sample");
+}
+
+void validate(const MoeLayerConfig& c) {
+  validate_routing(c);
+  XSTAGE_REQUIRE(c.hidden > 0, "hidden size must be positive, got ", c.hidden);
+  XSTAGE_REQUIRE(c.h_inter > 0, "expert intermediate size must be positive, got ", c.h_inter);
+  XSTAGE_REQUIRE(c.b_m > 0, "tile b_m must be positive, got ", c.b_m);
+  XSTAGE_REQUIRE(c.b_n > 0, "tile b_n must be positive, got ", c.b_n);
+  XSTAGE_REQUIRE(c.hidden % c.b_n == 0, "hidden size ", c.hidden, " is not a multiple of b_n = ", c.b_n);
+  XSTAGE_REQUIRE((2LL * c.h_inter) % c.b_n == 0, "2 * h_inter = ", 2LL * c.h_inter,
+                 " is not a multiple of b_n = ", c.b_n);
+  XSTAGE_REQUIRE(c.dtype_bytes == 1 || c.dtype_bytes == 2, "dtype bytes must be 1 (fp8) or 2 (bf16), got ",
+                 c.dtype_bytes);
+  XSTAGE_REQUIRE(c.out_bytes > 0, "output bytes per element must be positive, got ", c.out_bytes);
+  XSTAGE_REQUIRE(std::isfinite(c.tc_rate) && c.tc_rate >= 0, "tensor-core rate must be positive, got ",
+                 c.tc_rate);
+  XSTAGE_REQUIRE(c.roles == 1 || c.roles == 2, "roles per instance must be 1 or 2, got ", c.roles);
+  XSTAGE_REQUIRE(c.sms > 0, "SM count must be positive, got ", c.sms);
+  XSTAGE_REQUIRE(c.sms % c.roles == 0, "SM count ", c.sms, " is not a multiple of the roles per instance ",
+                 c.roles);
+  XSTAGE_REQUIRE((c.hidden / c.b_n) % c.roles == 0 && (2 * c.h_inter / c.b_n) % c.roles == 0,
+                 "N-tiles per row (", 2 * c.h_inter / c.b_n, " for L1, ", c.hidden / c.b_n,
+                 " for L2) must be multiples of the roles per instance ", c.roles);
+  XSTAGE_REQUIRE(c.lead >= 1 || c.lead == -1, "lead D must be >= 1, got ", c.lead,
+                 " (D = 0 lets an instance emit L2 of a row before its own L1 tiles of that row: an in-order "
+                 "kernel deadlocks; see docs/SCHEDULERS.md)");
+  XSTAGE_REQUIRE(c.experts_per_wave >= 0, "experts per wave must be positive, got ", c.experts_per_wave);
+  XSTAGE_REQUIRE(c.staging >= 1, "staging depth must be >= 1, got ", c.staging);
+  XSTAGE_REQUIRE(std::isfinite(c.epi_time) && c.epi_time >= 0, "epilogue staging time must be >= 0, got ",
+                 c.epi_time);
+}
+
+// Uniform double in (0, 1) from mt19937_64 bits: identical on every standard library.
+double uniform01(std::mt19937_64& g) { return (double((g() >> 11)) + 0.5) * (1.0 / 9007199254740992.0); }
+
+}  // namespace
+
+std::vector<int> route_tokens(const MoeLayerConfig& c) {
+  validate_routing(c);
+  const long long tokens = 1LL * c.world * c.tokens_per_rank;
+  std::vector<int> count(c.experts, 0);
+  if (c.routing == "balanced") {
+    for (long long t = 0; t < tokens; ++t)
+      for (int j = 0; j < c.topk; ++j) count[(t * c.topk + j) % c.experts]++;
+    return count;
+  }
+  std::mt19937_64 gen(c.seed);
+  std::vector<int> order(c.experts);
+  std::iota(order.begin(), order.end(), 0);
+  for (int i = c.experts - 1; i > 0; --i) std::swap(order[i], order[gen() % (unsigned long long)(i + 1)]);
+  std::vector<double> inv_w(c.experts);  // 1 / w_e for the log-key form log(u) / w_e
+  for (int r = 0; r < c.experts; ++r) inv_w[order[r]] = std::pow(double(r + 1), c.skew);
+  std::vector<std::pair<double, int>> keys(c.experts);
+  for (long long t = 0; t < tokens; ++t) {
+    // Efraimidis-Spirakis: the top-k of u^(1/w) is a weighted sample without replacement.
+    for (int e = 0; e < c.experts; ++e) keys[e] = {std::log(uniform01(gen)) * inv_w[e], e};
+    std::nth_element(keys.begin(), keys.begin() + (c.topk - 1), keys.end(),
+                     [](const auto& a, const auto& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); });
+    for (int j = 0; j < c.topk; ++j) count[keys[j].second]++;
+  }
+  return count;
+}
+
+MoeSimReport simulate_moe(const model::Platform& platform, MoeLayerConfig c) {
+  if (c.sms == 0) c.sms = platform.sm_count;
+  if (c.tc_rate == 0) {
+    c.tc_rate = c.dtype_bytes == 1 ? platform.tc_fp8 : platform.tc_bf16;
+    XSTAGE_REQUIRE(c.tc_rate > 0, "platform '", platform.name, "' records no ",
+                   c.dtype_bytes == 1 ? "fp8" : "bf16", " tensor-core rate: give one explicitly");
+  }
+  validate(c);
+  MoeSimReport rep;
+  rep.platform = platform.name;
+  rep.l1_ntiles = 2 * c.h_inter / c.b_n;
+  rep.l2_ntiles = c.hidden / c.b_n;
+  rep.d_knee = int(std::max<long long>(1, model::bg::d_knee(c.b_n, c.sms, c.h_inter)));
+  if (c.lead == -1) c.lead = rep.d_knee;
+
+  const std::vector<int> routed = route_tokens(c);
+  const int local = c.experts / c.world;
+  long long best = -1;
+  for (int r = 0; r < c.world; ++r) {
+    const long long load = std::accumulate(routed.begin() + r * local, routed.begin() + (r + 1) * local, 0LL);
+    if (load > best) best = load, rep.rank = r;  // the most loaded rank (lowest index on ties)
+  }
+  rep.local_tokens.assign(routed.begin() + rep.rank * local, routed.begin() + (rep.rank + 1) * local);
+  rep.mean_rank_tokens = double(c.world) * c.tokens_per_rank * c.topk / c.world;
+  sched::MoeLayoutStorage layout(rep.local_tokens, c.b_m, rep.l1_ntiles, rep.l2_ntiles);
+  rep.rows = layout.rows();
+
+  // Mainloops from the per-SM share of the GPU's dense rate (measured with every SM busy).
+  const double per_sm = c.tc_rate / platform.sm_count;
+  rep.t_l1 = 2.0 * c.b_m * c.b_n * c.hidden / per_sm;
+  rep.t_l2 = 2.0 * c.b_m * c.b_n * c.h_inter / per_sm;
+  const double remote_fraction = double(c.world - 1) / c.world;
+  const double bytes_per_token = double(c.b_n) * c.out_bytes * remote_fraction;
+  rep.l2_bytes = bytes_per_token * c.b_m;
+
+  SimConfig sc = SimConfig::from_platform(platform, c.sms, c.staging);
+  sc.kind_names = {"L1", "L2"};
+  rep.R = sc.R;
+  rep.Q = sc.Q;
+  rep.tiss0_l2 = rep.l2_bytes > 0 ? sc.tiss0(rep.l2_bytes) : 0;
+
+  const int instances = c.sms / c.roles;
+  if (c.experts_per_wave == 0) {
+    // Enough experts that an average wave's L2 phase gives every instance at least one tile pair.
+    const double rows_per_expert = std::max(1.0, double(rep.rows) / local);
+    const double pairs_per_expert = rows_per_expert * (rep.l2_ntiles / c.roles);
+    c.experts_per_wave = std::clamp(int(std::ceil(instances / pairs_per_expert)), 1, local);
+  }
+  rep.config = c;
+
+  sched::MoeExpertWaveScheduler::Params wp{layout.view(), instances, c.roles, c.experts_per_wave};
+  sched::MoeExpertWaveScheduler::validate(wp);
+  rep.wave.schedule = "expert-wave";
+  rep.wave.experts_per_wave = c.experts_per_wave;
+  rep.wave.sim = simulate(sc, moe_tiles<sched::MoeExpertWaveScheduler>(wp, layout, rep.t_l1, rep.t_l2,
+                                                                        c.epi_time, bytes_per_token));
+
+  sched::MoeInterleavedScheduler::Params ip{layout.view(), instances, c.roles, c.lead};
+  sched::MoeInterleavedScheduler::validate(ip);
+  rep.interleaved.schedule = "interleaved";
+  rep.interleaved.lead = c.lead;
+  rep.interleaved.sim = simulate(sc, moe_tiles<sched::MoeInterleavedScheduler>(ip, layout, rep.t_l1, rep.t_l2,
+                                                                                c.epi_time, bytes_per_token));
+  return rep;
+}
+
+nlohmann::json MoeSimReport::to_json() const {
+  constexpr double us = 1e6;
+  const MoeLayerConfig& c = config;
+  nlohmann::json j;
+  j["platform"] = platform;
+  j["config"] = {{"hidden", c.hidden},         {"h_inter", c.h_inter},
+                 {"experts", c.experts},       {"tokens_per_rank", c.tokens_per_rank},
+                 {"topk", c.topk},             {"routing", c.routing},
+                 {"skew", c.skew},             {"seed", c.seed},
+                 {"b_m", c.b_m},               {"b_n", c.b_n},
+                 {"dtype_bytes", c.dtype_bytes}, {"out_bytes", c.out_bytes},
+                 {"tc_tflops", c.tc_rate / 1e12}, {"world", c.world},
+                 {"sms", c.sms},               {"roles", c.roles},
+                 {"lead", c.lead},             {"experts_per_wave", c.experts_per_wave},
+                 {"staging", c.staging},       {"epi_us", c.epi_time * us}};
+  j["rank"] = rank;
+  j["local_tokens"] = local_tokens;
+  j["rank_tokens"] = std::accumulate(local_tokens.begin(), local_tokens.end(), 0LL);
+  j["mean_rank_tokens"] = mean_rank_tokens;
+  j["rows"] = rows;
+  j["l1_ntiles"] = l1_ntiles;
+  j["l2_ntiles"] = l2_ntiles;
+  j["t_l1_mma_us"] = t_l1 * us;
+  j["t_l2_mma_us"] = t_l2 * us;
+  j["l2_tile_remote_bytes"] = l2_bytes;
+  j["tiss0_l2_us"] = tiss0_l2 * us;
+  j["R_GBps"] = R / 1e9;
+  j["Q_bytes"] = Q;
+  j["d_knee"] = d_knee;
+  for (const MoeScheduleRun* run : {&wave, &interleaved}) {
+    nlohmann::json s = run->sim.to_json(false);
+    s["schedule"] = run->schedule;
+    if (run->schedule == "interleaved") s["lead"] = run->lead;
+    else s["experts_per_wave"] = run->experts_per_wave;
+    j["schedules"].push_back(s);
+  }
+  j["speedup_wave_over_interleaved"] = speedup();
+  return j;
+}
+
+}  // namespace xstage::sim
