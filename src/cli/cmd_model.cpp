@@ -269,11 +269,11 @@ void print_attn(std::ostream& os, const std::vector<AttnDesign>& ds) {
      << ", sigma = " << us(a.sigma) << " us per KV tile, G* = " << us(a.test.g_star) << " us, M_ub* = b_n*ceil(G*/sigma) = "
      << a.m_ub << " tokens\n";
   Table t({"M", "KV tiles", "G_Qloop us", "V MB", "T0 us", "V/(T0+G) GB/s", "rate ok", "q_peak MB", "Q MB", "cap ok",
-           "stall us", "verdict"});
+           "T_iss us", "penalty %", "verdict"});
   for (const auto& d : ds)
     t.row({std::to_string(d.cfg.M), std::to_string((d.cfg.M + d.cfg.b_n - 1) / d.cfg.b_n), us(d.G), mb(d.test.V),
            us(d.test.tiss0, 3), gbps(d.test.offered_rate), yes(d.test.rate_ok), mb(d.test.q_peak), mb(d.test.Q),
-           yes(d.test.capacity_ok), us(d.stall), d.test.verdict});
+           yes(d.test.capacity_ok), us(d.test.tiss_eff), fmt(100 * d.penalty_share, 2), d.test.verdict});
   t.print(os);
 }
 
@@ -435,8 +435,10 @@ void add_fit(CLI::App& app) {
        << "R        = " << gbps(p.R) << " GB/s  (" << rep.r_points_used << " zero-gap points, " << rep.r_points_rejected
        << " rejected; wall-time fit rel. RMSE " << fmt(100 * rep.r_fit_rel_rmse, 1) << " %, launch overhead "
        << us(rep.launch_overhead) << " us)\n";
-    for (const auto& q : p.q_table)
-      os << "Q(" << q.K << ")   = " << mb(q.Q, 3) << " MB\n";
+    for (const auto& q : p.q_table) {
+      std::string lhs = "Q(" + std::to_string(q.K) + ")";
+      os << lhs << std::string(lhs.size() < 9 ? 9 - lhs.size() : 0, ' ') << "= " << mb(q.Q, 3) << " MB\n";
+    }
     os << "Q fit: " << rep.q_points_used << " isolated points past the knee, T_iss rel. RMSE "
        << fmt(100 * rep.q_fit_rel_rmse, 1) << " %\n";
     for (int K : {p.sm_count})

@@ -65,6 +65,7 @@ DesignTest design_test(const Platform& p, const BurstSpec& s) {
   t.period = bg::t_period(s.G, t.V, t.R, t.tiss0);
   t.delta_tiss = bg::delta_tiss(s.G, t.V, t.R, t.tiss0);
   t.tiss_iso = bg::tiss_iso(t.V, t.R, t.tiss0, t.Q);
+  t.tiss_eff = bg::tiss_cap(s.G, t.V, t.R, t.tiss0, t.Q);
   t.rate_ok = bg::rate_bound_ok(s.G, t.V, t.R, t.tiss0);
   t.capacity_ok = bg::capacity_bound_ok(t.V, t.R, t.tiss0, t.Q);
   t.capacity_ok_remote = t.q_peak <= t.Q_remote;
@@ -91,7 +92,7 @@ nlohmann::json DesignTest::to_json() const {
           {"K_remote", K_remote}, {"Q_remote_bytes", Q_remote},
           {"offered_rate_GBps", offered_rate / 1e9}, {"q_peak_bytes", q_peak}, {"g_star_us", g_star * 1e6},
           {"tiss_us", tiss * 1e6}, {"period_us", period * 1e6}, {"delta_tiss_us", delta_tiss * 1e6},
-          {"tiss_iso_us", tiss_iso * 1e6}, {"rate_ok", rate_ok}, {"capacity_ok", capacity_ok},
+          {"tiss_iso_us", tiss_iso * 1e6}, {"tiss_eff_us", tiss_eff * 1e6}, {"rate_ok", rate_ok}, {"capacity_ok", capacity_ok},
           {"capacity_ok_remote_only", capacity_ok_remote}, {"verdict", verdict}, {"reason", reason},
           {"assumption", "expected aligned remote volume V = K*B*(P-1)/P (a tile goes to a remote rank "
                          "with probability (P-1)/P); T_iss^0 at (K, K*B); capacity Q(K)"}};
@@ -135,18 +136,21 @@ MoeDesign design_moe(const Platform& p, const MoeConfig& c) {
   d.interleaved = design_test(p, {d.cfg.K, d.B, d.cfg.P, d.g_int});
   d.interleave_rate = bg::interleave_rate(double(d.n1), double(d.n2), d.wave.V, d.wave.tiss0, d.t_l1, d.t_l2);
   d.d_knee = bg::d_knee(c.b_n, d.cfg.K, c.inter);
-  d.t_rs_wave = bg::t_rs(d.wave.tiss0, d.wave.delta_tiss, c.staging);
+  d.t_rs_wave = bg::t_rs(d.wave.tiss0, d.wave.tiss_eff - d.wave.tiss0, c.staging);
   d.stall_wave = bg::stall(d.t_rs_wave, d.t_l2);
-  d.t_rs_int = bg::t_rs(d.interleaved.tiss0, d.interleaved.delta_tiss, c.staging);
+  d.t_rs_int = bg::t_rs(d.interleaved.tiss0, d.interleaved.tiss_eff - d.interleaved.tiss0, c.staging);
   d.stall_int = bg::stall(d.t_rs_int, d.t_l1);
   if (d.wave.ok()) {
     d.verdict = "piggyback";
     d.reason = "Expert-Wave L2 bursts pass: " + d.wave.reason;
   } else {
     d.verdict = "reshape";
-    d.reason = "Expert-Wave L2 bursts fail: " + d.wave.reason + ". Interleaved (G_int = " + us(d.g_int) +
-               "): " + (d.interleaved.ok() ? "passes" : "still fails") + ", rate " +
-               gbps(d.interleave_rate) + (d.interleaved.rate_ok ? " <= " : " > ") + "R";
+    const auto& it = d.interleaved;
+    d.reason = "Expert-Wave L2 bursts fail: " + d.wave.reason + ". Interleaved (G_int = " + us(d.g_int) + "): " +
+               (it.ok() ? "passes" : "still fails") + ", rate " + gbps(d.interleave_rate) +
+               (it.rate_ok ? " <= " : " > ") + "R" +
+               (it.capacity_ok ? "" : ", capacity q_peak " + mb(it.q_peak) + " > Q " + mb(it.Q) +
+                                          " (shrink the burst)");
   }
   return d;
 }
@@ -187,15 +191,16 @@ AttnDesign design_attention(const Platform& p, const AttnConfig& c) {
   a.G = bg::fa_gap(c.M, c.b_n, a.sigma);
   a.test = design_test(p, {a.cfg.K, a.B_t, a.cfg.P, a.G});
   a.m_ub = bg::fa_m_ub(a.test.g_star, c.b_n, a.sigma);
-  a.t_rs = bg::t_rs(a.test.tiss0, a.test.delta_tiss, c.staging);
-  a.stall = bg::stall(a.t_rs, a.G);
+  a.penalty = a.test.tiss_eff - a.test.tiss0;
+  a.penalty_share = a.penalty / (a.G + a.test.tiss_eff);
   return a;
 }
 
 nlohmann::json AttnDesign::to_json() const {
   return {{"M", cfg.M}, {"d", cfg.d}, {"b_m", cfg.b_m}, {"b_n", cfg.b_n}, {"out_bytes", cfg.out_bytes},
           {"K", cfg.K}, {"P", cfg.P}, {"sigma_us", sigma * 1e6}, {"B_t_bytes", B_t}, {"G_Qloop_us", G * 1e6},
-          {"M_ub", m_ub}, {"test", test.to_json()}, {"t_rs_us", t_rs * 1e6}, {"stall_us", stall * 1e6},
+          {"M_ub", m_ub}, {"test", test.to_json()}, {"penalty_us", penalty * 1e6},
+          {"penalty_share", penalty_share},
           {"verdict", test.verdict}};
 }
 

@@ -31,7 +31,13 @@ TEST(BurstGap, LawIdentitiesOnRandomInputs) {
     EXPECT_NEAR(q_peak(V, R, T0), std::max(0.0, V - R * T0), 1e-6);
     double iso = tiss_iso(V, R, T0, Q);
     EXPECT_GE(iso, T0);
+    double tc = tiss_cap(G, V, R, T0, Q);
+    EXPECT_GE(tc, ti);
+    if (G >= gs) {
+      EXPECT_DOUBLE_EQ(tc, iso);  // recovered bursts start empty: the isolated case
+    }
     if (capacity_bound_ok(V, R, T0, Q)) {
+      EXPECT_DOUBLE_EQ(tc, ti);   // capacity not binding: the plain Burst-Gap law
       EXPECT_DOUBLE_EQ(iso, T0);  // no self-backpressure while q_peak <= Q
     }
   }

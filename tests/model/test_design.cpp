@@ -24,11 +24,27 @@ TEST(Design, FlashAttentionOnH200MatchesHandNumbers) {
   EXPECT_GT(a.G, 10 * a.test.g_star);
   EXPECT_TRUE(a.test.rate_ok);
   EXPECT_EQ(a.test.verdict, "piggyback");
-  EXPECT_DOUBLE_EQ(a.stall, 0.0);
+  EXPECT_DOUBLE_EQ(a.penalty, 0.0);
   EXPECT_EQ(a.m_ub, 128 * (long long)std::ceil(a.test.g_star / a.sigma));
   // The conservative remote-producers-only capacity is reported, and here it disagrees.
   EXPECT_EQ(a.test.K_remote, 66);
   EXPECT_FALSE(a.test.capacity_ok_remote);
+}
+
+TEST(Design, CapacityLimitedIssueAtLargeWorldSize) {
+  // P = 8 on the probe platform: q_peak = 3.78 MB - R T0 > Q(132) = 2.5 MB, so even with the long
+  // Q-loop gap each burst overflows once: T_iss = (V - Q)/R, and the test says reshape (shrink the burst).
+  auto p = preset("h200-nvlink4");
+  AttnConfig c;
+  c.M = 8192;
+  c.P = 8;
+  auto a = design_attention(p, c);
+  EXPECT_TRUE(a.test.rate_ok);
+  EXPECT_FALSE(a.test.capacity_ok);
+  EXPECT_EQ(a.test.verdict, "reshape");
+  EXPECT_NEAR(a.test.tiss_eff, (a.test.V - p.Q(132)) / p.R, 1e-15);
+  EXPECT_NEAR(a.penalty, a.test.tiss_eff - a.test.tiss0, 1e-18);
+  EXPECT_LT(a.penalty_share, 0.05);
 }
 
 TEST(Design, WorldSizeScalesTheRemoteVolume) {

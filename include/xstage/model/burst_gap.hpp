@@ -40,6 +40,16 @@ XSTAGE_HD inline double tiss_iso(double V, double R, double tiss0, double Q) {
   return dmax(tiss0, (V - Q) / R);
 }
 
+// With a finite capacity Q the issue is also limited by (V - Q)/R (the queue fills, then issue runs at R):
+// T_iss(G; Q) = max(T_iss^0, V/R - G, (V - Q)/R). Equals tiss() while q_peak <= Q, and tiss_iso() once
+// G >= G* (every burst starts from an empty X-Stage). Derivation: docs/MODEL.md §3.
+XSTAGE_HD inline double tiss_cap(double G, double V, double R, double tiss0, double Q) {
+  return dmax(tiss(G, V, R, tiss0), (V - Q) / R);
+}
+XSTAGE_HD inline double t_period_cap(double G, double V, double R, double tiss0, double Q) {
+  return tiss_cap(G, V, R, tiss0, Q) + G;
+}
+
 // Offered rate of periodic bursts, V / (T_iss^0 + G); the rate bound is offered_rate <= R.
 XSTAGE_HD inline double offered_rate(double G, double V, double tiss0) { return V / (tiss0 + G); }
 XSTAGE_HD inline bool rate_bound_ok(double G, double V, double R, double tiss0) {

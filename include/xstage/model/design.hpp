@@ -37,6 +37,7 @@ struct DesignTest {
   double offered_rate = 0;     // V / (T_iss^0 + G)
   double q_peak = 0, g_star = 0;
   double tiss = 0, period = 0, delta_tiss = 0, tiss_iso = 0;
+  double tiss_eff = 0;  // with the capacity limit: max(T_iss^0, V/R - G, (V - Q)/R)
   bool rate_ok = false, capacity_ok = false, capacity_ok_remote = false;
   bool ok() const { return rate_ok && capacity_ok; }
   std::string verdict;  // "piggyback" or "reshape"
@@ -73,6 +74,7 @@ struct MoeDesign {
   DesignTest interleaved;              // G = G_int
   double interleave_rate = 0;          // n2 V / (n2 (T0 + T_L2) + n1 T_L1)
   long long d_knee = 0;
+  // Epilogue span T_RS = T_iss^0 + ΔT_iss + staging, ΔT_iss including the capacity limit (tiss_eff).
   double t_rs_wave = 0, stall_wave = 0;  // cover = next L2 tile
   double t_rs_int = 0, stall_int = 0;    // cover = next L1 tile
   std::string verdict, reason;
@@ -97,7 +99,9 @@ struct AttnDesign {
   double sigma = 0, B_t = 0, G = 0;
   long long m_ub = 0;       // M_ub* = b_n ceil(G*/sigma)
   DesignTest test;
-  double t_rs = 0, stall = 0;  // cover = next tile's Q-loop
+  // Piggyback: the output-owning role issues the stores itself, so the backpressure penalty per tile is
+  // T_iss_eff - T_iss^0 on that role's timeline (no separate epilogue to hide it).
+  double penalty = 0, penalty_share = 0;  // seconds per tile; share of the tile's G + T_iss_eff
   nlohmann::json to_json() const;
 };
 

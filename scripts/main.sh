@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# The main job: install what is missing, build xstage (Release, into ./build), and run the X-Stage model
+# on the embedded h200-nvlink4 preset: the design test for the paper's two kernels (MegaMoE combine
+# bursts and FlashAttention fused with the Ulysses all-to-all), with the numbers that decide it.
+# Model only: no GPU is needed or used.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${XSTAGE_BUILD_DIR:-build}
+bash scripts/deps.sh
+cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build "$build" --target xstage -j "$(nproc)" >/dev/null
+x="$build/src/cli/xstage"
+echo "== platform (embedded preset; probe values until our own calibration replaces them)"
+"$x" platform show h200-nvlink4
+echo
+echo "== design test, world size from the platform (P = 2)"
+"$x" design paper --platform h200-nvlink4
+echo
+echo "== the same at the paper's world size P = 8 (an extrapolation: R and Q were measured with 2 GPUs)"
+"$x" design paper --platform h200-nvlink4 -P 8 | sed -n '/^1)/,$p'
+echo
+echo "== model check against the probe data (fit with R fixed, then prediction error)"
+"$x" fit tests/data/h200x2-probe-2026-11-29.csv
+echo
+echo "No GPU was used: every number above comes from the model and the recorded platform parameters."
