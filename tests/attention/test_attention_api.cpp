@@ -50,13 +50,13 @@ void expect_error(const xstage_attn_fwd_params& p, int code, std::initializer_li
   EXPECT_EQ(std::string(xstage_last_error()), msg);
 }
 
-TEST(AttentionApi, ValidParamsPass) {
+TEST(attention_api, ValidParamsPass) {
   auto p = valid();
   EXPECT_EQ(xstage_attn_fwd_check(&p), XSTAGE_OK) << xstage_last_error();
   EXPECT_STREQ(xstage_last_error(), "");
 }
 
-TEST(AttentionApi, ValidVariantsPass) {
+TEST(attention_api, ValidVariantsPass) {
   auto p = valid();
   p.lse = nullptr;
   p.head_dim = 64;
@@ -86,13 +86,13 @@ TEST(AttentionApi, ValidVariantsPass) {
   EXPECT_EQ(xstage_attn_fwd_check(&k), XSTAGE_OK) << xstage_last_error();
 }
 
-TEST(AttentionApi, NullParams) {
+TEST(attention_api, NullParams) {
   EXPECT_EQ(xstage_attn_fwd_check(nullptr), XSTAGE_ERR_INVALID);
   EXPECT_NE(std::string(xstage_last_error()).find("params is NULL"), std::string::npos);
   EXPECT_EQ(xstage_attn_fwd(nullptr, nullptr), XSTAGE_ERR_INVALID);
 }
 
-TEST(AttentionApi, NullPointers) {
+TEST(attention_api, NullPointers) {
   for (const char* which : {"q", "k", "v", "o"}) {
     auto p = valid();
     const std::string w = which;
@@ -104,7 +104,7 @@ TEST(AttentionApi, NullPointers) {
   }
 }
 
-TEST(AttentionApi, MisalignedPointers) {
+TEST(attention_api, MisalignedPointers) {
   for (const char* which : {"q", "k", "v", "o"}) {
     auto p = valid();
     const std::string w = which;
@@ -121,7 +121,7 @@ TEST(AttentionApi, MisalignedPointers) {
   EXPECT_EQ(xstage_attn_fwd_check(&p), XSTAGE_OK) << xstage_last_error();
 }
 
-TEST(AttentionApi, BadDims) {
+TEST(attention_api, BadDims) {
   struct Case {
     const char* name;
     int value;
@@ -137,7 +137,7 @@ TEST(AttentionApi, BadDims) {
   }
 }
 
-TEST(AttentionApi, UnsupportedHeadDim) {
+TEST(attention_api, UnsupportedHeadDim) {
   for (int d : {32, 96, 256, 80}) {
     auto p = valid();
     p.head_dim = d;
@@ -146,7 +146,7 @@ TEST(AttentionApi, UnsupportedHeadDim) {
   }
 }
 
-TEST(AttentionApi, BadDtypeCausalScale) {
+TEST(attention_api, BadDtypeCausalScale) {
   auto p = valid();
   p.dtype = static_cast<xstage_dtype>(7);
   expect_error(p, XSTAGE_ERR_INVALID, {"dtype = 7"});
@@ -160,7 +160,7 @@ TEST(AttentionApi, BadDtypeCausalScale) {
   expect_error(p, XSTAGE_ERR_INVALID, {"softmax_scale = inf"});
 }
 
-TEST(AttentionApi, BadStrides) {
+TEST(attention_api, BadStrides) {
   struct Case {
     const char* tensor;
     int dim;
@@ -180,7 +180,7 @@ TEST(AttentionApi, BadStrides) {
   }
 }
 
-TEST(AttentionApi, OverlappingOutputRows) {
+TEST(attention_api, OverlappingOutputRows) {
   auto p = valid();
   p.o_stride[2] = 64;  // heads 64 elements apart but each row is 128 long
   expect_error(p, XSTAGE_ERR_INVALID, {"o_stride[2] (head) = 64", "overlaps"});
@@ -194,7 +194,7 @@ TEST(AttentionApi, OverlappingOutputRows) {
   EXPECT_EQ(xstage_attn_fwd_check(&p), XSTAGE_OK) << xstage_last_error();
 }
 
-TEST(AttentionApi, OutputAliasingInput) {
+TEST(attention_api, OutputAliasingInput) {
   auto p = valid();
   p.o = const_cast<void*>(p.k);
   expect_error(p, XSTAGE_ERR_INVALID, {"o overlaps k"});
@@ -210,7 +210,7 @@ TEST(AttentionApi, OutputAliasingInput) {
   EXPECT_EQ(xstage_attn_fwd_check(&p), XSTAGE_OK) << xstage_last_error();
 }
 
-TEST(AttentionApi, SizeLimits) {
+TEST(attention_api, SizeLimits) {
   auto p = valid();
   p.batch = 1;
   p.heads = 40;
@@ -225,7 +225,7 @@ TEST(AttentionApi, SizeLimits) {
   expect_error(p, XSTAGE_ERR_INVALID, {"batch*heads*seqlen_kv"});
 }
 
-TEST(AttentionApi, ErrorMessageIsPerThreadAndClearedOnSuccess) {
+TEST(attention_api, ErrorMessageIsPerThreadAndClearedOnSuccess) {
   auto p = valid();
   p.head_dim = 96;
   EXPECT_EQ(xstage_attn_fwd_check(&p), XSTAGE_ERR_UNSUPPORTED);

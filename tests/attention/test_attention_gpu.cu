@@ -467,10 +467,10 @@ const Case kCases[] = {
     {"causal_sq1000_skv127_h2_d128", BF, 1, 1000,  127,  2, 128, Cont, Cont, true, 1, 0.f, 1.f},  // rows with no key
 };
 
-INSTANTIATE_TEST_SUITE_P(Shapes, AttentionGpu, testing::ValuesIn(kCases), case_name);
+INSTANTIATE_TEST_SUITE_P(attention, AttentionGpu, testing::ValuesIn(kCases), case_name);
 
 // Valid-looking but unsupported parameters are refused before any write: the output stays poisoned.
-TEST(AttentionGpuErrors, UnsupportedHeadDimWritesNothing) {
+TEST(attention_gpu_errors, UnsupportedHeadDimWritesNothing) {
   const std::string why = skip_reason();
   if (!why.empty()) GTEST_SKIP() << why;
   Problem pb(Case{"hd", BF, 1, 64, 64, 2, 128, Cont, Cont, true, 0, 0.f, 1.f}, 1);
