@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Runs on the GPU machine (device tool) with a carried build: `xstage calibrate` on every local GPU,
+# the GPU tests, and optionally compute-sanitizer on a tiny sweep. Outputs under $OUT (or ./out).
+#   scripts/calibrate-device.sh BUILD_DIR [calibrate|tests|sanitize|all]...
+set -uo pipefail
+cd "$(dirname "$0")/.."
+build=$1
+shift
+out=${OUT:-out}
+mkdir -p "$out"
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+nccl_lib=$(python3 -c "import nvidia.nccl; print(list(nvidia.nccl.__path__)[0])" 2>/dev/null)/lib
+export LD_LIBRARY_PATH=$nccl_lib:${LD_LIBRARY_PATH:-}
+xs=$build/xstage
+ngpu=$(nvidia-smi -L | wc -l)
+machine="$(hostname): ${ngpu}x $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1), $(nvidia-smi topo -m | awk 'NR==2{print $3}') "
+for step in "$@"; do
+  case $step in
+  sanitize)
+    echo "== compute-sanitizer (memcheck) on a tiny sweep"
+    timeout 80 compute-sanitizer --target-processes all --print-limit 20 "$xs" calibrate --nproc "$ngpu" --quick \
+      --only zerogap --runs 1 --anchor-mb 16 --timeout 120 --no-plots -o "$out/sanitize" 2>&1 | tail -25
+    ;;
+  tests)
+    echo "== GPU tests"
+    "$build/test_runtime_gpu" 2>&1 | tail -30
+    ;;
+  quick)
+    echo "== quick calibrate"
+    "$xs" calibrate --nproc "$ngpu" --quick --no-plots -o "$out/quick" 2>&1 | tail -60
+    ;;
+  calibrate)
+    echo "== xstage calibrate --nproc $ngpu"
+    start=$(date +%s)
+    mkdir -p results/calibration
+    "$xs" calibrate --nproc "$ngpu" --machine "nvidia-h200-x2 ($machine)" -o results/calibration 2>&1 | tee results/calibration/calibrate.log | tail -45
+    tar czf "$out/calibration.tgz" results/calibration
+    echo "== wall time $(( $(date +%s) - start )) s"
+    ;;
+  esac
+done

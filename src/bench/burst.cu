@@ -1,0 +1,143 @@
+// Burst kernel, destination check and anchor kernels (see burst.cuh).
+#include "burst.cuh"
+#include "xstage/runtime/device.cuh"
+
+#include "xstage/ptx/store.cuh"
+#include "xstage/ptx/timer.cuh"
+
+namespace xstage::bench {
+namespace {
+
+constexpr uint32_t kTmaChunk = 4096;  // bytes per cp.async.bulk (PLATFORM: chunking does not move the ceiling)
+
+template <Path kPath, bool kWarpProducers>
+__global__ void __launch_bounds__(1024) burst_kernel(BurstParams a) {
+  extern __shared__ __align__(128) uint32_t stage[];
+  runtime::TimedLsaBarrierCta bar(a.dev, blockIdx.x);
+  // Start together on every rank: the senders' first burst meets an empty fabric.
+  if (!bar.sync_or_timeout(cuda::memory_order_relaxed, a.timeout_ns, a.err)) return;
+
+  const int lane = kWarpProducers ? threadIdx.x % 32 : threadIdx.x;
+  const int lanes = kWarpProducers ? 32 : blockDim.x;
+  const int prod = kWarpProducers ? blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32 : blockIdx.x;
+  auto psync = [] {
+    if (kWarpProducers) __syncwarp(); else __syncthreads();
+  };
+  const int target = prod < a.K ? target_of(a.rank, prod, a.pattern, a.src, a.dst, a.local, a.nranks) : -1;
+  // CTA producers: `target` is uniform per CTA, so the loop's __syncthreads are uniform too.
+  if (target >= 0) {
+    char* dst = runtime::peer<char>(a.win, region_offset(a.rank, prod, a.K, a.B), target);
+    const uint32_t period_words = a.period_bytes / 4;
+    uint64_t next = ptx::clock_cycles();
+    for (int b = 0; b < a.bursts; ++b) {
+      const uint32_t seed = fill_seed(a.rank, b, prod);
+      if constexpr (kPath == Path::Tma) {
+        // Staging happens inside the gap (before `next`), like an epilogue writing its smem tile.
+        for (uint32_t w = lane; w < period_words; w += lanes) stage[w] = fill_word(seed, w);
+        ptx::fence_proxy_async_shared_cta();
+      }
+      ptx::spin_until_cycle(next);  // the gap G: producer-side work, no remote stores
+      psync();
+      uint64_t g0 = 0, c0 = 0;
+      if (lane == 0) {
+        g0 = ptx::globaltimer_ns();
+        c0 = ptx::clock_cycles();
+      }
+      if constexpr (kPath == Path::St) {
+        for (uint32_t off = lane * 16u; off < a.B; off += lanes * 16u) {
+          const uint32_t w = (off % a.period_bytes) / 4;
+          ptx::st_weak_v4(dst + off, make_uint4(fill_word(seed, w), fill_word(seed, w + 1),
+                                                fill_word(seed, w + 2), fill_word(seed, w + 3)));
+        }
+      } else {
+        if (lane == 0) {
+          for (uint32_t off = 0; off < a.B; off += kTmaChunk) {
+            const uint32_t n = min(kTmaChunk, a.B - off);
+            ptx::tma_store_bulk(dst + off, reinterpret_cast<const char*>(stage) + off % a.period_bytes, n);
+          }
+          ptx::bulk_commit_group();
+          // Sender-visible end of a TMA burst: the staging buffer may be reused.
+          ptx::bulk_wait_group_read_0();
+        }
+      }
+      psync();
+      if (lane == 0) {
+        const uint64_t c1 = ptx::clock_cycles(), g1 = ptx::globaltimer_ns();
+        uint64_t* s = a.stamps + (static_cast<size_t>(b) * a.K + prod) * 4;
+        s[0] = g0;
+        s[1] = g1;
+        s[2] = c0;
+        s[3] = c1;
+      }
+      next = ptx::clock_cycles() + a.gap_cycles;
+    }
+    if constexpr (kPath == Path::Tma) {
+      if (lane == 0) ptx::bulk_wait_group_0();  // writes performed before the release below
+    }
+  }
+  // Release our stores / acquire the peers': after this barrier the destination is complete.
+  bar.sync_or_timeout(cuda::memory_order_acq_rel, a.timeout_ns, a.err);
+}
+
+__global__ void verify_kernel(BurstParams a, unsigned long long* wrong) {
+  const int region = blockIdx.y;  // s * K + p
+  const int s = region / a.K, p = region % a.K;
+  const bool expected = target_of(s, p, a.pattern, a.src, a.dst, a.local, a.nranks) == a.rank;
+  const uint32_t seed = fill_seed(s, a.bursts - 1, p);
+  const uint32_t* buf =
+      reinterpret_cast<const uint32_t*>(runtime::peer<char>(a.win, region_offset(s, p, a.K, a.B), a.rank));
+  const uint32_t period_words = a.period_bytes / 4;
+  unsigned long long bad = 0;
+  for (uint32_t w = blockIdx.x * blockDim.x + threadIdx.x; w < a.B / 4; w += gridDim.x * blockDim.x) {
+    const uint32_t want = expected ? fill_word(seed, w % period_words) : 0u;  // 0: the poison
+    const uint32_t x = buf[w] ^ want;
+    bad += ((x & 0xffu) != 0) + ((x & 0xff00u) != 0) + ((x & 0xff0000u) != 0) + ((x & 0xff000000u) != 0);
+  }
+  for (int o = 16; o > 0; o /= 2) bad += __shfl_down_sync(0xffffffffu, bad, o);
+  if (threadIdx.x % 32 == 0 && bad) atomicAdd(wrong, bad);
+}
+
+__global__ void clock_probe_kernel(uint64_t* out, uint64_t cycles) {
+  out[0] = ptx::globaltimer_ns();
+  out[1] = ptx::clock_cycles();
+  ptx::spin_until_cycle(out[1] + cycles);
+  out[3] = ptx::clock_cycles();
+  out[2] = ptx::globaltimer_ns();
+}
+
+__global__ void peer_pointer_kernel(ncclWindow_t win, int rank, void** out) { *out = runtime::peer<void>(win, 0, rank); }
+
+__global__ void sm_copy_kernel(uint4* dst, const uint4* src, size_t n) {
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n; i += static_cast<size_t>(gridDim.x) * blockDim.x)
+    dst[i] = src[i];
+}
+
+}  // namespace
+
+void launch_burst(const BurstParams& p, Path path, bool warp_producers, int threads, cudaStream_t s) {
+  const int grid = warp_producers ? (p.K + threads / 32 - 1) / (threads / 32) : p.K;
+  const size_t smem = path == Path::Tma ? p.period_bytes : 0;
+  if (path == Path::Tma)
+    burst_kernel<Path::Tma, false><<<grid, threads, smem, s>>>(p);
+  else if (warp_producers)
+    burst_kernel<Path::St, true><<<grid, threads, 0, s>>>(p);
+  else
+    burst_kernel<Path::St, false><<<grid, threads, 0, s>>>(p);
+}
+
+void launch_verify(const BurstParams& p, unsigned long long* wrong, cudaStream_t s) {
+  const unsigned blocks_x = std::max(1u, std::min(8u, p.B / 4 / 256));
+  verify_kernel<<<dim3(blocks_x, p.nranks * p.K), 256, 0, s>>>(p, wrong);
+}
+
+void launch_clock_probe(uint64_t* out4, uint64_t cycles, cudaStream_t s) { clock_probe_kernel<<<1, 1, 0, s>>>(out4, cycles); }
+
+void launch_peer_pointer(ncclWindow_t win, int rank, void** out, cudaStream_t s) {
+  peer_pointer_kernel<<<1, 1, 0, s>>>(win, rank, out);
+}
+
+void launch_sm_copy(void* dst, const void* src, size_t bytes, int blocks, int threads, cudaStream_t s) {
+  sm_copy_kernel<<<blocks, threads, 0, s>>>(static_cast<uint4*>(dst), static_cast<const uint4*>(src), bytes / 16);
+}
+
+}  // namespace xstage::bench

@@ -1,0 +1,368 @@
+// The measuring loop (Bench::run), burst statistics, anchors and the CSV writer.
+#include "calib.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <limits>
+
+#include "burst.cuh"
+#include "xstage/common/error.hpp"
+#include "xstage/runtime/comm.hpp"
+
+namespace xstage::bench {
+namespace {
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+Path parse_path(const std::string& s) {
+  XSTAGE_REQUIRE(s == "st" || s == "tma", "path must be st or tma, got '", s, "'");
+  return s == "st" ? Path::St : Path::Tma;
+}
+Pattern parse_pattern(const std::string& s) {
+  XSTAGE_REQUIRE(s == "p2p" || s == "a2a", "pattern must be p2p or a2a, got '", s, "'");
+  return s == "p2p" ? Pattern::P2P : Pattern::A2A;
+}
+
+}  // namespace
+
+Result burst_stats(const std::vector<uint64_t>& st, int bursts, int K, const std::vector<bool>& active, int warm,
+                   double clk_ghz) {
+  XSTAGE_REQUIRE(bursts > warm && warm >= 0, "burst_stats: need bursts > warm >= 0, got ", bursts, ", ", warm);
+  XSTAGE_REQUIRE(st.size() >= static_cast<size_t>(bursts) * K * 4, "burst_stats: stamp buffer too small");
+  Result r;
+  std::vector<double> tiss, gaps;
+  std::vector<double> first_start(bursts, 0);
+  bool any = false;
+  for (int b = 0; b < bursts; ++b) {
+    double s_min = std::numeric_limits<double>::infinity(), e_max = -s_min;
+    for (int p = 0; p < K; ++p) {
+      if (!active[p]) continue;
+      any = true;
+      const uint64_t* s = &st[(static_cast<size_t>(b) * K + p) * 4];
+      double start = static_cast<double>(s[0]);
+      double end = start + static_cast<double>(s[3] - s[2]) / clk_ghz;
+      s_min = std::min(s_min, start);
+      e_max = std::max(e_max, end);
+      if (b + 1 < bursts && b >= warm) {
+        const uint64_t* n = &st[(static_cast<size_t>(b + 1) * K + p) * 4];
+        gaps.push_back(static_cast<double>(n[0]) - end);
+      }
+    }
+    first_start[b] = s_min;
+    if (b == 0) r.tiss_first_ns = e_max - s_min;
+    if (b >= warm) tiss.push_back(e_max - s_min);
+  }
+  XSTAGE_REQUIRE(any, "burst_stats: no active producer");
+  r.tiss_ns = median(tiss);
+  r.period_ns = bursts - 1 > warm ? (first_start[bursts - 1] - first_start[warm]) / (bursts - 1 - warm) : 0;
+  r.gap_meas_ns = median(gaps);
+  return r;
+}
+
+std::vector<int> k_sweep(int sm_count) {
+  XSTAGE_REQUIRE(sm_count >= 1, "SM count must be >= 1, got ", sm_count);
+  std::vector<int> ks;
+  for (int d : {4, 2, 1}) {
+    int k = std::max(1, (sm_count + d / 2) / d);
+    if (ks.empty() || ks.back() != k) ks.push_back(k);
+  }
+  return ks;
+}
+
+struct Bench::Impl {
+  runtime::Communicator& comm;
+  Options opt;
+  std::unique_ptr<runtime::SymmetricWindow> win;
+  uint64_t* stamps = nullptr;
+  std::vector<uint64_t> host_stamps;
+  unsigned long long* wrong = nullptr;
+  runtime::DeviceError* err = nullptr;  // host-mapped
+  cudaEvent_t ev0 = nullptr, ev1 = nullptr;
+  int max_K = 0;
+  explicit Impl(runtime::Communicator& c, const Options& o) : comm(c), opt(o) {}
+  void check(cudaError_t e, const char* what) { runtime::check_cuda(e, what, comm.rank()); }
+  void check_device_error(const std::string& what) {
+    if (err->code != 0)
+      throw RuntimeError(detail::concat("rank ", err->rank, ": ", what, ": LSA barrier ", err->index,
+                                        " timed out waiting for rank ", err->peer, " (inbox ", err->got,
+                                        ", expected ", err->expected, ")"));
+  }
+};
+
+Bench::Bench(runtime::Communicator& comm, const Options& opt) : impl_(std::make_unique<Impl>(comm, opt)) {
+  auto& I = *impl_;
+  XSTAGE_REQUIRE(comm.size() >= 2, "the remote-store benchmarks need at least 2 ranks, got world size ",
+                 comm.size());
+  XSTAGE_REQUIRE(opt.threads >= 32 && opt.threads % 32 == 0 && opt.threads <= 1024,
+                 "threads per CTA must be a multiple of 32 in [32, 1024], got ", opt.threads);
+  XSTAGE_REQUIRE(opt.runs >= 1, "runs must be >= 1, got ", opt.runs);
+  cudaDeviceProp prop{};
+  I.check(cudaGetDeviceProperties(&prop, comm.device()), "cudaGetDeviceProperties");
+  // The sweep is built from the smallest SM count in the job, so every rank runs the same configs.
+  sm_count_ = static_cast<int>(comm.allreduce(static_cast<long long>(prop.multiProcessorCount), ncclMin));
+  device_name_ = prop.name;
+  I.max_K = 4 * sm_count_;  // warp producers: up to 4 per SM
+  I.check(cudaMalloc(&I.stamps, static_cast<size_t>(opt.max_bursts) * I.max_K * 4 * sizeof(uint64_t)), "cudaMalloc stamps");
+  I.host_stamps.resize(static_cast<size_t>(opt.max_bursts) * I.max_K * 4);
+  I.check(cudaMalloc(&I.wrong, sizeof(unsigned long long)), "cudaMalloc wrong");
+  I.check(cudaHostAlloc(&I.err, sizeof(runtime::DeviceError), cudaHostAllocMapped), "cudaHostAlloc");
+  *I.err = {};
+  I.check(cudaEventCreate(&I.ev0), "cudaEventCreate");
+  I.check(cudaEventCreate(&I.ev1), "cudaEventCreate");
+  I.win = std::make_unique<runtime::SymmetricWindow>(comm, opt.max_window, "burst destination");
+
+  // SM clock: cycles per ns of %globaltimer over ~20 ms of spin (gap G is a cycle count).
+  uint64_t* probe = nullptr;
+  I.check(cudaMalloc(&probe, 4 * sizeof(uint64_t)), "cudaMalloc probe");
+  uint64_t h[4];
+  for (int i = 0; i < 2; ++i) {  // first run warms the clock up
+    launch_clock_probe(probe, 40'000'000ull, comm.stream());
+    I.check(cudaGetLastError(), "clock probe launch");
+    I.check(cudaMemcpyAsync(h, probe, sizeof h, cudaMemcpyDeviceToHost, comm.stream()), "cudaMemcpyAsync");
+    comm.sync("clock probe kernel");
+  }
+  cudaFree(probe);
+  clk_ghz_ = static_cast<double>(h[3] - h[1]) / static_cast<double>(h[2] - h[0]);
+  XSTAGE_CHECK(clk_ghz_ > 0.1 && clk_ghz_ < 10, "rank ", comm.rank(), ": implausible SM clock ", clk_ghz_, " GHz");
+}
+
+Bench::~Bench() {
+  auto& I = *impl_;
+  cudaFree(I.stamps);
+  cudaFree(I.wrong);
+  cudaFreeHost(I.err);
+  cudaEventDestroy(I.ev0);
+  cudaEventDestroy(I.ev1);
+}
+
+int Bench::world() const { return impl_->comm.size(); }
+int Bench::rank() const { return impl_->comm.rank(); }
+
+Result Bench::run(const Config& c) {
+  auto& I = *impl_;
+  auto& comm = I.comm;
+  const int P = comm.size();
+  const Path path = parse_path(c.path);
+  const Pattern pattern = parse_pattern(c.pattern);
+  XSTAGE_REQUIRE(c.mode == "zerogap" || c.mode == "gap" || c.mode == "isolated",
+                 "mode must be zerogap, gap or isolated, got '", c.mode, "'");
+  XSTAGE_REQUIRE(c.producer == "cta" || c.producer == "warp", "producer must be cta or warp, got '", c.producer, "'");
+  const bool warp = c.producer == "warp";
+  XSTAGE_REQUIRE(!(warp && path == Path::Tma), "TMA bulk stores are issued per CTA; producer=warp needs path=st");
+  XSTAGE_REQUIRE(c.K >= 1 && c.K <= (warp ? I.max_K : sm_count_), "K = ", c.K, " must be in [1, ",
+                 warp ? I.max_K : sm_count_, "] for ", c.producer, " producers");
+  XSTAGE_REQUIRE(c.B >= 16 && c.B % 16 == 0, "B must be a positive multiple of 16 bytes, got ", c.B);
+  XSTAGE_REQUIRE(c.bursts >= 2 && c.bursts <= I.opt.max_bursts, "bursts must be in [2, ", I.opt.max_bursts, "], got ", c.bursts);
+  XSTAGE_REQUIRE(c.gap_ns >= 0, "gap must be >= 0 ns, got ", c.gap_ns);
+  XSTAGE_REQUIRE(c.src >= 0 && c.src < P && c.dst >= 0 && c.dst < P && c.src != c.dst, "p2p pair ", c.src,
+                 " -> ", c.dst, " must be two distinct ranks in [0, ", P, ")");
+  const size_t need = static_cast<size_t>(P) * c.K * c.B;
+  XSTAGE_REQUIRE(need <= I.win->bytes(), "config needs ", need, " bytes of window, have ", I.win->bytes());
+
+  BurstParams p{};
+  p.dev = comm.dev();
+  p.win = I.win->window();
+  p.rank = comm.rank();
+  p.nranks = P;
+  p.K = c.K;
+  p.B = c.B;
+  p.bursts = c.bursts;
+  p.gap_cycles = static_cast<uint64_t>(std::llround(c.gap_ns * clk_ghz_));
+  p.pattern = pattern;
+  p.src = c.src;
+  p.dst = c.dst;
+  p.local = c.local;
+  // TMA stages at most 32 KB per CTA in shared memory; the fill pattern repeats with that period.
+  p.period_bytes = path == Path::Tma ? std::min<uint32_t>(c.B, 32768) : c.B;
+  XSTAGE_REQUIRE(path != Path::Tma || c.B <= 32768 || c.B % 4096 == 0,
+                 "TMA path: B above 32 KB must be a multiple of 4 KB, got ", c.B);
+  p.stamps = I.stamps;
+  I.check(cudaHostGetDevicePointer(reinterpret_cast<void**>(&p.err), I.err, 0), "cudaHostGetDevicePointer");
+  p.timeout_ns = static_cast<uint64_t>(I.opt.timeout_s * 1e9);
+  const int threads = warp ? 128 : I.opt.threads;
+  const int grid = warp ? (c.K + 3) / 4 : c.K;
+  XSTAGE_CHECK(grid <= 4 * sm_count_, "grid ", grid, " exceeds the LSA barrier slots");
+
+  std::vector<bool> active(c.K);
+  bool sender = false;
+  for (int q = 0; q < c.K; ++q) {
+    active[q] = target_of(comm.rank(), q, pattern, c.src, c.dst, c.local, P) >= 0;
+    sender |= active[q];
+  }
+  const int warm = c.mode == "isolated" ? 1 : c.bursts / 4;
+  std::vector<Result> runs;
+  long long wrong = 0;
+  for (int run = 0; run <= I.opt.runs; ++run) {  // run 0 is the warm-up
+    I.check(cudaMemsetAsync(I.win->local(), 0, need, comm.stream()), "cudaMemsetAsync poison");
+    I.check(cudaMemsetAsync(I.wrong, 0, sizeof(unsigned long long), comm.stream()), "cudaMemsetAsync");
+    comm.sync("poisoning the destination window");
+    comm.barrier();  // no peer stores into a window that is still being poisoned
+    I.check(cudaEventRecord(I.ev0, comm.stream()), "cudaEventRecord");
+    launch_burst(p, path, warp, threads, comm.stream());
+    I.check(cudaGetLastError(), "burst kernel launch");
+    I.check(cudaEventRecord(I.ev1, comm.stream()), "cudaEventRecord");
+    launch_verify(p, I.wrong, comm.stream());
+    I.check(cudaGetLastError(), "verify kernel launch");
+    unsigned long long w = 0;
+    I.check(cudaMemcpyAsync(&w, I.wrong, sizeof w, cudaMemcpyDeviceToHost, comm.stream()), "cudaMemcpyAsync");
+    comm.sync("the burst kernel (" + c.mode + " K=" + std::to_string(c.K) + " B=" + std::to_string(c.B) + ")");
+    I.check_device_error("burst kernel");
+    if (run == 0) continue;
+    wrong += static_cast<long long>(w);
+    Result r;
+    if (sender) {
+      I.check(cudaMemcpy(I.host_stamps.data(), I.stamps, static_cast<size_t>(c.bursts) * c.K * 4 * sizeof(uint64_t),
+                         cudaMemcpyDeviceToHost), "cudaMemcpy stamps");
+      r = burst_stats(I.host_stamps, c.bursts, c.K, active, warm, clk_ghz_);
+    }
+    float ms = 0;
+    I.check(cudaEventElapsedTime(&ms, I.ev0, I.ev1), "cudaEventElapsedTime");
+    r.wall_us = sender ? ms * 1e3 : 0;
+    runs.push_back(r);
+  }
+  // Median over runs, then the slowest sending rank (a2a) / the single sender (p2p).
+  auto med = [&](double Result::*f) {
+    std::vector<double> v;
+    for (auto& r : runs) v.push_back(r.*f);
+    return comm.allreduce(median(v), ncclMax);
+  };
+  Result out;
+  out.tiss_ns = med(&Result::tiss_ns);
+  out.period_ns = med(&Result::period_ns);
+  out.wall_us = med(&Result::wall_us);
+  out.gap_meas_ns = med(&Result::gap_meas_ns);
+  out.tiss_first_ns = med(&Result::tiss_first_ns);
+  out.wrong = comm.allreduce(wrong, ncclSum);
+  return out;
+}
+
+double Bench::copy_engine_GBps(size_t bytes, int src, int dst) {
+  auto& I = *impl_;
+  auto& comm = I.comm;
+  runtime::SymmetricWindow w(comm, bytes, "copy-engine anchor");
+  void* from = nullptr;
+  I.check(cudaMalloc(&from, bytes), "cudaMalloc anchor");
+  I.check(cudaMemset(from, 0x5a, bytes), "cudaMemset anchor");
+  double best = 0;
+  std::string failure;
+  if (comm.rank() == src) try {
+    void** dptr = nullptr;
+    void* to = nullptr;
+    I.check(cudaMalloc(&dptr, sizeof(void*)), "cudaMalloc");
+    launch_peer_pointer(w.window(), dst, dptr, comm.stream());
+    I.check(cudaMemcpyAsync(&to, dptr, sizeof to, cudaMemcpyDeviceToHost, comm.stream()), "cudaMemcpyAsync");
+    comm.sync("peer pointer kernel");
+    cudaFree(dptr);
+    std::vector<double> t;
+    for (int i = 0; i < 6; ++i) {
+      I.check(cudaEventRecord(I.ev0, comm.stream()), "cudaEventRecord");
+      I.check(cudaMemcpyAsync(to, from, bytes, cudaMemcpyDeviceToDevice, comm.stream()),
+              "cudaMemcpyAsync to the peer's window (copy engine)");
+      I.check(cudaEventRecord(I.ev1, comm.stream()), "cudaEventRecord");
+      comm.sync("copy-engine anchor");
+      float ms = 0;
+      I.check(cudaEventElapsedTime(&ms, I.ev0, I.ev1), "cudaEventElapsedTime");
+      if (i > 0) t.push_back(bytes / (ms * 1e-3) / 1e9);
+    }
+    best = median(t);
+  } catch (const std::exception& e) {
+    failure = e.what();
+    best = -1;
+  }
+  cudaFree(from);
+  // Every rank takes part in the reduction even when the source failed, so nobody waits in vain.
+  best = comm.allreduce(best, ncclMin) < 0 ? -1 : comm.allreduce(best, ncclMax);
+  XSTAGE_CHECK(best >= 0, "anchor failed on rank ", src, failure.empty() ? "" : ": ", failure);
+  return best;
+}
+
+double Bench::sm_copy_GBps(size_t bytes, int src, int dst) {
+  auto& I = *impl_;
+  auto& comm = I.comm;
+  runtime::SymmetricWindow w(comm, bytes, "SM-copy anchor");
+  void* from = nullptr;
+  I.check(cudaMalloc(&from, bytes), "cudaMalloc anchor");
+  I.check(cudaMemset(from, 0x3c, bytes), "cudaMemset anchor");
+  double best = 0;
+  std::string failure;
+  if (comm.rank() == src) try {
+    void** dptr = nullptr;
+    void* to = nullptr;
+    I.check(cudaMalloc(&dptr, sizeof(void*)), "cudaMalloc");
+    launch_peer_pointer(w.window(), dst, dptr, comm.stream());
+    I.check(cudaMemcpyAsync(&to, dptr, sizeof to, cudaMemcpyDeviceToHost, comm.stream()), "cudaMemcpyAsync");
+    comm.sync("peer pointer kernel");
+    cudaFree(dptr);
+    for (int mult : {1, 2, 4}) {
+      std::vector<double> t;
+      for (int i = 0; i < 4; ++i) {
+        I.check(cudaEventRecord(I.ev0, comm.stream()), "cudaEventRecord");
+        launch_sm_copy(to, from, bytes, mult * sm_count_, 512, comm.stream());
+        I.check(cudaGetLastError(), "SM copy launch");
+        I.check(cudaEventRecord(I.ev1, comm.stream()), "cudaEventRecord");
+        comm.sync("SM-copy anchor");
+        float ms = 0;
+        I.check(cudaEventElapsedTime(&ms, I.ev0, I.ev1), "cudaEventElapsedTime");
+        if (i > 0) t.push_back(bytes / (ms * 1e-3) / 1e9);
+      }
+      best = std::max(best, median(t));
+    }
+  } catch (const std::exception& e) {
+    failure = e.what();
+    best = -1;
+  }
+  cudaFree(from);
+  // Every rank takes part in the reduction even when the source failed, so nobody waits in vain.
+  best = comm.allreduce(best, ncclMin) < 0 ? -1 : comm.allreduce(best, ncclMax);
+  XSTAGE_CHECK(best >= 0, "anchor failed on rank ", src, failure.empty() ? "" : ": ", failure);
+  return best;
+}
+
+model::Sample to_sample(const Config& c, const Result& r) {
+  model::Sample s;
+  s.mode = c.mode;
+  s.target = c.local ? "local" : "remote";
+  s.K = c.K;
+  s.B = c.B;
+  s.V = static_cast<double>(c.K) * c.B;
+  s.gap_ns = c.mode == "gap" ? c.gap_ns : 0;
+  s.tiss_ns = r.tiss_ns;
+  s.period_ns = c.mode == "isolated" ? 0 : r.period_ns;
+  s.wall_us = r.wall_us;
+  s.bursts = c.bursts;
+  s.path = c.path;
+  s.pattern = c.pattern;
+  s.producer = c.producer;
+  s.wrong = r.wrong;
+  return s;
+}
+
+void write_csv(const std::string& path, const std::vector<Config>& cs, const std::vector<Result>& rs, int world,
+               int threads) {
+  std::ofstream f(path);
+  XSTAGE_CHECK(f.good(), "cannot write ", path);
+  f << "mode,target,K,B,V,gap_ns,tiss_ns,period_ns,wall_us,bursts,path,pattern,producer,wrong,"
+       "gap_meas_ns,gap_rec_ns,tiss_first_ns,src,dst,world,threads\n";
+  char buf[512];
+  for (size_t i = 0; i < cs.size(); ++i) {
+    const Config& c = cs[i];
+    const Result& r = rs[i];
+    model::Sample s = to_sample(c, r);
+    std::snprintf(buf, sizeof buf, "%s,%s,%d,%.0f,%.0f,%.1f,%.1f,%.1f,%.2f,%d,%s,%s,%s,%lld,%.1f,%.1f,%.1f,%d,%d,%d,%d\n",
+                  s.mode.c_str(), s.target.c_str(), s.K, s.B, s.V, s.gap_ns, s.tiss_ns, s.period_ns, s.wall_us,
+                  s.bursts, s.path.c_str(), s.pattern.c_str(), s.producer.c_str(), s.wrong, r.gap_meas_ns,
+                  c.mode == "isolated" ? c.gap_ns : 0.0, r.tiss_first_ns, c.pattern == "p2p" ? c.src : -1,
+                  c.pattern == "p2p" ? c.dst : -1, world, c.producer == "warp" ? 128 : threads);
+    f << buf;
+  }
+  XSTAGE_CHECK(f.good(), "error writing ", path);
+}
+
+}  // namespace xstage::bench

@@ -1,0 +1,102 @@
+#pragma once
+// Remote-store microbenchmarks (SPEC §4), nvbandwidth-style: each test case is a class with a key,
+// a description and a skip rule that lists its configurations; Bench::run is the one measuring loop
+// (warm-up, timed runs, destination check, cross-rank reduction).
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "xstage/model/fit.hpp"
+
+namespace xstage::runtime {
+class Communicator;
+}
+
+namespace xstage::bench {
+
+struct Config {
+  std::string mode = "gap";     // zerogap | gap | isolated
+  bool local = false;           // local-memory control (same kernel, own window as destination)
+  std::string path = "st";      // st | tma
+  std::string pattern = "p2p";  // p2p (src -> dst) | a2a (every rank to every peer)
+  std::string producer = "cta"; // cta | warp
+  int K = 0;                    // producers
+  uint32_t B = 0;               // bytes per producer per burst
+  double gap_ns = 0;            // requested G (isolated: the recovery gap between bursts)
+  int bursts = 64;
+  int src = 0, dst = 1;         // p2p pair
+};
+
+struct Result {
+  double tiss_ns = 0, period_ns = 0, wall_us = 0, gap_meas_ns = 0, tiss_first_ns = 0;
+  long long wrong = 0;
+};
+
+// Burst statistics from one producer set's stamps ([bursts][K][4]: gt start, gt end, clk start, clk end).
+// Spans come from clock64 (cycles / clk_ghz), placed on the common clock at their %globaltimer start:
+// T_iss(b) = max_p end − min_p start; period = mean start-to-start of the first producer start over
+// bursts [warm, n); gap = median of a producer's end(b) → start(b+1). Only producers with active[p].
+Result burst_stats(const std::vector<uint64_t>& stamps, int bursts, int K, const std::vector<bool>& active,
+                   int warm, double clk_ghz);
+
+// Producers: CTAs (blockDim = threads) or warps (4 per CTA); the sweep's K values from the SM count.
+std::vector<int> k_sweep(int sm_count);  // {SMs/4, SMs/2, SMs}, rounded, distinct, >= 1
+
+class Bench {
+ public:
+  struct Options {
+    int threads = 512;          // per CTA producer
+    int runs = 3;               // timed runs per configuration (after one warm-up run)
+    double timeout_s = 20;      // device spin-waits and host waits
+    size_t max_window = 0;      // bytes per rank of the burst window (>= P*K*B of every config)
+    int max_bursts = 64;
+  };
+  Bench(runtime::Communicator& comm, const Options& opt);
+  ~Bench();
+  int sm_count() const { return sm_count_; }
+  double clock_ghz() const { return clk_ghz_; }
+  int world() const;
+  int rank() const;
+  // Collective: every rank calls it with the same config. Throws UsageError for a config that
+  // does not fit (names the field), RuntimeError on a device timeout.
+  Result run(const Config& c);
+  // Anchors (rank src -> dst), collective: GB/s = 1e9 bytes/s.
+  double copy_engine_GBps(size_t bytes, int src, int dst);
+  double sm_copy_GBps(size_t bytes, int src, int dst);
+  std::string device_name() const { return device_name_; }
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  int sm_count_ = 0;
+  double clk_ghz_ = 0;
+  std::string device_name_;
+};
+
+// What a test case sees when it builds its sweep.
+struct SweepContext {
+  int sm_count = 0, world = 0;
+  double R_guess = 0;  // bytes/s from the zero-gap points measured so far (gap grids scale with V/R)
+  bool quick = false;  // fewer points (tests)
+};
+
+class TestCase {
+ public:
+  virtual ~TestCase() = default;
+  virtual std::string key() const = 0;
+  virtual std::string description() const = 0;
+  // Empty when runnable here; else why it is skipped.
+  virtual std::string skip_reason(const SweepContext& ctx) const = 0;
+  virtual std::vector<Config> configs(const SweepContext& ctx) const = 0;
+};
+
+std::vector<std::unique_ptr<TestCase>> all_cases();
+
+model::Sample to_sample(const Config& c, const Result& r);
+// The raw CSV (fit.hpp schema + bursts, path, pattern, producer, wrong, and extra columns).
+void write_csv(const std::string& path, const std::vector<Config>& cs, const std::vector<Result>& rs,
+               int world, int threads);
+
+}  // namespace xstage::bench

@@ -1,0 +1,352 @@
+// The calibration driver (see calibrate.hpp).
+#include "calibrate.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "calib.hpp"
+#include "xstage/common/error.hpp"
+#include "xstage/model/burst_gap.hpp"
+#include "xstage/model/fit.hpp"
+#include "xstage/runtime/comm.hpp"
+#include "xstage/runtime/launcher.hpp"
+
+#ifndef XSTAGE_SOURCE_DIR
+#define XSTAGE_SOURCE_DIR "."
+#endif
+
+namespace xstage::bench {
+namespace fs = std::filesystem;
+namespace {
+
+std::vector<std::string> self_cmdline() {
+  std::ifstream f("/proc/self/cmdline", std::ios::binary);
+  std::string all((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  std::vector<std::string> args;
+  std::string cur;
+  for (char c : all) {
+    if (c == '\0') {
+      args.push_back(cur);
+      cur.clear();
+    } else {
+      cur += c;
+    }
+  }
+  return args;
+}
+
+std::string join(const std::vector<std::string>& v) {
+  std::string s;
+  for (auto& x : v) s += (s.empty() ? "" : " ") + x;
+  return s;
+}
+
+int visible_gpus() {
+  int n = 0;
+  cudaError_t e = cudaGetDeviceCount(&n);
+  return e == cudaSuccess ? n : 0;
+}
+
+std::string today() {
+  std::time_t t = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d", std::gmtime(&t));
+  return buf;
+}
+
+struct Point {
+  Config c;
+  Result r;
+};
+
+// The fitted family (st, p2p, cta) and its knee: the first V of a K whose T_iss exceeds
+// kKneeRatio x T_iss^0(K,V), measured and predicted by the model (nothing refitted).
+constexpr double kKneeRatio = 1.2;
+
+}  // namespace
+
+int launch(int nproc, const std::vector<std::string>& cmd, double timeout_s) {
+  XSTAGE_REQUIRE(nproc >= 1, "-n must be >= 1, got ", nproc);
+  int gpus = visible_gpus();
+  XSTAGE_REQUIRE(nproc <= gpus, "-n ", nproc, " ranks requested but only ", gpus,
+                 " GPU(s) are visible (one process per GPU)");
+  runtime::LaunchOptions lo;
+  lo.nproc = nproc;
+  lo.argv = cmd;
+  lo.timeout_s = timeout_s;
+  return runtime::launch_local(lo, runtime::new_unique_id_hex());
+}
+
+int calibrate(const CalibrateOptions& opt) {
+  if (opt.list) {
+    SweepContext ctx;
+    for (auto& tc : all_cases()) std::printf("%-26s %s\n", tc->key().c_str(), tc->description().c_str());
+    return 0;
+  }
+  XSTAGE_REQUIRE(opt.runs >= 1, "--runs must be >= 1, got ", opt.runs);
+  XSTAGE_REQUIRE(opt.timeout_s > 0, "--timeout must be > 0 s, got ", opt.timeout_s);
+  runtime::LaunchInfo info = runtime::detect_launch(runtime::process_env());
+  if (info.launcher == "none") {
+    XSTAGE_REQUIRE(opt.nproc >= 2, "calibrate needs at least 2 ranks: pass --nproc N (N >= 2 local GPUs) "
+                   "or start it under xstage launch / torchrun / mpirun / srun; got --nproc ", opt.nproc);
+    auto args = self_cmdline();
+    args[0] = "/proc/self/exe";
+    return launch(opt.nproc, args, 0);
+  }
+  XSTAGE_REQUIRE(info.world_size >= 2, "calibrate needs at least 2 ranks, the launcher started ", info.world_size);
+  const auto t_start = std::chrono::steady_clock::now();
+
+  cudaDeviceProp prop{};
+  {
+    int ndev = 0;
+    runtime::check_cuda(cudaGetDeviceCount(&ndev), "cudaGetDeviceCount", info.rank);
+    XSTAGE_CHECK(ndev > 0, "rank ", info.rank, ": no CUDA device visible");
+    runtime::check_cuda(cudaGetDeviceProperties(&prop, info.local_rank % ndev), "cudaGetDeviceProperties", info.rank);
+  }
+  runtime::CommOptions co;
+  co.timeout_s = opt.timeout_s;
+  co.lsa_barriers = 4 * prop.multiProcessorCount;
+  runtime::Communicator comm(info, co);
+  const int P = comm.size();
+  const bool root = comm.rank() == 0;
+
+  Bench::Options bo;
+  bo.runs = opt.runs;
+  bo.timeout_s = opt.timeout_s;
+  // Largest config: P slots x K = SMs CTAs x 128 KB (warps: 4*SMs x 32 KB is the same volume).
+  bo.max_window = static_cast<size_t>(P) * prop.multiProcessorCount * 128 * 1024;
+  Bench bench(comm, bo);
+  const int SMs = bench.sm_count();
+  const std::string machine =
+      !opt.machine.empty() ? opt.machine : std::to_string(P) + "x " + bench.device_name();
+  const std::vector<std::string> argv = self_cmdline();
+  const std::string command =
+      "xstage calibrate " + join(std::vector<std::string>(argv.begin() + std::min<size_t>(2, argv.size()), argv.end()));
+  if (root) {
+    std::printf("# xstage calibrate: %d ranks (%s), %d SMs, SM clock %.3f GHz (measured)\n", P, machine.c_str(),
+                SMs, bench.clock_ghz());
+    std::printf("# K sweep {SMs/4, SMs/2, SMs} = {");
+    for (int k : k_sweep(SMs)) std::printf(" %d", k);
+    std::printf(" }, %d timed runs per point after one warm-up; spans: clock64 placed on %%globaltimer\n", opt.runs);
+  }
+
+  // Anchors first (rank 0 -> rank 1), on an otherwise idle fabric.
+  XSTAGE_REQUIRE(opt.anchor_mb >= 1, "--anchor-mb must be >= 1, got ", opt.anchor_mb);
+  const size_t anchor_bytes = size_t(opt.anchor_mb) << 20;
+  // A failing anchor (e.g. the copy engine refusing the peer mapping) is reported, not fatal.
+  auto anchor = [&](const char* name, auto&& f) {
+    try {
+      return f();
+    } catch (const RuntimeError& e) {
+      if (root) std::printf("# anchor %s failed: %s\n", name, e.what());
+      return 0.0;
+    }
+  };
+  const double ce = anchor("copy engine", [&] { return bench.copy_engine_GBps(anchor_bytes, 0, 1); });
+  const double smc = anchor("SM copy", [&] { return bench.sm_copy_GBps(anchor_bytes, 0, 1); });
+  if (root) std::printf("# anchors: copy engine (cudaMemcpyAsync to the peer window, %d MB) %.1f GB/s; best SM copy %.1f GB/s\n", opt.anchor_mb, ce, smc);
+
+  SweepContext ctx;
+  ctx.sm_count = SMs;
+  ctx.world = P;
+  ctx.quick = opt.quick;
+  std::vector<Point> pts;
+  if (root)
+    std::printf("%-26s %4s %7s %8s %8s %9s %9s %8s %9s %7s\n", "#case", "K", "B(KB)", "V(MB)", "G(us)", "Tiss(us)",
+                "Tper(us)", "V/Tper", "wall(us)", "#wrong");
+  long long total_wrong = 0;
+  for (auto& tc : all_cases()) {
+    if (!opt.only.empty() && tc->key().find(opt.only) == std::string::npos) continue;
+    // R guess for gap grids and recovery gaps: the zero-gap remote points of the base family so far.
+    std::vector<double> rates;
+    for (auto& p : pts)
+      if (p.c.mode == "zerogap" && !p.c.local && p.c.path == "st" && p.c.pattern == "p2p" && p.c.producer == "cta" &&
+          p.r.period_ns > 0)
+        rates.push_back(double(p.c.K) * p.c.B / (p.r.period_ns * 1e-9));
+    ctx.R_guess = rates.empty() ? 0 : *std::max_element(rates.begin(), rates.end());
+    if (std::string why = tc->skip_reason(ctx); !why.empty()) {
+      if (root) std::printf("# skip %s: %s\n", tc->key().c_str(), why.c_str());
+      continue;
+    }
+    if (root) std::printf("# %s: %s\n", tc->key().c_str(), tc->description().c_str());
+    for (const Config& c : tc->configs(ctx)) {
+      Result r = bench.run(c);
+      total_wrong += r.wrong;
+      pts.push_back({c, r});
+      if (root) {
+        const double V = double(c.K) * c.B;
+        std::printf("%-26s %4d %7.0f %8.3f %8.2f %9.3f %9.3f %8.1f %9.1f %7lld\n",
+                    (tc->key() + (c.local ? "/local" : "")).c_str(), c.K, c.B / 1024.0, V / 1e6,
+                    (c.mode == "isolated" ? 0 : c.gap_ns) / 1e3, r.tiss_ns / 1e3, r.period_ns / 1e3,
+                    r.period_ns > 0 && c.mode != "isolated" ? V / r.period_ns : 0.0, r.wall_us, r.wrong);
+        std::fflush(stdout);
+      }
+    }
+  }
+  const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
+  if (!root) return total_wrong ? 1 : 0;
+
+  // ---- rank 0: files, fit, validation, summary, plots.
+  fs::create_directories(opt.out_dir);
+  std::vector<Config> cs;
+  std::vector<Result> rs;
+  for (auto& p : pts) {
+    cs.push_back(p.c);
+    rs.push_back(p.r);
+  }
+  const std::string csv = opt.out_dir + "/calibration.csv";
+  write_csv(csv, cs, rs, P, bo.threads);
+  std::printf("# wrote %s (%zu points, %lld wrong bytes)\n", csv.c_str(), pts.size(), total_wrong);
+
+  std::vector<model::Sample> samples = model::read_samples_csv(csv);
+  model::Provenance prov{machine, today(), command, "calibration",
+                         "xstage calibrate: R from zero-gap wall time, T_iss^0 from the gap plateau and "
+                         "isolated floor, Q(K) from the isolated knee (st.global, one source to one peer, CTA producers)"};
+  nlohmann::json summary;
+  summary["machine"] = machine;
+  summary["command"] = command;
+  summary["date"] = today();
+  summary["world_size"] = P;
+  summary["sm_count"] = SMs;
+  summary["sm_clock_GHz"] = bench.clock_ghz();
+  summary["copy_engine_GBps"] = ce;
+  summary["sm_copy_GBps"] = smc;
+  summary["wrong_bytes"] = total_wrong;
+  summary["points"] = pts.size();
+  summary["elapsed_s"] = elapsed;
+  summary["line_rate_GBps_note"] = "NV18 NVLink 4 line rate 478 GB/s per direction (PLATFORM.md)";
+
+  nlohmann::json variants = nlohmann::json::array();
+  model::FitReport base;
+  bool have_base = false;
+  for (const char* fam : {"st/p2p/cta", "tma/p2p/cta", "st/a2a/cta", "st/p2p/warp"}) {
+    model::FitOptions fo;
+    std::string f = fam;
+    fo.path = f.substr(0, f.find('/'));
+    fo.pattern = f.substr(f.find('/') + 1, 3);
+    fo.producer = f.substr(f.rfind('/') + 1);
+    fo.name = "calibrated-" + std::to_string(P) + "gpu";
+    fo.sm_count = SMs;
+    fo.world_size = P;
+    nlohmann::json vj;
+    vj["family"] = fam;
+    try {
+      model::FitReport rep = model::fit_platform(samples, fo, prov);
+      const int Kv = fo.producer == "warp" ? 4 * SMs : SMs;
+      vj["R_GBps"] = rep.platform.R / 1e9;
+      vj["K"] = Kv;
+      vj["Q_MB"] = rep.platform.Q(Kv) / 1e6;
+      vj["T_iss0_us_B32KB"] = rep.platform.tiss0(Kv, double(Kv) * 32768) * 1e6;
+      vj["gap_median_err"] = rep.gap_median_err;
+      vj["gap_max_err"] = rep.gap_max_err;
+      vj["iso_median_err"] = rep.iso_median_err;
+      vj["iso_max_err"] = rep.iso_max_err;
+      if (std::string(fam) == "st/p2p/cta") {
+        base = rep;
+        have_base = true;
+      }
+    } catch (const UsageError& e) {
+      vj["error"] = e.what();
+    }
+    variants.push_back(vj);
+  }
+  summary["variants"] = variants;
+  int rc = total_wrong ? 1 : 0;
+  if (!have_base) {
+    summary["error"] = "the base family (st/p2p/cta) could not be fitted";
+    std::printf("# FIT FAILED for st/p2p/cta: %s\n", variants[0].value("error", std::string("?")).c_str());
+    rc = 1;
+  } else {
+    const model::Platform& pl = base.platform;
+    pl.save(opt.out_dir + "/platform.json");
+    {
+      std::ofstream f(opt.out_dir + "/fit.json");
+      f << base.to_json().dump(2) << "\n";
+    }
+    {
+      std::ofstream f(opt.out_dir + "/validation.csv");
+      f << "mode,K,B,V,gap_ns,quantity,measured_ns,predicted_ns,rel_err\n";
+      for (auto& e : base.errors)
+        f << e.sample.mode << ',' << e.sample.K << ',' << e.sample.B << ',' << e.sample.V << ',' << e.sample.gap_ns
+          << ',' << e.quantity << ',' << e.measured * 1e9 << ',' << e.predicted * 1e9 << ',' << e.rel_err << "\n";
+    }
+    summary["R_GBps"] = pl.R / 1e9;
+    summary["T_iss0_us"] = pl.tiss0(SMs, double(SMs) * 32768) * 1e6;
+    summary["Q_MB"] = pl.Q(SMs) / 1e6;
+    summary["model_median_err"] = base.gap_median_err;
+    summary["model_max_err"] = base.gap_max_err;
+    summary["iso_median_err"] = base.iso_median_err;
+    summary["iso_max_err"] = base.iso_max_err;
+    summary["R_over_copy_engine"] = pl.R / 1e9 / ce;
+    summary["fit_notes"] = base.notes;
+
+    // Knee: measured vs predicted sweep step per K (isolated, base family).
+    nlohmann::json knees = nlohmann::json::array();
+    bool knees_ok = true;
+    for (int K : k_sweep(SMs)) {
+      std::vector<const Point*> iso;
+      for (auto& p : pts)
+        if (p.c.mode == "isolated" && p.c.K == K && !p.c.local && p.c.path == "st" && p.c.pattern == "p2p" &&
+            p.c.producer == "cta")
+          iso.push_back(&p);
+      if (iso.empty()) continue;
+      std::sort(iso.begin(), iso.end(), [](auto* a, auto* b) { return a->c.B < b->c.B; });
+      int meas = -1, pred = -1;
+      for (int i = 0; i < int(iso.size()); ++i) {
+        const double V = double(K) * iso[i]->c.B, T0 = pl.tiss0(K, V);
+        if (meas < 0 && iso[i]->r.tiss_ns * 1e-9 > kKneeRatio * T0) meas = i;
+        if (pred < 0 && model::bg::tiss_iso(V, pl.R, T0, pl.Q(K)) > kKneeRatio * T0) pred = i;
+      }
+      nlohmann::json kj;
+      kj["K"] = K;
+      kj["Q_MB"] = pl.Q(K) / 1e6;
+      kj["T_iss0_us_B32KB"] = pl.tiss0(K, double(K) * 32768) * 1e6;
+      kj["knee_measured_B_KB"] = meas >= 0 ? iso[meas]->c.B / 1024.0 : -1;
+      kj["knee_predicted_B_KB"] = pred >= 0 ? iso[pred]->c.B / 1024.0 : -1;
+      kj["knee_steps_apart"] = (meas >= 0 && pred >= 0) ? std::abs(meas - pred) : -1;
+      knees_ok &= meas >= 0 && pred >= 0 && std::abs(meas - pred) <= 1;
+      knees.push_back(kj);
+    }
+    summary["per_K"] = knees;
+    summary["knee_within_one_step"] = knees_ok;
+
+    std::printf("\n# M_X (st.global, p2p, CTA producers): R = %.1f GB/s (copy engine %.1f GB/s, ratio %.3f; line rate 478)\n",
+                pl.R / 1e9, ce, pl.R / 1e9 / ce);
+    std::printf("%-6s %12s %9s %14s %14s\n", "#K", "Tiss0(us)@32K", "Q(MB)", "knee meas(KB)", "knee pred(KB)");
+    for (auto& kj : knees)
+      std::printf("%-6d %12.3f %9.3f %14.0f %14.0f\n", kj["K"].get<int>(), kj["T_iss0_us_B32KB"].get<double>(),
+                  kj["Q_MB"].get<double>(), kj["knee_measured_B_KB"].get<double>(), kj["knee_predicted_B_KB"].get<double>());
+    std::printf("# validation without refit: gap sweep median %.1f%% max %.1f%%; isolated median %.1f%% max %.1f%%\n",
+                100 * base.gap_median_err, 100 * base.gap_max_err, 100 * base.iso_median_err, 100 * base.iso_max_err);
+  }
+  std::printf("%-14s %9s %7s %12s %9s %9s\n", "#family", "R(GB/s)", "K", "Tiss0(us)@32K", "Q(MB)", "gap err");
+  for (auto& v : variants) {
+    if (v.contains("error")) {
+      std::printf("%-14s not fitted: %s\n", v["family"].get<std::string>().c_str(), v["error"].get<std::string>().c_str());
+      continue;
+    }
+    std::printf("%-14s %9.1f %7d %12.3f %9.3f %8.1f%%\n", v["family"].get<std::string>().c_str(), v["R_GBps"].get<double>(),
+                v["K"].get<int>(), v["T_iss0_us_B32KB"].get<double>(), v["Q_MB"].get<double>(),
+                100 * v["gap_median_err"].get<double>());
+  }
+  {
+    std::ofstream f(opt.out_dir + "/summary.json");
+    f << summary.dump(2) << "\n";
+  }
+  std::printf("# wrote %s/summary.json; %d points in %.1f s\n", opt.out_dir.c_str(), int(pts.size()), elapsed);
+  if (opt.plots) {
+    std::string cmd = "python3 " XSTAGE_SOURCE_DIR "/scripts/plot_calibration.py '" + opt.out_dir + "'";
+    int prc = std::system(cmd.c_str());
+    if (prc != 0) std::printf("# plots not written (%s exited %d); the CSV files are complete\n", cmd.c_str(), prc);
+  }
+  if (total_wrong) std::printf("# ERROR: %lld bytes did not land correctly\n", total_wrong);
+  return rc;
+}
+
+}  // namespace xstage::bench
