@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device call of the attn-kernel engineer: quick correctness sweep of the sm_90a attention kernel
 # against an fp32 reference (through ctypes on the kernel's host entry), a benchmark against torch SDPA
-# (cuDNN and flash backends) in the same process, optional variant libraries, compute-sanitizer on a
+# (cuDNN and flash backends) in the same process (interleaved rounds: median of 5 means of 5 back-to-back calls, after warm-up), optional variant libraries, compute-sanitizer on a
 # small shape. Writes CSV/JSON under $OUT (default results/attention/dev). Run from the repo root.
 #   scripts/attention-device.sh [lib.so ...]    first lib is the main one; others are timed as variants
 set -uo pipefail
@@ -93,15 +93,23 @@ def check(fn, B, Sq, Skv, H, D, dtype, causal=False, packed=False, seed=0):
     return dict(B=B, Sq=Sq, Skv=Skv, H=H, D=D, dtype=str(dtype).split(".")[-1], causal=causal, packed=packed,
                 err=err, base=base, lse_ok=lse_ok, nan=nan, ok=ok)
 
-def bench_ms(f, reps):
-    for _ in range(3):
-        f()
-    times = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record(); f(); b.record(); b.synchronize()
-        times.append(a.elapsed_time(b))
-    return statistics.median(times)
+def bench_interleaved(fs, rounds=5, reps=5):
+    """Median over `rounds` samples of the mean time of `reps` back-to-back calls (launch overhead
+    hidden behind the previous kernel); the callables alternate by round so clock drift hits them alike."""
+    for f in fs:
+        for _ in range(3):
+            f()
+    torch.cuda.synchronize()
+    samples = [[] for _ in fs]
+    for _ in range(rounds):
+        for i, f in enumerate(fs):
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record()
+            for _ in range(reps):
+                f()
+            b.record(); b.synchronize()
+            samples[i].append(a.elapsed_time(b) / reps)
+    return [statistics.median(t) for t in samples]
 
 def main():
     mode, out_dir, libs = sys.argv[1], sys.argv[2], sys.argv[3:]
@@ -130,11 +138,10 @@ def main():
             rows.append(r)
             bad += not r["ok"]
             print(("OK  " if r["ok"] else "BAD ") + json.dumps(r))
-        json.dump(rows, open(os.path.join(out_dir, "check.json"), "w"), indent=1)
+        json.dump(rows, open(os.path.join(out_dir, "check-" + os.path.basename(libs[0]) + ".json"), "w"), indent=1)
         print(f"check: {len(rows) - bad}/{len(rows)} passed")
         return
     # bench
-    reps = 20
     grid = [(H, S, 128) for H in (3, 6, 12, 24, 40) for S in (4096, 8192, 16384, 32768, 65536)]
     grid += [(H, S, 64) for H in (12, 24) for S in (4096, 8192, 16384, 32768)]
     if mode == "bench-quick":
@@ -147,16 +154,18 @@ def main():
         o = torch.empty_like(q)
         flop = 4.0 * H * S * S * D
         tf = lambda ms: flop / ms / 1e9
-        res = {}
-        for i, f in enumerate(fns):
-            res["ours" if i == 0 else f"var{i}"] = tf(bench_ms(lambda: attn(f, q, k, v, o), reps))
         qt, kt, vt = (t.transpose(1, 2) for t in (q, k, v))
+        names, fs = [], []
+        for i, f in enumerate(fns):
+            names.append("ours" if i == 0 else f"var{i}")
+            fs.append(lambda f=f: attn(f, q, k, v, o))
         for name, be in (("cudnn", SDPBackend.CUDNN_ATTENTION), ("flash", SDPBackend.FLASH_ATTENTION)):
-            try:
+            def sdpa(be=be):
                 with sdpa_kernel([be]):
-                    res[name] = tf(bench_ms(lambda: F.scaled_dot_product_attention(qt, kt, vt), reps))
-            except Exception as e:  # backend refuses a shape
-                res[name] = float("nan")
+                    return F.scaled_dot_product_attention(qt, kt, vt)
+            names.append(name)
+            fs.append(sdpa)
+        res = {n: tf(ms) for n, ms in zip(names, bench_interleaved(fs))}
         row = dict(H=H, S=S, D=D, **res, ratio_cudnn=res["ours"] / res["cudnn"], ratio_flash=res["ours"] / res["flash"])
         rows.append(row)
         line = f"{H},{S},{D}," + ",".join(f"{res[k]:.1f}" for k in res) + f",{row['ratio_cudnn']:.3f},{row['ratio_flash']:.3f}"
@@ -164,11 +173,42 @@ def main():
         print(line)
         del q, k, v, o
     open(os.path.join(out_dir, f"{mode}.csv"), "w").write("\n".join(lines) + "\n")
+    summary = dict(machine=f"{torch.cuda.get_device_name(0)}, torch {torch.__version__}, cuDNN "
+                   f"{torch.backends.cudnn.version()}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}",
+                   command=os.environ.get("ATTN_COMMAND", "scripts/attention-device.sh " + " ".join(libs)), csv=f"{mode}.csv")
+    for key in [n for n in rows[0] if n == "ours" or n.startswith("var")]:
+        r_all = [r[key] / r["cudnn"] for r in rows]
+        r_large = [r[key] / r["cudnn"] for r in rows if r["D"] == 128 and r["S"] >= 8192 and r["H"] >= 12]
+        pre = "" if key == "ours" else key + "_"
+        summary[pre + "min_ratio_vs_cudnn_large"] = min(r_large) if r_large else None
+        summary[pre + "min_ratio_vs_cudnn_all"] = min(r_all)
+        summary[pre + "median_ratio_vs_cudnn"] = statistics.median(r_all)
+    json.dump(summary, open(os.path.join(out_dir, "summary.json"), "w"), indent=1)
+    print(json.dumps(summary))
 
 main()
 PYEOF
+STEPS=${STEPS:-"ctest check bench sanitize"}
 echo "== device: $(nvidia-smi --query-gpu=name,clocks.sm,driver_version --format=csv,noheader | head -1)  $(date -u)"
-echo "== check"; timeout 60 python3 "$PY" check "$OUT" "${LIBS[@]}" 2>&1 | tail -45
-echo "== bench"; timeout ${BENCH_TIMEOUT:-90} python3 "$PY" ${BENCH_MODE:-bench} "$OUT" "${LIBS[@]}" 2>&1 | tail -45
-echo "== sanitizer"; timeout ${SAN_TIMEOUT:-60} compute-sanitizer --tool memcheck --error-exitcode 9 python3 "$PY" sanitize "$OUT" "${LIBS[0]}" 2>&1 | grep -v "^$" | tail -12
-echo "sanitizer rc=${PIPESTATUS[0]}"
+for step in $STEPS; do
+  case $step in
+    ctest) echo "== ctest (attention, gpu)"
+           timeout ${CTEST_TIMEOUT:-60} ctest --test-dir build-attn -L gpu -R attention --output-on-failure 2>&1 | tail -25 ;;
+    gtest) echo "== harness GPU tests (gtest + python module) on build-attn"
+           timeout ${GTEST_TIMEOUT:-60} build-attn/tests/attention/test_attention_gpu 2>&1 | grep -E "^\[  (PASSED|FAILED|  OK|SKIPPED) |FAILED|Failure|error" | tail -30
+           echo "gtest rc=${PIPESTATUS[0]}"
+           XSTAGE_ATTENTION_LIB=build-attn/src/kernels/attention/libxstage_attention.so PYTHONPATH=python \
+             timeout 60 python3 tests/attention/run_pytest.py tests/attention/test_python_module.py 2>&1 | tail -4
+           echo "pytest rc=${PIPESTATUS[0]}" ;;
+    hbench*) echo "== harness benchmark ($step) on ${LIBS[0]}"
+           timeout ${HBENCH_TIMEOUT:-120} python3 bench/attention/bench_attention.py --lib "${LIBS[0]}" --out "$OUT" \
+             $([ "$step" = hbench-quick ] && echo --quick) 2>&1 | grep -v "^[0-9a-z]*,\|^#" | tail -45 ;;
+    check) for lib in ${CHECK_LIBS:-${LIBS[0]}}; do echo "== check $lib"
+           timeout ${CHECK_TIMEOUT:-70} python3 "$PY" check "$OUT" "$lib" 2>&1 | grep -v "^OK " | tail -40; done ;;
+    bench*) echo "== $step"
+           timeout ${BENCH_TIMEOUT:-90} python3 "$PY" "$step" "$OUT" "${LIBS[@]}" 2>&1 | tail -45 ;;
+    sanitize) echo "== sanitizer"
+           timeout ${SAN_TIMEOUT:-60} compute-sanitizer --tool memcheck --error-exitcode 9 python3 "$PY" sanitize "$OUT" "${LIBS[0]}" 2>&1 | grep -v "^$" | tail -12
+           echo "sanitizer rc=${PIPESTATUS[0]}" ;;
+  esac
+done

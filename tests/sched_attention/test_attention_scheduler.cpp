@@ -11,8 +11,8 @@ using xstage::sched::StaticPersistentAttnScheduler;
 using Sched = StaticPersistentAttnScheduler;
 
 namespace {
-void check_exactly_once(int batch, int heads, int m_blocks, int ctas) {
-  const auto p = Sched::make_params(batch, heads, m_blocks, ctas);
+void check_exactly_once(int batch, int heads, int m_blocks, int ctas, bool longest_first) {
+  const auto p = Sched::make_params(batch, heads, m_blocks, ctas, longest_first);
   ASSERT_GE(Sched::grid_size(p), 1);
   ASSERT_LE(Sched::grid_size(p), ctas);
   std::vector<int> seen(size_t(batch) * heads * m_blocks, 0);
@@ -40,7 +40,7 @@ TEST(AttentionScheduler, EveryTileExactlyOnce) {
     for (int heads : {1, 3, 12, 40})
       for (int m_blocks : {1, 2, 7, 64, 512})
         for (int ctas : {1, 5, 132})
-          check_exactly_once(batch, heads, m_blocks, ctas);
+          for (bool longest_first : {false, true}) check_exactly_once(batch, heads, m_blocks, ctas, longest_first);
 }
 
 TEST(AttentionScheduler, GridNeverExceedsTiles) {
@@ -65,4 +65,12 @@ TEST(AttentionScheduler, BatchMajorDecode) {
   const auto p = Sched::make_params(2, 3, 4, 132);
   const auto w = Sched::get_initial_work(p, 4 * 3 + 4 + 2);  // batch 1, head 1, m_block 2
   EXPECT_EQ(std::make_tuple(w.coord.batch, w.coord.head, w.coord.m_block), std::make_tuple(1, 1, 2));
+}
+
+TEST(AttentionScheduler, LongestFirstStartsAtLastBlock) {
+  const auto p = Sched::make_params(2, 3, 10, 132, /*longest_first=*/true);
+  EXPECT_EQ(Sched::get_initial_work(p, 0).coord.m_block, 9);
+  EXPECT_EQ(Sched::get_initial_work(p, 9).coord.m_block, 0);
+  EXPECT_EQ(Sched::get_initial_work(p, 10).coord.m_block, 9);
+  EXPECT_EQ(Sched::get_initial_work(p, 10).coord.head, 1);
 }

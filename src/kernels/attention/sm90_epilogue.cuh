@@ -4,8 +4,10 @@
 // to it. Interface of an epilogue E:
 //   struct E::Params;                        host-built, lives in the kernel parameters
 //   E::store(params, smem, o, lse, coord, wg, tid)  all 128 threads of consumer warpgroup `wg`
+//   E::init(wg)                              once per warpgroup before the first tile
 //   E::finish(params, tid)                    once per warpgroup before the kernel ends
-// `smem` is the warpgroup's private staging buffer (64 x d elements, 1024-byte aligned, 128 B swizzle).
+//   E::kStagingBuffers                        64 x d staging buffers the kernel provides (1 or 2)
+// `smem` is the warpgroup's staging buffer (64 x d elements, 1024-byte aligned, 128 B swizzle).
 // The next issue swaps LocalTmaEpilogue for one that stores the tile to a peer rank (Ulysses all-to-all).
 #include <cuda.h>
 #include <cuda_bf16.h>
@@ -25,6 +27,8 @@ enum class NamedBarrier : uint32_t {
   kEpilogueWG1 = 2,
   kMmaTurnWG0 = 3,  // + wg: consumer warpgroup wg may issue its GEMMs (ping-pong)
   kMmaTurnWG1 = 4,
+  kStagingWG0 = 5,  // + wg: a staging buffer shared by both warpgroups is wg's to fill
+  kStagingWG1 = 6,
 };
 
 template <class Element>
@@ -55,9 +59,11 @@ __device__ __forceinline__ void fragment_to_smem_sw128(Element* smem, const floa
 }
 
 // Local store: staging in shared memory, then one TMA store per 64-column panel (rows past seqlen_q
-// are clipped by the tensor map). LSE written by the quad leaders.
-template <class Element, int kHeadDim>
+// are clipped by the tensor map). LSE written by the quad leaders. With kSharedStaging (shared memory
+// too tight for two buffers) the warpgroups take turns on one buffer, warpgroup 0 first each tile.
+template <class Element, int kHeadDim, bool kSharedStaging>
 struct LocalTmaEpilogue {
+  static constexpr int kStagingBuffers = kSharedStaging ? 1 : 2;
   struct Params {
     CUtensorMap tma_o;  // (d, seqlen_q, heads, batch), box {64, 64, 1, 1}
     float* lse;         // [batch, heads, seqlen_q] or null
@@ -67,8 +73,12 @@ struct LocalTmaEpilogue {
   __device__ static void store(const Params& p, Element* smem, const float (&o)[kHeadDim / 2],
                                const float (&lse)[2], sched::AttnBlockCoord c, int row0, int wg, int tid) {
     const uint32_t bar = uint32_t(NamedBarrier::kEpilogueWG0) + wg;
-    if (tid == 0) ptx::tma_store_wait_read();  // previous tile's store has left the buffer
-    ptx::named_barrier_sync(bar, 128);
+    if constexpr (kSharedStaging) {
+      ptx::named_barrier_sync(uint32_t(NamedBarrier::kStagingWG0) + wg, 256);  // the other one's store has read it
+    } else {
+      if (tid == 0) ptx::tma_store_wait_read();  // previous tile's store has left the buffer
+      ptx::named_barrier_sync(bar, 128);
+    }
     fragment_to_smem_sw128<Element, kHeadDim>(smem, o, tid);
     ptx::fence_proxy_async_shared_cta();
     ptx::named_barrier_sync(bar, 128);
@@ -78,6 +88,10 @@ struct LocalTmaEpilogue {
         ptx::tma_store_4d(&p.tma_o, smem + panel * 64 * 64, panel * 64, row0, c.head, c.batch);
       ptx::tma_store_commit();
     }
+    if constexpr (kSharedStaging) {  // hand the buffer over once the store has read it (thread 0 arrives last)
+      if (tid == 0) ptx::tma_store_wait_read();
+      ptx::named_barrier_arrive(uint32_t(NamedBarrier::kStagingWG0) + (1 - wg), 256);
+    }
     if (p.lse != nullptr && tid % 4 == 0) {
       const int warp = tid / 32, lane = tid % 32;
 #pragma unroll
@@ -86,6 +100,12 @@ struct LocalTmaEpilogue {
         if (row < p.seqlen_q) p.lse[(int64_t(c.batch) * p.heads + c.head) * p.seqlen_q + row] = lse[r];
       }
     }
+  }
+
+  // Before the first tile: warpgroup 0 gets the shared buffer first.
+  __device__ static void init(int wg) {
+    if constexpr (kSharedStaging)
+      if (wg == 1) ptx::named_barrier_arrive(uint32_t(NamedBarrier::kStagingWG0), 256);
   }
 
   __device__ static void finish(const Params&, int tid) {

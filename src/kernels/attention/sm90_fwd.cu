@@ -79,7 +79,7 @@ cudaError_t make_map(CUtensorMap* map, const void* ptr, CUtensorMapDataType dtyp
 template <class Element, int kHeadDim>
 cudaError_t launch(const xstage_attn_fwd_params& p, cudaStream_t stream) {
   using C = sm90::FwdConfig<Element, kHeadDim>;
-  using Epi = sm90::LocalTmaEpilogue<Element, kHeadDim>;
+  using Epi = sm90::LocalTmaEpilogue<Element, kHeadDim, C::kSharedStaging>;
   using Params = sm90::FwdParams<Scheduler, Epi>;
   auto kernel = sm90::fwd_kernel<C, Scheduler, Epi>;
   constexpr int kSmem = int(sizeof(sm90::SharedStorage<C>)) + 1024;  // + 1024: manual base alignment
@@ -122,7 +122,7 @@ cudaError_t launch(const xstage_attn_fwd_params& p, cudaStream_t stream) {
   const float scale = p.softmax_scale > 0.f ? p.softmax_scale : 1.f / std::sqrt(float(kHeadDim));
   kp.scale_log2 = scale * 1.4426950408889634f;
   const int m_blocks = (p.seqlen_q + C::kBlockM - 1) / C::kBlockM;
-  kp.sched = Scheduler::make_params(p.batch, p.heads, m_blocks, lim.sms);
+  kp.sched = Scheduler::make_params(p.batch, p.heads, m_blocks, lim.sms, /*longest_first=*/kp.causal != 0);
 
   kernel<<<Scheduler::grid_size(kp.sched), C::kThreads, kSmem, stream>>>(kp);
   return cudaGetLastError();

@@ -18,6 +18,14 @@
 #include "xstage/ptx/wgmma.cuh"
 #include "xstage/sched/attention_scheduler.cuh"
 
+// Compile-time knobs, overridable with -D for the device script's variant builds; the defaults are the
+// best measured on H200 (K/V block of 176 keys at D = 128, 192 at D = 64; ping-pong on).
+#ifndef XSTAGE_ATTN_BLOCK_N_D128
+#define XSTAGE_ATTN_BLOCK_N_D128 176  // measured: +2-4 % over 128 (results/attention/call3)
+#endif
+#ifndef XSTAGE_ATTN_BLOCK_N_D64
+#define XSTAGE_ATTN_BLOCK_N_D64 192  // measured: +3-7 % over 128 (results/attention/call3)
+#endif
 #ifndef XSTAGE_ATTN_PINGPONG
 #define XSTAGE_ATTN_PINGPONG 1
 #endif
@@ -30,8 +38,8 @@ struct FwdConfig {
   using Element = Element_;
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr int kBlockM = 128;  // two consumer warpgroups x 64 rows (wgmma M)
-  static constexpr int kBlockN = 128;
-  static constexpr int kStages = 2;               // K and V pipelines
+  static constexpr int kBlockN = kHeadDim == 128 ? XSTAGE_ATTN_BLOCK_N_D128 : XSTAGE_ATTN_BLOCK_N_D64;
+  static constexpr int kStages = kHeadDim == 64 ? 3 : 2;  // K and V pipelines (D 128: smem allows 2)
   static constexpr int kPanels = kHeadDim / 64;   // 128 B swizzle: TMA boxes are 64 elements wide
   static constexpr int kConsumerWGs = 2;
   static constexpr int kThreads = 128 * (1 + kConsumerWGs);
@@ -42,6 +50,10 @@ struct FwdConfig {
   static constexpr uint32_t kQBytes = kBlockM * kHeadDim * sizeof(Element);
   static constexpr uint32_t kKVBytes = kBlockN * kHeadDim * sizeof(Element);
   static_assert(kHeadDim == 64 || kHeadDim == 128, "head dim 64 or 128");
+  // One 64 x d epilogue staging buffer per consumer warpgroup when shared memory allows, else one shared
+  // (227 KB: the sm_90 opt-in maximum; the host still checks the device's own limit).
+  static constexpr int kTileBytes = (kBlockM + 2 * kStages * kBlockN) * kHeadDim * int(sizeof(Element));
+  static constexpr bool kSharedStaging = kTileBytes + kBlockM * kHeadDim * int(sizeof(Element)) + 2048 > 227 * 1024;
 };
 
 // ---------------------------------------------------------------- shared storage and params
@@ -52,7 +64,7 @@ struct SharedStorage {
   alignas(1024) E q[C::kBlockM * C::kHeadDim];
   alignas(1024) E k[C::kStages][C::kBlockN * C::kHeadDim];
   alignas(1024) E v[C::kStages][C::kBlockN * C::kHeadDim];
-  alignas(1024) E o[C::kBlockM * C::kHeadDim];  // epilogue staging, 64 rows per consumer warpgroup
+  alignas(1024) E o[(C::kSharedStaging ? 1 : 2) * 64 * C::kHeadDim];  // epilogue staging, 64 rows each
   uint64_t q_full, q_empty;
   uint64_t k_full[C::kStages], k_empty[C::kStages], v_full[C::kStages], v_empty[C::kStages];
 };
@@ -149,14 +161,14 @@ struct Consumer {
       corr[r] = ptx::exp2_approx_ftz(row_max[r] * scale_log2 - base[r]);
       row_max[r] = mx[r];
     }
-    float sum[2] = {0.f, 0.f};
+    float sum[2][2] = {{0.f, 0.f}, {0.f, 0.f}};  // [row][odd column]: two independent add chains per row
 #pragma unroll
     for (int i = 0; i < kS; ++i) {
       s[i] = ptx::exp2_approx_ftz(fmaf(s[i], scale_log2, -base[(i / 2) % 2]));
-      sum[(i / 2) % 2] += s[i];
+      sum[(i / 2) % 2][i % 2] += s[i];
     }
 #pragma unroll
-    for (int r = 0; r < 2; ++r) row_sum[r] = row_sum[r] * corr[r] + sum[r];
+    for (int r = 0; r < 2; ++r) row_sum[r] = row_sum[r] * corr[r] + (sum[r][0] + sum[r][1]);
   }
 
   // The accumulator fragment of columns [16kk, 16kk+16) is exactly the A fragment of k step kk.
@@ -257,10 +269,12 @@ __global__ void __launch_bounds__(C::kThreads, 1)
   const int wg = warpgroup - 1;
   const bool warp_leader = (tid % 32) == 0;
   const E* q_wg = sh.q + wg * 64 * 64;  // this warpgroup's 64 rows inside each Q panel
-  E* o_stage = sh.o + wg * 64 * C::kHeadDim;
+  static_assert(Epilogue::kStagingBuffers == (C::kSharedStaging ? 1 : 2), "epilogue and config agree");
+  E* o_stage = sh.o + (C::kSharedStaging ? 0 : wg * 64 * C::kHeadDim);
   PipeState<C::kStages> kp, vp;
   uint32_t q_phase = 0;
   if (wg == 1) mma_turn_pass<C>(wg);  // warpgroup 0 issues first
+  Epilogue::init(wg);
 
   for (auto w = Scheduler::get_initial_work(params.sched, blockIdx.x); w.is_valid;
        w = Scheduler::get_next_work(params.sched, w)) {
@@ -311,6 +325,10 @@ __global__ void __launch_bounds__(C::kThreads, 1)
         ptx::wgmma_fence();
         Cons::issue_qk(s, q_wg, sh.k[kp.stage]);
         ptx::wgmma_commit();
+        // Shrink O by the previous block's factor while Q K^T runs, then accumulate P V on top.
+#pragma unroll
+        for (int i = 0; i < Cons::kO; ++i) o[i] *= corr[(i / 2) % 2];
+        ptx::wgmma_fence();
         Cons::issue_pv(o, p, sh.v[vp.stage]);
         ptx::wgmma_commit();
         mma_turn_pass<C>(wg);
@@ -326,13 +344,13 @@ __global__ void __launch_bounds__(C::kThreads, 1)
         Cons::fence(p);
         if (warp_leader) ptx::mbar_arrive_release_cta(&sh.v_empty[vp.stage]);
         vp.advance();
-#pragma unroll
-        for (int i = 0; i < Cons::kO; ++i) o[i] *= corr[(i / 2) % 2];
         Cons::to_p(s, p);
       }
       // last block: P V only
       ptx::mbar_wait_acquire_cta(&sh.v_full[vp.stage], vp.phase);
       mma_turn_wait<C>(wg);
+#pragma unroll
+      for (int i = 0; i < Cons::kO; ++i) o[i] *= corr[(i / 2) % 2];
       ptx::wgmma_fence();
       Cons::issue_pv(o, p, sh.v[vp.stage]);
       ptx::wgmma_commit();
