@@ -19,11 +19,13 @@ for step in "$@"; do
   sanitize)
     echo "== compute-sanitizer (memcheck) on a tiny sweep"
     timeout 80 compute-sanitizer --target-processes all --print-limit 20 "$xs" calibrate --nproc "$ngpu" --quick \
-      --only zerogap --runs 1 --anchor-mb 16 --timeout 120 --no-plots -o "$out/sanitize" 2>&1 | tail -25
+      --only zerogap --runs 1 --anchor-mb 16 --timeout 120 --no-plots -o "$out/sanitize" > "$out/sanitize.log" 2>&1
+    grep -E "ERROR SUMMARY|Invalid|========= +(at|by)" "$out/sanitize.log" | head -20
     ;;
   tests)
     echo "== GPU tests"
-    "$build/test_runtime_gpu" 2>&1 | tail -30
+    "$build/test_runtime_gpu" > "$out/tests.log" 2>&1
+    grep -E "OK|FAILED|PASSED|rank check|scenario|G = " "$out/tests.log" | head -40
     ;;
   quick)
     echo "== quick calibrate"

@@ -37,6 +37,28 @@ __global__ void __launch_bounds__(1024) burst_kernel(BurstParams a) {
         ptx::fence_proxy_async_shared_cta();
       }
       ptx::spin_until_cycle(next);  // the gap G: producer-side work, no remote stores
+      // Burst-start barrier across this rank's producers: every burst is one aggregate burst of
+      // V = K*B (without it, unfair service lets producers drift bursts apart). Its wait is gap time.
+      psync();
+      if (lane == 0) {
+        ptx::red_add_release_gpu_u32(a.arrive + b, 1);
+        const uint64_t t0 = ptx::globaltimer_ns();
+        uint32_t got;
+        while ((got = ptx::ld_acquire_gpu_u32(a.arrive + b)) < static_cast<uint32_t>(a.active)) {
+          if (ptx::globaltimer_ns() - t0 > a.timeout_ns) {
+            if (atomicCAS(&a.err->code, 0, 2) == 0) {
+              a.err->rank = a.rank;
+              a.err->peer = a.rank;
+              a.err->index = b;
+              a.err->expected = a.active;
+              a.err->got = got;
+              printf("xstage: rank %d: burst-start barrier of burst %d timed out: %u of %d producers arrived\n",
+                     a.rank, b, got, a.active);
+            }
+            break;
+          }
+        }
+      }
       psync();
       uint64_t g0 = 0, c0 = 0;
       if (lane == 0) {

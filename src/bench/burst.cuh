@@ -29,6 +29,8 @@ struct BurstParams {
   bool local;         // control: every producer stores into its own rank's window instead
   uint32_t period_bytes;  // fill pattern repeats every period_bytes inside a producer region (TMA staging)
   uint64_t* stamps;   // [bursts][K][4]: globaltimer start, end; clock64 start, end
+  uint32_t* arrive;   // [bursts] zeroed: burst-start barrier counters (producers start each burst together)
+  int active;         // producers of this rank that store (arrivals expected per burst)
   runtime::DeviceError* err;
   uint64_t timeout_ns;
 };

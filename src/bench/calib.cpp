@@ -38,7 +38,7 @@ Result burst_stats(const std::vector<uint64_t>& st, int bursts, int K, const std
   XSTAGE_REQUIRE(st.size() >= static_cast<size_t>(bursts) * K * 4, "burst_stats: stamp buffer too small");
   Result r;
   std::vector<double> tiss, gaps;
-  std::vector<double> first_start(bursts, 0);
+  std::vector<double> first_start(bursts, 0), last_end(bursts, 0);
   bool any = false;
   for (int b = 0; b < bursts; ++b) {
     double s_min = std::numeric_limits<double>::infinity(), e_max = -s_min;
@@ -50,19 +50,17 @@ Result burst_stats(const std::vector<uint64_t>& st, int bursts, int K, const std
       double end = start + static_cast<double>(s[3] - s[2]) / clk_ghz;
       s_min = std::min(s_min, start);
       e_max = std::max(e_max, end);
-      if (b + 1 < bursts && b >= warm) {
-        const uint64_t* n = &st[(static_cast<size_t>(b + 1) * K + p) * 4];
-        gaps.push_back(static_cast<double>(n[0]) - end);
-      }
     }
     first_start[b] = s_min;
+    last_end[b] = e_max;
+    if (b > warm) gaps.push_back(s_min - last_end[b - 1]);
     if (b == 0) r.tiss_first_ns = e_max - s_min;
     if (b >= warm) tiss.push_back(e_max - s_min);
   }
   XSTAGE_REQUIRE(any, "burst_stats: no active producer");
   r.tiss_ns = median(tiss);
   r.period_ns = bursts - 1 > warm ? (first_start[bursts - 1] - first_start[warm]) / (bursts - 1 - warm) : 0;
-  r.gap_meas_ns = median(gaps);
+  r.gap_meas_ns = gaps.empty() ? 0 : median(gaps);
   return r;
 }
 
@@ -83,16 +81,22 @@ struct Bench::Impl {
   uint64_t* stamps = nullptr;
   std::vector<uint64_t> host_stamps;
   unsigned long long* wrong = nullptr;
-  runtime::DeviceError* err = nullptr;  // host-mapped
+  runtime::DeviceError* err = nullptr;  // device memory, copied back after every run
+  uint32_t* arrive = nullptr;
   cudaEvent_t ev0 = nullptr, ev1 = nullptr;
   int max_K = 0;
   explicit Impl(runtime::Communicator& c, const Options& o) : comm(c), opt(o) {}
   void check(cudaError_t e, const char* what) { runtime::check_cuda(e, what, comm.rank()); }
   void check_device_error(const std::string& what) {
-    if (err->code != 0)
-      throw RuntimeError(detail::concat("rank ", err->rank, ": ", what, ": LSA barrier ", err->index,
-                                        " timed out waiting for rank ", err->peer, " (inbox ", err->got,
-                                        ", expected ", err->expected, ")"));
+    runtime::DeviceError e{};
+    check(cudaMemcpy(&e, err, sizeof e, cudaMemcpyDeviceToHost), "cudaMemcpy device error");
+    if (e.code == 1)
+      throw RuntimeError(detail::concat("rank ", e.rank, ": ", what, ": LSA barrier ", e.index,
+                                        " timed out waiting for rank ", e.peer, " (inbox ", e.got, ", expected ",
+                                        e.expected, ")"));
+    if (e.code == 2)
+      throw RuntimeError(detail::concat("rank ", e.rank, ": ", what, ": burst-start barrier of burst ", e.index,
+                                        " timed out: ", e.got, " of ", e.expected, " producers arrived"));
   }
 };
 
@@ -112,8 +116,9 @@ Bench::Bench(runtime::Communicator& comm, const Options& opt) : impl_(std::make_
   I.check(cudaMalloc(&I.stamps, static_cast<size_t>(opt.max_bursts) * I.max_K * 4 * sizeof(uint64_t)), "cudaMalloc stamps");
   I.host_stamps.resize(static_cast<size_t>(opt.max_bursts) * I.max_K * 4);
   I.check(cudaMalloc(&I.wrong, sizeof(unsigned long long)), "cudaMalloc wrong");
-  I.check(cudaHostAlloc(&I.err, sizeof(runtime::DeviceError), cudaHostAllocMapped), "cudaHostAlloc");
-  *I.err = {};
+  I.check(cudaMalloc(&I.err, sizeof(runtime::DeviceError)), "cudaMalloc error record");
+  I.check(cudaMemset(I.err, 0, sizeof(runtime::DeviceError)), "cudaMemset");
+  I.check(cudaMalloc(&I.arrive, opt.max_bursts * sizeof(uint32_t)), "cudaMalloc arrive");
   I.check(cudaEventCreate(&I.ev0), "cudaEventCreate");
   I.check(cudaEventCreate(&I.ev1), "cudaEventCreate");
   I.win = std::make_unique<runtime::SymmetricWindow>(comm, opt.max_window, "burst destination");
@@ -137,7 +142,8 @@ Bench::~Bench() {
   auto& I = *impl_;
   cudaFree(I.stamps);
   cudaFree(I.wrong);
-  cudaFreeHost(I.err);
+  cudaFree(I.err);
+  cudaFree(I.arrive);
   cudaEventDestroy(I.ev0);
   cudaEventDestroy(I.ev1);
 }
@@ -181,10 +187,9 @@ Result Bench::run(const Config& c) {
   p.local = c.local;
   // TMA stages at most 32 KB per CTA in shared memory; the fill pattern repeats with that period.
   p.period_bytes = path == Path::Tma ? std::min<uint32_t>(c.B, 32768) : c.B;
-  XSTAGE_REQUIRE(path != Path::Tma || c.B <= 32768 || c.B % 4096 == 0,
-                 "TMA path: B above 32 KB must be a multiple of 4 KB, got ", c.B);
   p.stamps = I.stamps;
-  I.check(cudaHostGetDevicePointer(reinterpret_cast<void**>(&p.err), I.err, 0), "cudaHostGetDevicePointer");
+  p.err = I.err;
+  p.arrive = I.arrive;
   p.timeout_ns = static_cast<uint64_t>(I.opt.timeout_s * 1e9);
   const int threads = warp ? 128 : I.opt.threads;
   const int grid = warp ? (c.K + 3) / 4 : c.K;
@@ -195,6 +200,7 @@ Result Bench::run(const Config& c) {
   for (int q = 0; q < c.K; ++q) {
     active[q] = target_of(comm.rank(), q, pattern, c.src, c.dst, c.local, P) >= 0;
     sender |= active[q];
+    p.active += active[q];
   }
   const int warm = c.mode == "isolated" ? 1 : c.bursts / 4;
   std::vector<Result> runs;
@@ -202,6 +208,7 @@ Result Bench::run(const Config& c) {
   for (int run = 0; run <= I.opt.runs; ++run) {  // run 0 is the warm-up
     I.check(cudaMemsetAsync(I.win->local(), 0, need, comm.stream()), "cudaMemsetAsync poison");
     I.check(cudaMemsetAsync(I.wrong, 0, sizeof(unsigned long long), comm.stream()), "cudaMemsetAsync");
+    I.check(cudaMemsetAsync(I.arrive, 0, c.bursts * sizeof(uint32_t), comm.stream()), "cudaMemsetAsync");
     comm.sync("poisoning the destination window");
     comm.barrier();  // no peer stores into a window that is still being poisoned
     I.check(cudaEventRecord(I.ev0, comm.stream()), "cudaEventRecord");
@@ -221,6 +228,17 @@ Result Bench::run(const Config& c) {
       I.check(cudaMemcpy(I.host_stamps.data(), I.stamps, static_cast<size_t>(c.bursts) * c.K * 4 * sizeof(uint64_t),
                          cudaMemcpyDeviceToHost), "cudaMemcpy stamps");
       r = burst_stats(I.host_stamps, c.bursts, c.K, active, warm, clk_ghz_);
+      if (!c.dump.empty() && run == 1 && comm.rank() == 0) {
+        std::ofstream f(c.dump, std::ios::app);
+        for (int b = 0; b < c.bursts; ++b)
+          for (int q = 0; q < c.K; ++q) {
+            if (!active[q]) continue;
+            const uint64_t* s = &I.host_stamps[(static_cast<size_t>(b) * c.K + q) * 4];
+            f << c.mode << ',' << c.path << ',' << c.pattern << ',' << c.producer << ',' << c.K << ',' << c.B << ','
+              << c.gap_ns << ',' << comm.rank() << ',' << b << ',' << q << ',' << s[0] << ',' << s[1] << ','
+              << s[2] << ',' << s[3] << '\n';
+          }
+      }
     }
     float ms = 0;
     I.check(cudaEventElapsedTime(&ms, I.ev0, I.ev1), "cudaEventElapsedTime");
@@ -332,7 +350,8 @@ model::Sample to_sample(const Config& c, const Result& r) {
   s.K = c.K;
   s.B = c.B;
   s.V = static_cast<double>(c.K) * c.B;
-  s.gap_ns = c.mode == "gap" ? c.gap_ns : 0;
+  // G is the measured aggregate gap (last end -> next first start): it includes the burst-start barrier.
+  s.gap_ns = c.mode == "gap" ? r.gap_meas_ns : 0;
   s.tiss_ns = r.tiss_ns;
   s.period_ns = c.mode == "isolated" ? 0 : r.period_ns;
   s.wall_us = r.wall_us;
@@ -349,7 +368,7 @@ void write_csv(const std::string& path, const std::vector<Config>& cs, const std
   std::ofstream f(path);
   XSTAGE_CHECK(f.good(), "cannot write ", path);
   f << "mode,target,K,B,V,gap_ns,tiss_ns,period_ns,wall_us,bursts,path,pattern,producer,wrong,"
-       "gap_meas_ns,gap_rec_ns,tiss_first_ns,src,dst,world,threads\n";
+       "gap_req_ns,gap_rec_ns,tiss_first_ns,src,dst,world,threads\n";
   char buf[512];
   for (size_t i = 0; i < cs.size(); ++i) {
     const Config& c = cs[i];
@@ -357,7 +376,8 @@ void write_csv(const std::string& path, const std::vector<Config>& cs, const std
     model::Sample s = to_sample(c, r);
     std::snprintf(buf, sizeof buf, "%s,%s,%d,%.0f,%.0f,%.1f,%.1f,%.1f,%.2f,%d,%s,%s,%s,%lld,%.1f,%.1f,%.1f,%d,%d,%d,%d\n",
                   s.mode.c_str(), s.target.c_str(), s.K, s.B, s.V, s.gap_ns, s.tiss_ns, s.period_ns, s.wall_us,
-                  s.bursts, s.path.c_str(), s.pattern.c_str(), s.producer.c_str(), s.wrong, r.gap_meas_ns,
+                  s.bursts, s.path.c_str(), s.pattern.c_str(), s.producer.c_str(), s.wrong,
+                  c.mode == "gap" ? c.gap_ns : 0.0,
                   c.mode == "isolated" ? c.gap_ns : 0.0, r.tiss_first_ns, c.pattern == "p2p" ? c.src : -1,
                   c.pattern == "p2p" ? c.dst : -1, world, c.producer == "warp" ? 128 : threads);
     f << buf;

@@ -27,6 +27,7 @@ struct Config {
   double gap_ns = 0;            // requested G (isolated: the recovery gap between bursts)
   int bursts = 64;
   int src = 0, dst = 1;         // p2p pair
+  std::string dump;             // non-empty: rank 0 appends this run's raw stamps to the file (diagnostics)
 };
 
 struct Result {
@@ -36,8 +37,9 @@ struct Result {
 
 // Burst statistics from one producer set's stamps ([bursts][K][4]: gt start, gt end, clk start, clk end).
 // Spans come from clock64 (cycles / clk_ghz), placed on the common clock at their %globaltimer start:
-// T_iss(b) = max_p end − min_p start; period = mean start-to-start of the first producer start over
-// bursts [warm, n); gap = median of a producer's end(b) → start(b+1). Only producers with active[p].
+// T_iss(b) = max_p end − min_p start (burst b of every producer: the kernel starts each burst
+// together); period = mean start-to-start of the aggregate burst over bursts [warm, n); gap = median
+// aggregate gap, last end of burst b → first start of burst b+1. Only producers with active[p].
 Result burst_stats(const std::vector<uint64_t>& stamps, int bursts, int K, const std::vector<bool>& active,
                    int warm, double clk_ghz);
 

@@ -157,6 +157,8 @@ int calibrate(const CalibrateOptions& opt) {
   ctx.world = P;
   ctx.quick = opt.quick;
   std::vector<Point> pts;
+  fs::create_directories(opt.out_dir);
+  if (root) std::ofstream(opt.out_dir + "/stamps.csv") << "mode,path,pattern,producer,K,B,gap_req_ns,rank,burst,producer_id,gt_start,gt_end,clk_start,clk_end\n";
   if (root)
     std::printf("%-26s %4s %7s %8s %8s %9s %9s %8s %9s %7s\n", "#case", "K", "B(KB)", "V(MB)", "G(us)", "Tiss(us)",
                 "Tper(us)", "V/Tper", "wall(us)", "#wrong");
@@ -167,15 +169,19 @@ int calibrate(const CalibrateOptions& opt) {
     std::vector<double> rates;
     for (auto& p : pts)
       if (p.c.mode == "zerogap" && !p.c.local && p.c.path == "st" && p.c.pattern == "p2p" && p.c.producer == "cta" &&
-          p.r.period_ns > 0)
-        rates.push_back(double(p.c.K) * p.c.B / (p.r.period_ns * 1e-9));
+          p.r.wall_us > 0)
+        rates.push_back(double(p.c.K) * p.c.B * p.c.bursts / (p.r.wall_us * 1e-6));
     ctx.R_guess = rates.empty() ? 0 : *std::max_element(rates.begin(), rates.end());
     if (std::string why = tc->skip_reason(ctx); !why.empty()) {
       if (root) std::printf("# skip %s: %s\n", tc->key().c_str(), why.c_str());
       continue;
     }
     if (root) std::printf("# %s: %s\n", tc->key().c_str(), tc->description().c_str());
-    for (const Config& c : tc->configs(ctx)) {
+    auto configs = tc->configs(ctx);
+    for (size_t ci = 0; ci < configs.size(); ++ci) {
+      Config c = configs[ci];
+      // Raw stamps of the first, the middle and the last point of each case, for inspection.
+      if (ci == 0 || ci == configs.size() / 2 || ci + 1 == configs.size()) c.dump = opt.out_dir + "/stamps.csv";
       Result r = bench.run(c);
       total_wrong += r.wrong;
       pts.push_back({c, r});
@@ -183,7 +189,7 @@ int calibrate(const CalibrateOptions& opt) {
         const double V = double(c.K) * c.B;
         std::printf("%-26s %4d %7.0f %8.3f %8.2f %9.3f %9.3f %8.1f %9.1f %7lld\n",
                     (tc->key() + (c.local ? "/local" : "")).c_str(), c.K, c.B / 1024.0, V / 1e6,
-                    (c.mode == "isolated" ? 0 : c.gap_ns) / 1e3, r.tiss_ns / 1e3, r.period_ns / 1e3,
+                    (c.mode == "gap" ? r.gap_meas_ns : 0) / 1e3, r.tiss_ns / 1e3, r.period_ns / 1e3,
                     r.period_ns > 0 && c.mode != "isolated" ? V / r.period_ns : 0.0, r.wall_us, r.wrong);
         std::fflush(stdout);
       }

@@ -161,18 +161,20 @@ int scenario_device_timeout() {
     p.src = 0;
     p.dst = 1;
     p.period_bytes = p.B;
-    uint64_t* stamps = nullptr;
-    runtime::DeviceError* err = nullptr;
-    runtime::check_cuda(cudaMalloc(&stamps, 64 * sizeof(uint64_t)), "cudaMalloc", 0);
-    runtime::check_cuda(cudaHostAlloc(&err, sizeof *err, cudaHostAllocMapped), "cudaHostAlloc", 0);
-    *err = {};
-    p.stamps = stamps;
-    runtime::check_cuda(cudaHostGetDevicePointer(reinterpret_cast<void**>(&p.err), err, 0), "ptr", 0);
+    p.active = 1;
+    runtime::check_cuda(cudaMalloc(&p.stamps, 64 * sizeof(uint64_t)), "cudaMalloc", 0);
+    runtime::check_cuda(cudaMalloc(&p.arrive, 64 * sizeof(uint32_t)), "cudaMalloc", 0);
+    runtime::check_cuda(cudaMemset(p.arrive, 0, 64 * sizeof(uint32_t)), "cudaMemset", 0);
+    runtime::check_cuda(cudaMalloc(&p.err, sizeof(runtime::DeviceError)), "cudaMalloc", 0);
+    runtime::check_cuda(cudaMemset(p.err, 0, sizeof(runtime::DeviceError)), "cudaMemset", 0);
     p.timeout_ns = 200'000'000;  // 0.2 s
     launch_burst(p, Path::St, false, 128, comm.stream());
+    runtime::check_cuda(cudaGetLastError(), "launch", 0);
     comm.sync("burst kernel");
-    rc = (err->code == 1 && err->rank == 0 && err->peer == 1) ? 0 : 1;
-    if (rc) std::fprintf(stderr, "device error record: code %d rank %d peer %d\n", err->code, err->rank, err->peer);
+    runtime::DeviceError e{};
+    runtime::check_cuda(cudaMemcpy(&e, p.err, sizeof e, cudaMemcpyDeviceToHost), "cudaMemcpy", 0);
+    rc = (e.code == 1 && e.rank == 0 && e.peer == 1) ? 0 : 1;
+    if (rc) std::fprintf(stderr, "device error record: code %d rank %d peer %d\n", e.code, e.rank, e.peer);
   }
   comm.barrier();
   return rc;

@@ -24,6 +24,16 @@ __device__ __forceinline__ uint32_t ld_acquire_sys_u32(const uint32_t* ptr) {
   return v;
 }
 
+__device__ __forceinline__ void red_add_release_gpu_u32(uint32_t* ptr, uint32_t v) {
+  asm volatile("red.release.gpu.global.add.u32 [%0], %1;" ::"l"(ptr), "r"(v) : "memory");
+}
+
+__device__ __forceinline__ uint32_t ld_acquire_gpu_u32(const uint32_t* ptr) {
+  uint32_t v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(ptr) : "memory");
+  return v;
+}
+
 // Make generic-proxy writes to shared memory visible to the async proxy (TMA reads them next).
 __device__ __forceinline__ void fence_proxy_async_shared_cta() {
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");

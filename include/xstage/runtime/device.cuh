@@ -42,7 +42,6 @@ struct TimedLsaBarrierCta : ncclLsaBarrierSession<ncclCoopCta> {
             err->index = this->index;
             err->expected = this->epoch + 1;
             err->got = got;
-            __threadfence_system();
             printf("xstage: rank %d: LSA barrier %d timed out waiting for rank %d (inbox %u, expected %u)\n",
                    this->team.rank, this->index, peer_rank, got, this->epoch + 1);
           }

@@ -5,7 +5,8 @@
 namespace xstage::runtime {
 
 struct DeviceError {
-  int code;  // 0: none; 1: LSA barrier timeout
+  int code;  // 0: none; 1: LSA barrier timeout (peer = the rank waited for); 2: burst-start barrier
+             // timeout (index = burst, expected = producers, got = arrived)
   int rank, peer, index;
   uint32_t expected, got;
 };
