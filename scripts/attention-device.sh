@@ -183,7 +183,7 @@ def main():
         summary[pre + "min_ratio_vs_cudnn_large"] = min(r_large) if r_large else None
         summary[pre + "min_ratio_vs_cudnn_all"] = min(r_all)
         summary[pre + "median_ratio_vs_cudnn"] = statistics.median(r_all)
-    json.dump(summary, open(os.path.join(out_dir, "summary.json"), "w"), indent=1)
+    json.dump(summary, open(os.path.join(out_dir, f"summary-{mode}.json"), "w"), indent=1)
     print(json.dumps(summary))
 
 main()
