@@ -146,6 +146,8 @@ def main():
     grid += [(H, S, 64) for H in (12, 24) for S in (4096, 8192, 16384, 32768)]
     if mode == "bench-quick":
         grid = [(24, 8192, 128), (24, 16384, 128), (12, 32768, 128), (24, 8192, 64)]
+    if mode == "bench-d64":
+        grid = [(H, S, 64) for H in (3, 12, 24, 40) for S in (4096, 8192, 16384, 32768)] + [(24, 8192, 128), (12, 32768, 128)]
     rows = []
     lines = ["H,S,D,ours," + ",".join(f"var{i}" for i in range(1, len(fns))) + ",cudnn,flash,ratio_cudnn,ratio_flash"]
     for H, S, D in grid:
@@ -207,8 +209,8 @@ for step in $STEPS; do
            timeout ${CHECK_TIMEOUT:-70} python3 "$PY" check "$OUT" "$lib" 2>&1 | grep -v "^OK " | tail -40; done ;;
     bench*) echo "== $step"
            timeout ${BENCH_TIMEOUT:-90} python3 "$PY" "$step" "$OUT" "${LIBS[@]}" 2>&1 | tail -45 ;;
-    sanitize) echo "== sanitizer"
-           timeout ${SAN_TIMEOUT:-60} compute-sanitizer --tool memcheck --error-exitcode 9 python3 "$PY" sanitize "$OUT" "${LIBS[0]}" 2>&1 | grep -v "^$" | tail -12
-           echo "sanitizer rc=${PIPESTATUS[0]}" ;;
+    sanitize) for lib in ${SAN_LIBS:-${LIBS[0]}}; do echo "== sanitizer $lib"
+           timeout ${SAN_TIMEOUT:-60} compute-sanitizer --tool memcheck --error-exitcode 9 python3 "$PY" sanitize "$OUT" "$lib" 2>&1 | grep -v "^$" | grep -v "^sanitize-shape.*'ok': True" | tail -12
+           echo "sanitizer rc=${PIPESTATUS[0]}"; done ;;
   esac
 done

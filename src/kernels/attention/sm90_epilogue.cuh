@@ -6,7 +6,8 @@
 //   E::store(params, smem, o, lse, coord, wg, tid)  all 128 threads of consumer warpgroup `wg`
 //   E::init(wg)                              once per warpgroup before the first tile
 //   E::finish(params, tid)                    once per warpgroup before the kernel ends
-//   E::kStagingBuffers                        64 x d staging buffers the kernel provides (1 or 2)
+//   E::kSharedStaging                         false: one 64 x d staging buffer per consumer warpgroup;
+//                                             true: one buffer taken in turns by two warpgroups
 // `smem` is the warpgroup's staging buffer (64 x d elements, 1024-byte aligned, 128 B swizzle).
 // The next issue swaps LocalTmaEpilogue for one that stores the tile to a peer rank (Ulysses all-to-all).
 #include <cuda.h>
@@ -22,13 +23,11 @@
 
 namespace xstage::attention::sm90 {
 
+// Named barriers (0 is __syncthreads); "+ wg" ids take one slot per consumer warpgroup (at most 3).
 enum class NamedBarrier : uint32_t {
-  kEpilogueWG0 = 1,  // + wg: staging buffer of consumer warpgroup wg is free / filled
-  kEpilogueWG1 = 2,
-  kMmaTurnWG0 = 3,  // + wg: consumer warpgroup wg may issue its GEMMs (ping-pong)
-  kMmaTurnWG1 = 4,
-  kStagingWG0 = 5,  // + wg: a staging buffer shared by both warpgroups is wg's to fill
-  kStagingWG1 = 6,
+  kEpilogueWG0 = 1,  // + wg: consumer warpgroup wg's staging buffer is free / filled (128 threads)
+  kMmaTurnWG0 = 4,   // + wg: consumer warpgroup wg may issue its GEMMs (ping-pong, 256 threads)
+  kStagingWG0 = 7,   // + wg: a staging buffer shared by two warpgroups is wg's to fill (256 threads)
 };
 
 template <class Element>
@@ -61,9 +60,9 @@ __device__ __forceinline__ void fragment_to_smem_sw128(Element* smem, const floa
 // Local store: staging in shared memory, then one TMA store per 64-column panel (rows past seqlen_q
 // are clipped by the tensor map). LSE written by the quad leaders. With kSharedStaging (shared memory
 // too tight for two buffers) the warpgroups take turns on one buffer, warpgroup 0 first each tile.
-template <class Element, int kHeadDim, bool kSharedStaging>
+template <class Element, int kHeadDim, bool kSharedStaging_>
 struct LocalTmaEpilogue {
-  static constexpr int kStagingBuffers = kSharedStaging ? 1 : 2;
+  static constexpr bool kSharedStaging = kSharedStaging_;  // one buffer for two warpgroups, else one each
   struct Params {
     CUtensorMap tma_o;  // (d, seqlen_q, heads, batch), box {64, 64, 1, 1}
     float* lse;         // [batch, heads, seqlen_q] or null

@@ -1,9 +1,9 @@
 #pragma once
 // sm_90a FlashAttention forward kernel: config -> shared storage and params -> kernel.
-// Warp-specialised: warpgroup 0 produces (one thread issues TMA loads of Q, K, V), warpgroups 1 and 2
-// consume, each owning 64 rows of the 128-row Q tile. Per K/V block a consumer issues S = Q K^T for
-// block n before it finishes the softmax of block n-1's P V (intra-warpgroup overlap), and the two
-// consumers take turns issuing GEMMs (named barriers) so one's softmax runs under the other's GEMMs.
+// Warp-specialised: warpgroup 0 produces (one thread issues TMA loads of Q, K, V), warpgroups 1..n
+// consume (n = 2, or 3 as a D = 64 option), each owning 64 rows of the Q tile. Per K/V block a consumer issues S = Q K^T for
+// block n before it finishes the softmax of block n-1's P V (intra-warpgroup overlap), and the
+// consumers take turns issuing GEMMs (named barriers) so one's softmax runs under another's GEMMs.
 // The tile scheduler and the epilogue are template parameters; the mainloop sees neither's insides.
 #include <cuda.h>
 #include <cuda_bf16.h>
@@ -19,12 +19,17 @@
 #include "xstage/sched/attention_scheduler.cuh"
 
 // Compile-time knobs, overridable with -D for the device script's variant builds; the defaults are the
-// best measured on H200 (K/V block of 176 keys at D = 128, 192 at D = 64; ping-pong on).
+// best measured on H200 (results/attention/call3, call5): D = 128: 2 consumer warpgroups, K/V block 176
+// (+2-4 % over 128); D = 64: 3 consumer warpgroups (192-row tile), K/V block 128 (+5-15 % over two
+// warpgroups with block 192; block 160 would spill within 160 registers); ping-pong on.
 #ifndef XSTAGE_ATTN_BLOCK_N_D128
-#define XSTAGE_ATTN_BLOCK_N_D128 176  // measured: +2-4 % over 128 (results/attention/call3)
+#define XSTAGE_ATTN_BLOCK_N_D128 176
 #endif
 #ifndef XSTAGE_ATTN_BLOCK_N_D64
-#define XSTAGE_ATTN_BLOCK_N_D64 192  // measured: +3-7 % over 128 (results/attention/call3)
+#define XSTAGE_ATTN_BLOCK_N_D64 128
+#endif
+#ifndef XSTAGE_ATTN_D64_CONSUMER_WGS
+#define XSTAGE_ATTN_D64_CONSUMER_WGS 3
 #endif
 #ifndef XSTAGE_ATTN_PINGPONG
 #define XSTAGE_ATTN_PINGPONG 1
@@ -37,13 +42,15 @@ template <class Element_, int kHeadDim_>
 struct FwdConfig {
   using Element = Element_;
   static constexpr int kHeadDim = kHeadDim_;
-  static constexpr int kBlockM = 128;  // two consumer warpgroups x 64 rows (wgmma M)
+  static constexpr int kConsumerWGs = kHeadDim == 64 ? XSTAGE_ATTN_D64_CONSUMER_WGS : 2;
+  static constexpr int kBlockM = 64 * kConsumerWGs;  // 64 rows (the wgmma M) per consumer warpgroup
   static constexpr int kBlockN = kHeadDim == 128 ? XSTAGE_ATTN_BLOCK_N_D128 : XSTAGE_ATTN_BLOCK_N_D64;
   static constexpr int kStages = kHeadDim == 64 ? 3 : 2;  // K and V pipelines (D 128: smem allows 2)
   static constexpr int kPanels = kHeadDim / 64;   // 128 B swizzle: TMA boxes are 64 elements wide
-  static constexpr int kConsumerWGs = 2;
   static constexpr int kThreads = 128 * (1 + kConsumerWGs);
-  static constexpr int kProducerRegs = 24, kConsumerRegs = 240;  // 128*24 + 256*240 <= 64K
+  // 64K registers per SM: 128*24 + 256*240 (two consumers) or 128*24 + 384*160 (three).
+  static constexpr int kProducerRegs = 24, kConsumerRegs = kConsumerWGs == 3 ? 160 : 240;
+  static_assert(kConsumerWGs == 2 || kConsumerWGs == 3, "two or three consumer warpgroups");
   static constexpr bool kPingPong = XSTAGE_ATTN_PINGPONG != 0;
   static constexpr ptx::MmaType kMma =
       std::is_same_v<Element, __nv_bfloat16> ? ptx::MmaType::kBF16 : ptx::MmaType::kF16;
@@ -54,6 +61,7 @@ struct FwdConfig {
   // (227 KB: the sm_90 opt-in maximum; the host still checks the device's own limit).
   static constexpr int kTileBytes = (kBlockM + 2 * kStages * kBlockN) * kHeadDim * int(sizeof(Element));
   static constexpr bool kSharedStaging = kTileBytes + kBlockM * kHeadDim * int(sizeof(Element)) + 2048 > 227 * 1024;
+  static_assert(!kSharedStaging || kConsumerWGs == 2, "a shared staging buffer serves two warpgroups");
 };
 
 // ---------------------------------------------------------------- shared storage and params
@@ -64,7 +72,7 @@ struct SharedStorage {
   alignas(1024) E q[C::kBlockM * C::kHeadDim];
   alignas(1024) E k[C::kStages][C::kBlockN * C::kHeadDim];
   alignas(1024) E v[C::kStages][C::kBlockN * C::kHeadDim];
-  alignas(1024) E o[(C::kSharedStaging ? 1 : 2) * 64 * C::kHeadDim];  // epilogue staging, 64 rows each
+  alignas(1024) E o[(C::kSharedStaging ? 1 : C::kConsumerWGs) * 64 * C::kHeadDim];  // epilogue staging
   uint64_t q_full, q_empty;
   uint64_t k_full[C::kStages], k_empty[C::kStages], v_full[C::kStages], v_empty[C::kStages];
 };
@@ -199,7 +207,8 @@ __device__ __forceinline__ void mma_turn_wait(int wg) {
 }
 template <class C>
 __device__ __forceinline__ void mma_turn_pass(int wg) {
-  if constexpr (C::kPingPong) ptx::named_barrier_arrive(uint32_t(NamedBarrier::kMmaTurnWG0) + (1 - wg), 256);
+  const int next = wg + 1 == C::kConsumerWGs ? 0 : wg + 1;
+  if constexpr (C::kPingPong) ptx::named_barrier_arrive(uint32_t(NamedBarrier::kMmaTurnWG0) + next, 256);
 }
 
 // ---------------------------------------------------------------- kernel
@@ -269,11 +278,11 @@ __global__ void __launch_bounds__(C::kThreads, 1)
   const int wg = warpgroup - 1;
   const bool warp_leader = (tid % 32) == 0;
   const E* q_wg = sh.q + wg * 64 * 64;  // this warpgroup's 64 rows inside each Q panel
-  static_assert(Epilogue::kStagingBuffers == (C::kSharedStaging ? 1 : 2), "epilogue and config agree");
+  static_assert(Epilogue::kSharedStaging == C::kSharedStaging, "epilogue and config agree on staging");
   E* o_stage = sh.o + (C::kSharedStaging ? 0 : wg * 64 * C::kHeadDim);
   PipeState<C::kStages> kp, vp;
   uint32_t q_phase = 0;
-  if (wg == 1) mma_turn_pass<C>(wg);  // warpgroup 0 issues first
+  if (wg == C::kConsumerWGs - 1) mma_turn_pass<C>(wg);  // warpgroup 0 issues first
   Epilogue::init(wg);
 
   for (auto w = Scheduler::get_initial_work(params.sched, blockIdx.x); w.is_valid;
@@ -281,12 +290,12 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     const auto c = w.coord;
     const int n_blocks = n_blocks_for<C>(c.m_block, params.seqlen_q, params.seqlen_kv, params.causal);
     const int row0 = c.m_block * C::kBlockM + wg * 64;
-    // Blocks from here on may hold masked keys (kv tail or the causal diagonal).
+    // First block that may hold masked keys: the kv tail, or (causal) the block holding the last key
+    // visible to this warpgroup's first row; every earlier block is visible to all 64 rows.
     int first_masked = params.seqlen_kv / C::kBlockN;
     if (params.causal) {
-      const int diag = (row0 + params.seqlen_kv - params.seqlen_q) / C::kBlockN;  // row0 >= 0 offsets
-      const int d = row0 + params.seqlen_kv - params.seqlen_q < 0 ? 0 : diag;
-      first_masked = d < first_masked ? d : first_masked;
+      const int last_key = row0 + params.seqlen_kv - params.seqlen_q;
+      first_masked = min(first_masked, last_key < 0 ? 0 : last_key / C::kBlockN);
     }
 
     float o[Cons::kO];
