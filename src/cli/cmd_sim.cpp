@@ -1,4 +1,152 @@
+// Simulation subcommands: simulate moe (a MoE layer under the Expert-Wave and Interleaved schedules).
+// The callback computes everything first and prints last, so bad input prints only the error line.
+#include <cmath>
+#include <iostream>
+#include <memory>
+#include <numeric>
+#include <sstream>
+
 #include "commands.hpp"
+#include "xstage/common/error.hpp"
+#include "xstage/common/table.hpp"
+#include "xstage/model/design.hpp"
+#include "xstage/model/platform.hpp"
+#include "xstage/sim/moe.hpp"
+
 namespace xstage::cli {
-void register_sim_commands(CLI::App&) {}
+namespace {
+
+std::string us(double s, int d = 2) { return fmt(s * 1e6, d); }
+std::string mb(double b, int d = 2) { return fmt(b / 1e6, d); }
+
+int count(const std::string& text, const std::string& what) {
+  const double v = model::parse_size(text, what);
+  XSTAGE_REQUIRE(v == std::floor(v) && std::abs(v) < 2e9, what, " must be an integer, got '", text, "'");
+  return int(v);
+}
+
+struct SimMoeOpts {
+  std::string platform = "h200-nvlink4";
+  std::string hidden, inter, tokens = "4096", tile = "128x128", dtype = "fp8", routing = "balanced";
+  std::string staging = "0", lead;  // lead empty: D_knee
+  int experts = 0, topk = 0, out_bytes = 2, roles = 1, depth = 2, experts_per_wave = 0;
+  int K = 0, P = 0;
+  double tflops = 0, skew = 1.0;
+  unsigned long long seed = 1;
+  bool json = false;
+};
+
+void print_report(std::ostream& os, const sim::MoeSimReport& r) {
+  const sim::MoeLayerConfig& c = r.config;
+  const long long rank_pairs = std::accumulate(r.local_tokens.begin(), r.local_tokens.end(), 0LL);
+  os << "xstage simulate moe: discrete-event X-Stage simulation (no GPU used)\n";
+  os << "platform " << r.platform << ": R = " << fmt(r.R / 1e9, 1) << " GB/s, Q(" << c.sms << ") = " << mb(r.Q)
+     << " MB, T_iss^0 of an aligned L2 burst = " << us(r.tiss0_l2, 3) << " us (K = " << c.sms << " x "
+     << fmt(r.l2_bytes / 1024, 1) << " KB)\n";
+  os << "layer: hidden " << c.hidden << ", h_inter " << c.h_inter << ", " << c.experts << " experts ("
+     << c.experts / c.world << " local, P = " << c.world << "), top-" << c.topk << ", " << c.tokens_per_rank
+     << " tokens/rank, routing " << c.routing;
+  if (c.routing == "skewed") os << " (Zipf " << fmt(c.skew, 2) << ", seed " << c.seed << ")";
+  os << "\n";
+  os << "rank " << r.rank << " (most loaded): " << rank_pairs << " token-expert pairs (mean "
+     << fmt(r.mean_rank_tokens, 0) << "), " << r.rows << " rows of " << c.b_m << ", N-tiles per row L1 "
+     << r.l1_ntiles << " / L2 " << r.l2_ntiles << "\n";
+  os << "tiles: T_mma L1 " << us(r.t_l1) << " us, L2 " << us(r.t_l2) << " us at " << fmt(c.tc_rate / 1e12, 0)
+     << " TFLOP/s; L2 remote bytes " << fmt(r.l2_bytes / 1024, 1) << " KB per full tile (remote fraction "
+     << fmt(double(c.world - 1) / c.world, 2) << "); K = " << c.sms << " producers, " << c.roles
+     << " per instance, staging depth " << c.staging << ", epilogue staging " << us(c.epi_time) << " us\n";
+  Table t({"schedule", "setting", "total us", "L2 T_iss us", "L2 T_RS us", "T_RS max us", "MMA stall us/SM",
+           "starved us/SM", "peak q MB"});
+  for (const sim::MoeScheduleRun* run : {&r.wave, &r.interleaved}) {
+    const sim::SimResult& s = run->sim;
+    const sim::KindSummary& l2 = s.kinds.at(1);
+    const std::string setting = run->schedule == "interleaved"
+                                    ? "D = " + std::to_string(run->lead) + (run->lead == r.d_knee ? " (D_knee)" : "")
+                                    : std::to_string(run->experts_per_wave) + " experts/wave";
+    t.row({run->schedule, setting, us(s.total_time, 1), us(l2.tiss_mean), us(l2.t_rs_mean), us(l2.t_rs_max),
+           us(s.mma_stall_total / s.producers), us(s.starvation_total / s.producers), mb(s.peak_outstanding)});
+  }
+  t.print(os);
+  os << "predicted speedup (expert-wave / interleaved): " << fmt(r.speedup(), 3) << "x\n";
+}
+
+void add_simulate_moe(CLI::App* sim) {
+  auto o = std::make_shared<SimMoeOpts>();
+  auto* c = sim->add_subcommand("moe", "A MoE layer's X-Stage under the Expert-Wave and Interleaved schedules");
+  c->add_option("--platform", o->platform, "Preset name or platform JSON file")->capture_default_str();
+  c->add_option("--hidden", o->hidden, "Hidden size")->required();
+  c->add_option("--inter", o->inter, "Expert intermediate size h_inter")->required();
+  c->add_option("--experts", o->experts, "Number of experts (all ranks)")->required();
+  c->add_option("--topk", o->topk, "Experts per token")->required();
+  c->add_option("--tokens", o->tokens, "Tokens per rank")->capture_default_str();
+  c->add_option("--routing", o->routing, "balanced | skewed")->capture_default_str();
+  c->add_option("--skew", o->skew, "Zipf exponent of expert popularity (skewed routing)")->capture_default_str();
+  c->add_option("--seed", o->seed, "Seed of the skewed routing")->capture_default_str();
+  c->add_option("--tile", o->tile, "Tile b_m x b_n")->capture_default_str();
+  c->add_option("--dtype", o->dtype, "MMA dtype: fp8 | bf16 (picks the platform's tensor-core rate)")
+      ->capture_default_str();
+  c->add_option("--out-bytes", o->out_bytes, "Combine output element size")->capture_default_str();
+  c->add_option("--tflops", o->tflops, "Dense tensor-core rate per GPU, TFLOP/s (default: the platform's)");
+  c->add_option("-K,--producers", o->K, "Producers K, one CTA per SM (default: the platform's SM count)");
+  c->add_option("-P,--world-size", o->P, "World size / EP degree P (default: the platform's)");
+  c->add_option("--roles", o->roles, "CTAs per scheduler instance (1, or 2 for CTA pairs)")->capture_default_str();
+  c->add_option("-D,--lead", o->lead, "Interleaved lead D in rows (default: D_knee)");
+  c->add_option("--experts-per-wave", o->experts_per_wave,
+                "Expert-Wave grouping (default: enough experts to give every instance an L1 tile)");
+  c->add_option("--depth", o->depth, "Local staging depth between MMA and epilogue")->capture_default_str();
+  c->add_option("--staging", o->staging, "Fixed epilogue staging cost per tile (ns|us; plain = us)")
+      ->capture_default_str();
+  c->add_flag("--json", o->json, "Print JSON");
+  c->callback([o] {
+    const model::Platform p = model::Platform::load(o->platform);
+    sim::MoeLayerConfig m;
+    m.hidden = count(o->hidden, "--hidden");
+    m.h_inter = count(o->inter, "--inter");
+    m.experts = o->experts;
+    m.topk = o->topk;
+    m.tokens_per_rank = count(o->tokens, "--tokens");
+    m.routing = o->routing;
+    m.skew = o->skew;
+    m.seed = o->seed;
+    const auto x = o->tile.find('x');
+    XSTAGE_REQUIRE(x != std::string::npos, "--tile must look like 128x128, got '", o->tile, "'");
+    m.b_m = count(o->tile.substr(0, x), "--tile rows");
+    m.b_n = count(o->tile.substr(x + 1), "--tile columns");
+    XSTAGE_REQUIRE(o->dtype == "fp8" || o->dtype == "bf16", "--dtype must be fp8 or bf16, got '", o->dtype, "'");
+    m.dtype_bytes = o->dtype == "fp8" ? 1 : 2;
+    m.out_bytes = o->out_bytes;
+    XSTAGE_REQUIRE(o->tflops >= 0, "--tflops must be positive, got ", o->tflops);
+    m.tc_rate = o->tflops * 1e12;
+    XSTAGE_REQUIRE(o->K >= 0, "-K must be positive, got ", o->K);
+    m.sms = o->K;  // 0: the platform's
+    m.world = o->P > 0 ? o->P : p.world_size;
+    XSTAGE_REQUIRE(o->P >= 0, "-P must be >= 1, got ", o->P);
+    XSTAGE_REQUIRE(m.world >= 1, "platform '", p.name, "' records no world size: give -P");
+    m.roles = o->roles;
+    m.lead = o->lead.empty() ? -1 : count(o->lead, "--lead");
+    XSTAGE_REQUIRE(o->lead.empty() || m.lead >= 1, "--lead must be >= 1, got ", o->lead,
+                   " (D = 0 lets an instance emit L2 of a row before its own L1 tiles: an in-order kernel "
+                   "deadlocks; docs/SCHEDULERS.md)");
+    XSTAGE_REQUIRE(o->experts_per_wave >= 0, "--experts-per-wave must be positive, got ", o->experts_per_wave);
+    m.experts_per_wave = o->experts_per_wave;
+    m.staging = o->depth;
+    m.epi_time = model::parse_time(o->staging, "--staging");
+    const sim::MoeSimReport r = sim::simulate_moe(p, m);
+    std::ostringstream os;
+    if (o->json)
+      os << r.to_json().dump(2) << "\n";
+    else
+      print_report(os, r);
+    std::cout << os.str();
+  });
+}
+
+}  // namespace
+
+void register_sim_commands(CLI::App& app) {
+  auto* sim = app.add_subcommand("simulate", "Discrete-event X-Stage simulation of a kernel's schedule");
+  sim->require_subcommand(1);
+  add_simulate_moe(sim);
+}
+
 }  // namespace xstage::cli

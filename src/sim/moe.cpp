@@ -139,9 +139,10 @@ MoeSimReport simulate_moe(const model::Platform& platform, MoeLayerConfig c) {
 
   const int instances = c.sms / c.roles;
   if (c.experts_per_wave == 0) {
-    // Enough experts that an average wave's L2 phase gives every instance at least one tile pair.
+    // Like MegaMoE's wave heuristic: the fewest experts whose average L1 tile pairs give every
+    // instance at least one, so a wave's L1 work fills the machine before its L2 tiles start.
     const double rows_per_expert = std::max(1.0, double(rep.rows) / local);
-    const double pairs_per_expert = rows_per_expert * (rep.l2_ntiles / c.roles);
+    const double pairs_per_expert = rows_per_expert * (rep.l1_ntiles / c.roles);
     c.experts_per_wave = std::clamp(int(std::ceil(instances / pairs_per_expert)), 1, local);
   }
   rep.config = c;

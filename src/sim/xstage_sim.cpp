@@ -23,7 +23,7 @@ namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr double kEpsT = 1e-13;  // s: events closer than this are simultaneous (0.1 ps)
-constexpr double kEpsQ = 1e-6;   // bytes
+constexpr double kEpsQ = 1e-3;   // bytes: q within this of Q counts as full
 
 double median(std::vector<double> v) {
   if (v.empty()) return 0;
@@ -66,7 +66,7 @@ class Engine {
   bool saturated() const {
     return std::isfinite(cfg_.R) && std::isfinite(cfg_.Q) && sum_rho_ > cfg_.R && q_ >= cfg_.Q - kEpsQ;
   }
-  double next_fluid_dt() const;
+  double next_fluid_dt();
   void advance(double dt);
   void push(double t, Ev type, int p, int i) { events_.push({t, seq_++, type, p, i}); }
 
@@ -88,6 +88,7 @@ class Engine {
   std::priority_queue<Issuer, std::vector<Issuer>, std::greater<Issuer>> issuers_;
   long long seq_ = 0;
   double tau_ = 0, q_ = 0, sum_rho_ = 0, peak_q_ = 0;
+  bool next_is_saturation_ = false;  // the next fluid event is q reaching Q
   int active_ = 0;
 };
 
@@ -110,13 +111,19 @@ void Engine::validate() {
     }
 }
 
-double Engine::next_fluid_dt() const {
+double Engine::next_fluid_dt() {
+  next_is_saturation_ = false;
   if (active_ == 0) return kInf;
   const bool sat = saturated();
   const double s = sat ? cfg_.R / sum_rho_ : 1.0;
   double dt = std::max(0.0, (issuers_.top().tau_fin - tau_) / s);
-  if (!sat && std::isfinite(cfg_.R) && std::isfinite(cfg_.Q) && sum_rho_ > cfg_.R)
-    dt = std::min(dt, std::max(0.0, (cfg_.Q - q_) / (sum_rho_ - cfg_.R)));
+  if (!sat && std::isfinite(cfg_.R) && std::isfinite(cfg_.Q) && sum_rho_ > cfg_.R) {
+    const double dt_sat = std::max(0.0, (cfg_.Q - q_) / (sum_rho_ - cfg_.R));
+    if (dt_sat < dt) {
+      dt = dt_sat;
+      next_is_saturation_ = true;
+    }
+  }
   return dt;
 }
 
@@ -259,6 +266,12 @@ SimResult Engine::run() {
     const double td = events_.empty() ? kInf : events_.top().t;
     const double tn = std::min(tf, td);
     if (!std::isfinite(tn)) break;
+    if (tn <= now && next_is_saturation_) {
+      // The remaining headroom fills in less time than `now` can resolve: q is at Q.
+      q_ = cfg_.Q;
+      peak_q_ = std::max(peak_q_, q_);
+      continue;
+    }
     advance(tn - now);
     now = tn;
     // Issuers whose last byte went out now (the virtual clock reached their finish).

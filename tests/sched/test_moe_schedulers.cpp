@@ -329,6 +329,24 @@ TEST(MoeInterleaved, HandCheckedSequence) {
   EXPECT_EQ(seq[6].m, 0);
 }
 
+// Reference Expert-Wave order, written independently: the explicit global list of tile pairs, wave by
+// wave (L1 pairs then L2 pairs), dealt round-robin to the instances.
+std::vector<MoeTile> reference_wave(const MoeLayoutStorage& st, int S, int roles, int epw, int g, int r) {
+  const MoeLayout& l = st.view();
+  const int P1 = l.l1_ntiles / roles, P2 = l.l2_ntiles / roles;
+  std::vector<MoeTile> all;
+  for (int e0 = 0; e0 < l.num_experts; e0 += epw) {
+    const int first = st.row_offsets()[e0], last = st.row_offsets()[std::min(e0 + epw, l.num_experts)];
+    for (int p = first; p < last; ++p)
+      for (int j = 0; j < P1; ++j) all.push_back(l.tile(MoeTileKind::L1, p, roles * j + r));
+    for (int p = first; p < last; ++p)
+      for (int j = 0; j < P2; ++j) all.push_back(l.tile(MoeTileKind::L2, p, roles * j + r));
+  }
+  std::vector<MoeTile> out;
+  for (size_t k = g; k < all.size(); k += S) out.push_back(all[k]);
+  return out;
+}
+
 TEST(MoeExpertWave, RandomLayoutsExactlyOnceWaveOrderAndNoDeadlock) {
   std::mt19937 rng(99);
   for (int it = 0; it < kRandomCases; ++it) {
@@ -344,7 +362,12 @@ TEST(MoeExpertWave, RandomLayoutsExactlyOnceWaveOrderAndNoDeadlock) {
       const auto again = sequences<MoeExpertWaveScheduler>(p);
       for (size_t cta = 0; cta < seqs.size(); ++cta) {
         ASSERT_EQ(again[cta].size(), seqs[cta].size());
-        for (size_t i = 0; i < seqs[cta].size(); ++i) ASSERT_TRUE(same(again[cta][i], seqs[cta][i]));
+        const auto ref = reference_wave(st, c.instances, c.roles, epw, int(cta) / c.roles, int(cta) % c.roles);
+        ASSERT_EQ(ref.size(), seqs[cta].size());
+        for (size_t i = 0; i < seqs[cta].size(); ++i) {
+          ASSERT_TRUE(same(again[cta][i], seqs[cta][i]));
+          ASSERT_TRUE(same(ref[i], seqs[cta][i])) << "differs from reference at " << i;
+        }
         // Program order: (wave, phase) non-decreasing; within a phase rows non-decreasing.
         for (size_t i = 1; i < seqs[cta].size(); ++i) {
           const MoeTile &a = seqs[cta][i - 1], &b = seqs[cta][i];

@@ -385,3 +385,30 @@ TEST(MoeSimulate, RejectsImpossibleShapes) {
 }
 
 }  // namespace
+
+namespace {
+
+// DeepSeek-V3-like shape on 8 ranks with skewed routing: the remote fraction 7/8 makes Expert-Wave's
+// back-to-back L2 bursts drain-dominated (T_RS well above T_iss^0, MMA-side stall), while interleaving
+// L1 work between them shortens T_RS and the stall. Also a regression test: this run once spun forever
+// when q's last headroom filled in less time than the clock could resolve.
+TEST(MoeSimulate, EightRanksSkewedStallsUnderExpertWaveOnly) {
+  const H200 h;
+  MoeLayerConfig c;
+  c.hidden = 7168;
+  c.h_inter = 2048;
+  c.experts = 256;
+  c.topk = 8;
+  c.tokens_per_rank = 4096;
+  c.routing = "skewed";
+  c.world = 8;
+  const MoeSimReport r = simulate_moe(h.p, c);
+  const auto& w = r.wave.sim.kinds.at(1);
+  const auto& i = r.interleaved.sim.kinds.at(1);
+  EXPECT_GT(w.t_rs_mean, 2 * r.tiss0_l2);
+  EXPECT_LT(i.t_rs_mean, 0.6 * w.t_rs_mean);
+  EXPECT_GT(r.wave.sim.mma_stall_total, 10 * r.interleaved.sim.mma_stall_total + 1e-9);
+  EXPECT_GT(r.speedup(), 1.0);
+}
+
+}  // namespace

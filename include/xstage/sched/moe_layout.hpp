@@ -83,8 +83,8 @@ class MoeLayoutStorage {
       XSTAGE_REQUIRE(tokens_[e] >= 0, "MoE layout: expert ", e, " has a negative token count ", tokens_[e]);
       const long long rows = (static_cast<long long>(tokens_[e]) + b_m - 1) / b_m;
       const long long next = offsets_[e] + rows;
-      // Tile indices k = p * P_i + j must fit in int on the device.
-      XSTAGE_REQUIRE(next * (l1_ntiles > l2_ntiles ? l1_ntiles : l2_ntiles) < (1LL << 30),
+      // Tile positions (up to rows * (l1 + l2) plus one stride) must fit in int on the device.
+      XSTAGE_REQUIRE(next * (static_cast<long long>(l1_ntiles) + l2_ntiles) < (1LL << 30),
                      "MoE layout: too many tiles (", next, " rows)");
       offsets_[e + 1] = static_cast<int>(next);
     }

@@ -105,9 +105,11 @@ class MoeInterleavedScheduler {
 
 // ---------------------------------------------------------------------------------------------------
 // Expert-Wave (the MegaMoE baseline): local experts are grouped into waves of `experts_per_wave`
-// consecutive experts; each wave runs all its L1 tile pairs, then all its L2 tile pairs. Within a phase
-// the wave's tile pairs (row-major: k = (p - first row of the wave) * P_i + j) are dealt round-robin:
-// instance g takes k = g, g + S, ... Waves (and phases) with no tile for instance g are skipped.
+// consecutive experts; each wave runs all its L1 tile pairs, then all its L2 tile pairs. All tile pairs
+// are laid out in one global order -- wave 0 L1 (row-major: (p - first row) * P1 + j), wave 0 L2, wave 1
+// L1, ... -- and instance g takes positions k = g, g + S, g + 2S, ... (the usual persistent-kernel
+// rotation), so the work of consecutive waves is balanced across instances and no instance restarts.
+// Wave w starts at position O_{w * experts_per_wave} * (P1 + P2) because waves hold contiguous rows.
 class MoeExpertWaveScheduler {
  public:
   struct Params {
@@ -118,14 +120,11 @@ class MoeExpertWaveScheduler {
   };
   struct WorkTileInfo {
     MoeTile tile;
-    int wave = 0;   // current wave
-    int phase = 0;  // 0: L1, 1: L2
-    int k = 0;      // tile-pair index within the wave's phase
+    int k = 0;  // position in the global wave order
     XSTAGE_HD bool is_valid() const { return tile.is_valid; }
   };
 
-  XSTAGE_HD MoeExpertWaveScheduler(const Params& p, int instance, int role)
-      : p_(p), g_(instance), r_(role) {}
+  XSTAGE_HD MoeExpertWaveScheduler(const Params& p, int instance, int role) : p_(p), g_(instance), r_(role) {}
 
 #ifndef __CUDA_ARCH__
   static void validate(const Params& p) {
@@ -139,42 +138,37 @@ class MoeExpertWaveScheduler {
     return (p_.layout.num_experts + p_.experts_per_wave - 1) / p_.experts_per_wave;
   }
 
-  XSTAGE_HD WorkTileInfo get_initial_work() const { return settle(0, 0, g_); }
-  XSTAGE_HD WorkTileInfo get_next_work(const WorkTileInfo& cur) const {
-    return settle(cur.wave, cur.phase, cur.k + p_.instances);
-  }
+  XSTAGE_HD WorkTileInfo get_initial_work() const { return at(g_); }
+  XSTAGE_HD WorkTileInfo get_next_work(const WorkTileInfo& cur) const { return at(cur.k + p_.instances); }
 
  private:
   XSTAGE_HD int wave_first_row(int w) const {
-    const int e = w * p_.experts_per_wave;
+    const long long e = (long long)w * p_.experts_per_wave;
     return p_.layout.row_offset[e < p_.layout.num_experts ? e : p_.layout.num_experts];
   }
-  // First valid (wave, phase, k) at or after the given position; k restarts at g in every phase.
-  XSTAGE_HD WorkTileInfo settle(int wave, int phase, int k) const {
+  XSTAGE_HD WorkTileInfo at(int k) const {
     const MoeLayout& l = p_.layout;
-    const int waves = num_waves();
+    const int P1 = l.l1_ntiles / p_.roles, P2 = l.l2_ntiles / p_.roles;
     WorkTileInfo w;
-    while (wave < waves) {
-      const int first = wave_first_row(wave), rows = wave_first_row(wave + 1) - first;
-      const int P = (phase == 0 ? l.l1_ntiles : l.l2_ntiles) / p_.roles;
-      if (k < rows * P) {
-        const MoeTileKind kind = phase == 0 ? MoeTileKind::L1 : MoeTileKind::L2;
-        w.tile = l.tile(kind, first + k / P, p_.roles * (k % P) + r_);
-        w.wave = wave;
-        w.phase = phase;
-        w.k = k;
-        return w;
-      }
-      k = g_;
-      if (phase == 0) {
-        phase = 1;
-      } else {
-        phase = 0;
-        ++wave;
-      }
+    w.k = k;
+    if (k >= l.rows() * (P1 + P2)) return w;  // invalid: past the last wave
+    // The wave holding position k: the largest w with first_row(w) * (P1 + P2) <= k (empty waves have
+    // an empty range, so the largest such w is the one that holds k).
+    int lo = 0, hi = num_waves() - 1;
+    while (lo < hi) {
+      const int mid = lo + (hi - lo + 1) / 2;
+      if (wave_first_row(mid) * (P1 + P2) <= k)
+        lo = mid;
+      else
+        hi = mid - 1;
     }
-    w.wave = waves;
-    return w;  // invalid
+    const int first = wave_first_row(lo), rows = wave_first_row(lo + 1) - first;
+    const int local = k - first * (P1 + P2);
+    if (local < rows * P1)
+      w.tile = l.tile(MoeTileKind::L1, first + local / P1, p_.roles * (local % P1) + r_);
+    else
+      w.tile = l.tile(MoeTileKind::L2, first + (local - rows * P1) / P2, p_.roles * ((local - rows * P1) % P2) + r_);
+    return w;
   }
 
   Params p_;

@@ -39,7 +39,7 @@ struct MoeLayerConfig {
   int sms = 0;                       // producers K (one CTA per SM); 0: the platform's sm_count
   int roles = 1;                     // CTAs per scheduler instance (1 or 2)
   int lead = -1;                     // D for the interleaved scheduler; -1: D_knee
-  int experts_per_wave = 0;          // Expert-Wave grouping; 0: enough experts to fill every instance
+  int experts_per_wave = 0;          // Expert-Wave grouping; 0: enough experts that L1 fills every instance
   int staging = 2;                   // local staging depth (double buffer)
   double epi_time = 0;               // fixed per-tile epilogue staging cost, s
 };
