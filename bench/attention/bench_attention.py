@@ -5,13 +5,14 @@ same inputs, one process, one device call.
 Grid: B = 1, bf16, non-causal; D = 128 with heads {3, 6, 12, 24, 40} x S {4K, 8K, 16K, 32K, 64K};
 D = 64 with heads {12, 24} x S {4K, 8K, 16K, 32K}. `--quick`: three small shapes.
 
-Method (per shape and backend): `--warmup` calls, then `--reps` calls each between two CUDA events;
-the median is reported. Before the timed calls a GPU sleep kernel is queued that outlasts the host's
+Method (per shape): `--warmup` rounds, then `--reps` rounds; in each round every backend makes one
+call between two CUDA events, the backends taking turns in an order that rotates every round (so a
+drift of the GPU clock during the run hits all backends alike); the median per backend is reported. Before the timed calls a GPU sleep kernel is queued that outlasts the host's
 enqueueing of all reps, so host overhead (Python, torch dispatch) never shows as GPU idle time inside
 a timed region. Inputs rotate over enough (q, k, v) sets to total >= 2x the L2 size (at most 8 sets),
 so a call never finds its inputs in L2 from the previous call. SDPA takes (B, H, S, D): it gets
 transposed views of the same (B, S, H, D) tensors, made before timing (no copies in our code).
-If a (shape, backend) would take more than `--budget-s` seconds, its reps drop (not below 5); the
+If a shape's rounds would take more than `--budget-s` seconds, its reps drop (not below 5); the
 `reps` column says how many were taken.
 
 TFLOP/s = 4 * B * H * S^2 * D / t (two GEMMs of 2*S*S*D flops per head; non-causal).
@@ -50,9 +51,9 @@ def parse_args():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="three small shapes (a dry run)")
     ap.add_argument("--out", type=Path, help="write attention.csv and summary.json here")
-    ap.add_argument("--reps", type=int, default=20, help="timed calls per (shape, backend); median reported")
+    ap.add_argument("--reps", type=int, default=20, help="timed rounds per shape (every backend once per round); median reported")
     ap.add_argument("--warmup", type=int, default=3)
-    ap.add_argument("--budget-s", type=float, default=6.0, help="time cap per (shape, backend) for the reps")
+    ap.add_argument("--budget-s", type=float, default=20.0, help="time cap per shape for the timed rounds (all backends)")
     ap.add_argument("--lib", type=Path, help="libxstage_attention.so (default: $XSTAGE_ATTENTION_LIB, then build/)")
     ap.add_argument("--seed", type=int, default=1234)
     return ap.parse_args()
@@ -77,29 +78,38 @@ def main():
     print(f"# xstage attention benchmark on {machine}; torch {torch.__version__}; "
           f"library {xa.library_path()}", flush=True)
 
-    def time_calls(fn):
-        """Median ms over reps of fn(i) (i selects the input set), and the reps taken."""
+    def time_interleaved(fns):
+        """Median ms per backend over reps of fns[name](i) (i selects the input set), and the reps taken.
+
+        The backends take turns inside each round (the order rotates every round), so a drift of the GPU
+        clock during the run lands on all of them alike instead of on whichever ran last."""
+        names = list(fns)
         t0 = time.perf_counter()
         for i in range(args.warmup):
-            fn(i)
-        host_per_call = (time.perf_counter() - t0) / max(1, args.warmup)  # enqueue bound, pre-sync
-        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        e0.record()
-        fn(0)
-        e1.record()
-        torch.cuda.synchronize()
-        est_s = e0.elapsed_time(e1) / 1e3
+            for n in names:
+                fns[n](i)
+        host_per_call = (time.perf_counter() - t0) / max(1, args.warmup * len(names))  # enqueue bound
+        est_s = 0.0
+        for n in names:
+            e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            e0.record()
+            fns[n](0)
+            e1.record()
+            torch.cuda.synchronize()
+            est_s += e0.elapsed_time(e1) / 1e3
         reps = args.reps if est_s * args.reps <= args.budget_s else min(args.reps, max(5, int(args.budget_s / est_s)))
-        starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-        ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+        ev = {n: [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+                  for _ in range(reps)] for n in names}
         if hasattr(torch.cuda, "_sleep"):
-            torch.cuda._sleep(int(min(0.2, 2.0 * reps * host_per_call + 1e-3) * clock_hz))
+            torch.cuda._sleep(int(min(0.2, 2.0 * reps * len(names) * host_per_call + 1e-3) * clock_hz))
         for i in range(reps):
-            starts[i].record()
-            fn(i)
-            ends[i].record()
+            for j in range(len(names)):
+                n = names[(i + j) % len(names)]
+                ev[n][i][0].record()
+                fns[n](i)
+                ev[n][i][1].record()
         torch.cuda.synchronize()
-        return statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends)), reps
+        return {n: (statistics.median(a.elapsed_time(b) for a, b in ev[n]), reps) for n in names}
 
     rows = []
     ours_status_all = set()
@@ -126,17 +136,19 @@ def main():
             ours_status = f"unsupported: {e}"
         ours_status_all.add(ours_status.split(":")[0])
 
-        results = {}
+        # One untimed call per SDPA backend: availability, and cuDNN's output as the reference.
+        fns = {}
         ref = None
         for name, backend in (("cudnn", SDPBackend.CUDNN_ATTENTION), ("flash", SDPBackend.FLASH_ATTENTION)):
-            try:
+            def sdpa(i, backend=backend):
                 with sdpa_kernel(backend):
-                    o = F.scaled_dot_product_attention(*sets_t[0], scale=scale)
-                    torch.cuda.synchronize()
-                    if ref is None:
-                        ref = o.transpose(1, 2)  # (B, S, H, D), the reference for our check
-                    results[name] = time_calls(
-                        lambda i: F.scaled_dot_product_attention(*sets_t[i % n_sets], scale=scale))
+                    return F.scaled_dot_product_attention(*sets_t[i % n_sets], scale=scale)
+            try:
+                o = sdpa(0)
+                torch.cuda.synchronize()
+                if ref is None:
+                    ref = o.transpose(1, 2)  # (B, S, H, D), the reference for our check
+                fns[name] = sdpa
             except RuntimeError as e:
                 print(f"# {name} unavailable at D={dim} H={heads} S={seqlen}: {str(e).splitlines()[0]}", flush=True)
 
@@ -147,7 +159,8 @@ def main():
                 diff = (out.float() - ref.float()).abs().max().item()  # NaN propagates through max
                 tol = 2.0 ** -5 * ref.float().abs().max().item()
                 wrong = int(not (diff <= tol))
-            results["ours"] = time_calls(lambda i: xa.flash_attn_fwd(*sets[i % n_sets], softmax_scale=scale, out=out))
+            fns["ours"] = lambda i: xa.flash_attn_fwd(*sets[i % n_sets], softmax_scale=scale, out=out)
+        results = time_interleaved(fns) if fns else {}
 
         def ms(k):
             return results[k][0] if k in results else None
