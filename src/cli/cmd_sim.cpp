@@ -1,5 +1,6 @@
 // Simulation subcommands: simulate moe (a MoE layer under the Expert-Wave and Interleaved schedules).
 // The callback computes everything first and prints last, so bad input prints only the error line.
+#include <charconv>
 #include <cmath>
 #include <iostream>
 #include <memory>
@@ -23,6 +24,15 @@ int count(const std::string& text, const std::string& what) {
   const double v = model::parse_size(text, what);
   XSTAGE_REQUIRE(v == std::floor(v) && std::abs(v) < 2e9, what, " must be an integer, got '", text, "'");
   return int(v);
+}
+
+// A plain integer (no size suffix), so that 0 and negatives reach the checks that explain them.
+long long plain_int(const std::string& text, const std::string& what) {
+  long long v = 0;
+  const char* end = text.data() + text.size();
+  const auto [ptr, ec] = std::from_chars(text.data(), end, v);
+  XSTAGE_REQUIRE(ec == std::errc() && ptr == end && !text.empty(), what, " must be an integer, got '", text, "'");
+  return v;
 }
 
 struct SimMoeOpts {
@@ -123,10 +133,11 @@ void add_simulate_moe(CLI::App* sim) {
     XSTAGE_REQUIRE(o->P >= 0, "-P must be >= 1, got ", o->P);
     XSTAGE_REQUIRE(m.world >= 1, "platform '", p.name, "' records no world size: give -P");
     m.roles = o->roles;
-    m.lead = o->lead.empty() ? -1 : count(o->lead, "--lead");
-    XSTAGE_REQUIRE(o->lead.empty() || m.lead >= 1, "--lead must be >= 1, got ", o->lead,
+    const long long lead = o->lead.empty() ? -1 : plain_int(o->lead, "--lead");
+    XSTAGE_REQUIRE(o->lead.empty() || (lead >= 1 && lead < (1LL << 30)), "--lead must be >= 1, got ", o->lead,
                    " (D = 0 lets an instance emit L2 of a row before its own L1 tiles: an in-order kernel "
                    "deadlocks; docs/SCHEDULERS.md)");
+    m.lead = int(lead);
     XSTAGE_REQUIRE(o->experts_per_wave >= 0, "--experts-per-wave must be positive, got ", o->experts_per_wave);
     m.experts_per_wave = o->experts_per_wave;
     m.staging = o->depth;

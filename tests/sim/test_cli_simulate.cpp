@@ -1,0 +1,125 @@
+// Runs the built `xstage` binary: `xstage simulate moe` (exit codes, table, JSON, error lines).
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace {
+
+struct CliRun {
+  int code = -1;
+  std::string out, err;
+};
+
+CliRun xstage(const std::string& args) {
+  const std::string errf =
+      (std::filesystem::temp_directory_path() / ("xstage_sim_err_" + std::to_string(std::random_device{}())))
+          .string();
+  const std::string cmd = std::string("'") + XSTAGE_BIN + "' " + args + " 2>'" + errf + "'";
+  CliRun r;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return r;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  const int st = pclose(p);
+  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  std::ifstream e(errf);
+  r.err.assign(std::istreambuf_iterator<char>(e), {});
+  std::filesystem::remove(errf);
+  return r;
+}
+
+const std::string kMoe = "simulate moe --hidden 4096 --inter 1024 --experts 32 --topk 8 --tokens 2048";
+
+// Bad input: exit code 2, nothing on stdout, one line "xstage: error: ..." containing `needle`.
+void expect_usage(const std::string& args, const std::string& needle) {
+  SCOPED_TRACE(args);
+  const CliRun r = xstage(args);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.out, "");
+  EXPECT_EQ(r.err.rfind("xstage: error: ", 0), 0u) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_NE(r.err.find(needle), std::string::npos) << r.err;
+}
+
+TEST(CliSimulate, HelpListsOptions) {
+  const CliRun r = xstage("simulate moe --help");
+  ASSERT_EQ(r.code, 0) << r.err;
+  for (const char* opt : {"--hidden", "--routing", "--lead", "--experts-per-wave", "--json"})
+    EXPECT_NE(r.out.find(opt), std::string::npos) << opt;
+}
+
+TEST(CliSimulate, TableHasBothSchedulesAndSpeedup) {
+  const CliRun r = xstage(kMoe);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.err, "");
+  for (const char* s : {"no GPU used", "platform h200-nvlink4", "expert-wave", "interleaved", "D_knee",
+                        "L2 T_RS us", "MMA stall us/SM", "predicted speedup (expert-wave / interleaved)"})
+    EXPECT_NE(r.out.find(s), std::string::npos) << s << "\n" << r.out;
+}
+
+TEST(CliSimulate, JsonIsCompleteAndDeterministic) {
+  const CliRun a = xstage(kMoe + " --routing skewed --seed 7 --json");
+  ASSERT_EQ(a.code, 0) << a.err;
+  const auto j = nlohmann::json::parse(a.out);
+  ASSERT_EQ(j["schedules"].size(), 2u);
+  EXPECT_EQ(j["schedules"][0]["schedule"], "expert-wave");
+  EXPECT_EQ(j["schedules"][1]["schedule"], "interleaved");
+  EXPECT_EQ(j["schedules"][1]["lead"], j["d_knee"]);
+  EXPECT_EQ(j["config"]["sms"], 132);  // the preset's SM count
+  EXPECT_EQ(j["config"]["world"], 2);  // the preset's world size
+  for (const auto& s : j["schedules"]) {
+    EXPECT_GT(s["total_time_us"].get<double>(), 0);
+    EXPECT_GE(s["mma_stall_mean_us"].get<double>(), 0);
+    EXPECT_EQ(s["kinds"].size(), 2u);
+  }
+  const double speedup = j["speedup_wave_over_interleaved"];
+  EXPECT_NEAR(speedup, j["schedules"][0]["total_time_us"].get<double>() / j["schedules"][1]["total_time_us"].get<double>(),
+              1e-9 * speedup);
+  EXPECT_EQ(xstage(kMoe + " --routing skewed --seed 7 --json").out, a.out);  // same seed, same answer
+  const auto other = nlohmann::json::parse(xstage(kMoe + " --routing skewed --seed 8 --json").out);
+  EXPECT_NE(other["local_tokens"], j["local_tokens"]);
+}
+
+TEST(CliSimulate, ExplicitSettingsAreUsed) {
+  const CliRun r = xstage(kMoe + " -D 3 --experts-per-wave 2 -K 64 -P 4 --roles 2 --dtype bf16 --staging 0.2us --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["schedules"][1]["lead"], 3);
+  EXPECT_EQ(j["schedules"][0]["experts_per_wave"], 2);
+  EXPECT_EQ(j["config"]["sms"], 64);
+  EXPECT_EQ(j["config"]["world"], 4);
+  EXPECT_EQ(j["config"]["roles"], 2);
+  EXPECT_EQ(j["config"]["dtype_bytes"], 2);
+  EXPECT_NEAR(j["config"]["epi_us"].get<double>(), 0.2, 1e-12);
+  EXPECT_EQ(j["schedules"][0]["producers"], 64);
+}
+
+TEST(CliSimulate, BadInputIsOneErrorLineAndExitTwo) {
+  const std::string base = "simulate moe --experts 32 --topk 8 --tokens 2048";
+  expect_usage(base + " --hidden 0 --inter 1024", "--hidden");
+  expect_usage(base + " --hidden 4000 --inter 1024", "not a multiple of b_n");
+  expect_usage(base + " --hidden 4096 --inter 1024 -P 3", "not divisible by the world size");
+  expect_usage(base + " --hidden 4096 --inter 1024 --routing zipf", "routing must be balanced or skewed");
+  expect_usage(base + " --hidden 4096 --inter 1024 --lead 0", "--lead must be >= 1");
+  expect_usage(base + " --hidden 4096 --inter 1024 --lead 2x", "--lead must be an integer");
+  expect_usage(base + " --hidden 4096 --inter 1024 --platform no-such-machine", "no-such-machine");
+  expect_usage(base + " --hidden 4096 --inter 1024 --tile 128", "--tile");
+  expect_usage(base + " --hidden 4096 --inter 1024 --dtype fp4", "--dtype");
+  expect_usage(base + " --hidden 4096 --inter 1024 -K -4", "-K");
+  expect_usage(base + " --hidden 4096 --inter 1024 --roles 3", "roles per instance must be 1 or 2");
+  expect_usage(base + " --hidden 4096 --inter 1024 --depth 0", "staging depth");
+  expect_usage("simulate moe --experts 32 --topk 40 --hidden 4096 --inter 1024", "exceeds the expert count");
+  expect_usage("simulate moe --experts 32 --topk 8 --inter 1024", "--hidden");  // missing required option
+}
+
+}  // namespace
