@@ -39,12 +39,13 @@ __global__ void __launch_bounds__(1024) burst_kernel(BurstParams a) {
       ptx::spin_until_cycle(next);  // the gap G: producer-side work, no remote stores
       // Burst-start barrier across this rank's producers: every burst is one aggregate burst of
       // V = K*B (without it, unfair service lets producers drift bursts apart). Its wait is gap time.
+      // Relaxed on purpose: a release would wait for the previous burst's remote stores to complete.
       psync();
       if (lane == 0) {
-        ptx::red_add_release_gpu_u32(a.arrive + b, 1);
+        ptx::red_add_relaxed_gpu_u32(a.arrive + b, 1);
         const uint64_t t0 = ptx::globaltimer_ns();
         uint32_t got;
-        while ((got = ptx::ld_acquire_gpu_u32(a.arrive + b)) < static_cast<uint32_t>(a.active)) {
+        while ((got = ptx::ld_relaxed_gpu_u32(a.arrive + b)) < static_cast<uint32_t>(a.active)) {
           if (ptx::globaltimer_ns() - t0 > a.timeout_ns) {
             if (atomicCAS(&a.err->code, 0, 2) == 0) {
               a.err->rank = a.rank;

@@ -40,13 +40,18 @@ Result burst_stats(const std::vector<uint64_t>& st, int bursts, int K, const std
   std::vector<double> tiss, gaps;
   std::vector<double> first_start(bursts, 0), last_end(bursts, 0);
   bool any = false;
+  // %globaltimer is ~1.8e18 ns: as a double it would be quantized to 256 ns, so subtract a base first.
+  uint64_t base = ~uint64_t(0);
+  for (int b = 0; b < bursts; ++b)
+    for (int p = 0; p < K; ++p)
+      if (active[p]) base = std::min(base, st[(static_cast<size_t>(b) * K + p) * 4]);
   for (int b = 0; b < bursts; ++b) {
     double s_min = std::numeric_limits<double>::infinity(), e_max = -s_min;
     for (int p = 0; p < K; ++p) {
       if (!active[p]) continue;
       any = true;
       const uint64_t* s = &st[(static_cast<size_t>(b) * K + p) * 4];
-      double start = static_cast<double>(s[0]);
+      double start = static_cast<double>(s[0] - base);
       double end = start + static_cast<double>(s[3] - s[2]) / clk_ghz;
       s_min = std::min(s_min, start);
       e_max = std::max(e_max, end);

@@ -65,11 +65,68 @@ struct Point {
   Result r;
 };
 
-// The fitted family (st, p2p, cta) and its knee: the first V of a K whose T_iss exceeds
-// kKneeRatio x T_iss^0(K,V), measured and predicted by the model (nothing refitted).
-constexpr double kKneeRatio = 1.2;
+// The isolated-burst knee of one K: the first V of the sweep whose T_iss exceeds kKneeRatio x the
+// sweep's floor (its smallest T_iss), once for the measurements and once for the model's
+// predictions max(T_iss^0, (V - Q)/R) (nothing refitted). Same rule as the fit's knee ratio.
+constexpr double kKneeRatio = 1.5;
+
+// Reads back a calibration.csv written by write_csv.
+std::vector<Point> read_points(const std::string& path) {
+  std::ifstream f(path);
+  XSTAGE_REQUIRE(f.good(), "cannot read ", path);
+  std::string line;
+  std::getline(f, line);
+  auto split = [](const std::string& l) {
+    std::vector<std::string> v;
+    std::stringstream ss(l);
+    std::string x;
+    while (std::getline(ss, x, ',')) v.push_back(x);
+    return v;
+  };
+  std::vector<std::string> head = split(line);
+  auto col = [&](const std::string& name) {
+    auto it = std::find(head.begin(), head.end(), name);
+    XSTAGE_REQUIRE(it != head.end(), path, ": column '", name, "' missing (not written by xstage calibrate?)");
+    return size_t(it - head.begin());
+  };
+  const size_t cm = col("mode"), ct = col("target"), cK = col("K"), cB = col("B"), cg = col("gap_ns"),
+               cti = col("tiss_ns"), cp = col("period_ns"), cw = col("wall_us"), cb = col("bursts"),
+               cpa = col("path"), cpt = col("pattern"), cpr = col("producer"), cwr = col("wrong"),
+               cgr = col("gap_req_ns"), cgrec = col("gap_rec_ns"), cf = col("tiss_first_ns"), cs = col("src"),
+               cd = col("dst");
+  std::vector<Point> pts;
+  int n = 1;
+  while (std::getline(f, line)) {
+    ++n;
+    if (line.empty()) continue;
+    auto v = split(line);
+    XSTAGE_REQUIRE(v.size() == head.size(), path, ":", n, ": ", v.size(), " fields, header has ", head.size());
+    Point p;
+    p.c.mode = v[cm];
+    p.c.local = v[ct] == "local";
+    p.c.K = std::stoi(v[cK]);
+    p.c.B = static_cast<uint32_t>(std::stod(v[cB]));
+    p.c.gap_ns = p.c.mode == "gap" ? std::stod(v[cgr]) : std::stod(v[cgrec]);
+    p.c.bursts = std::stoi(v[cb]);
+    p.c.path = v[cpa];
+    p.c.pattern = v[cpt];
+    p.c.producer = v[cpr];
+    p.c.src = std::max(0, std::stoi(v[cs]));
+    p.c.dst = std::max(1, std::stoi(v[cd]));
+    p.r.tiss_ns = std::stod(v[cti]);
+    p.r.period_ns = std::stod(v[cp]);
+    p.r.wall_us = std::stod(v[cw]);
+    p.r.gap_meas_ns = p.c.mode == "gap" ? std::stod(v[cg]) : 0;
+    p.r.tiss_first_ns = std::stod(v[cf]);
+    p.r.wrong = std::stoll(v[cwr]);
+    pts.push_back(p);
+  }
+  return pts;
+}
 
 }  // namespace
+
+int report(const std::string& out_dir, const std::vector<Point>& pts, nlohmann::json summary, bool plots);
 
 int launch(int nproc, const std::vector<std::string>& cmd, double timeout_s) {
   XSTAGE_REQUIRE(nproc >= 1, "-n must be >= 1, got ", nproc);
@@ -88,6 +145,13 @@ int calibrate(const CalibrateOptions& opt) {
     SweepContext ctx;
     for (auto& tc : all_cases()) std::printf("%-26s %s\n", tc->key().c_str(), tc->description().c_str());
     return 0;
+  }
+  if (!opt.refit.empty()) {
+    // No GPU: fit, validate and plot again from a finished run (its CSV and summary).
+    std::ifstream sf(opt.refit + "/summary.json");
+    XSTAGE_REQUIRE(sf.good(), "--refit ", opt.refit, ": no summary.json there");
+    nlohmann::json summary = nlohmann::json::parse(sf);
+    return report(opt.refit, read_points(opt.refit + "/calibration.csv"), summary, opt.plots);
   }
   XSTAGE_REQUIRE(opt.runs >= 1, "--runs must be >= 1, got ", opt.runs);
   XSTAGE_REQUIRE(opt.timeout_s > 0, "--timeout must be > 0 s, got ", opt.timeout_s);
@@ -180,8 +244,8 @@ int calibrate(const CalibrateOptions& opt) {
     auto configs = tc->configs(ctx);
     for (size_t ci = 0; ci < configs.size(); ++ci) {
       Config c = configs[ci];
-      // Raw stamps of the first, the middle and the last point of each case, for inspection.
-      if (ci == 0 || ci == configs.size() / 2 || ci + 1 == configs.size()) c.dump = opt.out_dir + "/stamps.csv";
+      // Raw stamps of the middle point of each case, for inspection (a few MB).
+      if (ci == configs.size() / 2) c.dump = opt.out_dir + "/stamps.csv";
       Result r = bench.run(c);
       total_wrong += r.wrong;
       pts.push_back({c, r});
@@ -210,10 +274,6 @@ int calibrate(const CalibrateOptions& opt) {
   write_csv(csv, cs, rs, P, bo.threads);
   std::printf("# wrote %s (%zu points, %lld wrong bytes)\n", csv.c_str(), pts.size(), total_wrong);
 
-  std::vector<model::Sample> samples = model::read_samples_csv(csv);
-  model::Provenance prov{machine, today(), command, "calibration",
-                         "xstage calibrate: R from zero-gap wall time, T_iss^0 from the gap plateau and "
-                         "isolated floor, Q(K) from the isolated knee (st.global, one source to one peer, CTA producers)"};
   nlohmann::json summary;
   summary["machine"] = machine;
   summary["command"] = command;
@@ -223,9 +283,24 @@ int calibrate(const CalibrateOptions& opt) {
   summary["sm_clock_GHz"] = bench.clock_ghz();
   summary["copy_engine_GBps"] = ce;
   summary["sm_copy_GBps"] = smc;
+  summary["elapsed_s"] = elapsed;
+  return report(opt.out_dir, pts, summary, opt.plots);
+}
+
+// Fit, validation, summary and plots from measured points (rank 0 after a run, or --refit).
+int report(const std::string& out_dir, const std::vector<Point>& pts, nlohmann::json summary, bool plots) {
+  const std::string csv = out_dir + "/calibration.csv";
+  const std::string machine = summary.at("machine"), command = summary.at("command");
+  const int P = summary.at("world_size"), SMs = summary.at("sm_count");
+  const double ce = summary.at("copy_engine_GBps");
+  long long total_wrong = 0;
+  for (auto& p : pts) total_wrong += p.r.wrong;
+  std::vector<model::Sample> samples = model::read_samples_csv(csv);
+  model::Provenance prov{machine, summary.at("date"), command, "calibration",
+                         "xstage calibrate: R from zero-gap wall time, T_iss^0 from the gap plateau and "
+                         "isolated floor, Q(K) from the isolated knee (st.global, one source to one peer, CTA producers)"};
   summary["wrong_bytes"] = total_wrong;
   summary["points"] = pts.size();
-  summary["elapsed_s"] = elapsed;
   summary["line_rate_GBps_note"] = "NV18 NVLink 4 line rate 478 GB/s per direction (PLATFORM.md)";
 
   nlohmann::json variants = nlohmann::json::array();
@@ -242,6 +317,35 @@ int calibrate(const CalibrateOptions& opt) {
     fo.world_size = P;
     nlohmann::json vj;
     vj["family"] = fam;
+    // Model-free comparison of the families (also when a fit fails): the zero-gap drain rate from
+    // wall time, and the isolated knee (first V with T_iss > 1.5x the sweep's floor; the last V below
+    // it bounds the capacity from below).
+    {
+      double r_wall = 0, floor = 1e30;
+      std::vector<std::pair<double, double>> iso;
+      for (auto& p : pts) {
+        if (p.c.path != fo.path || p.c.pattern != fo.pattern || p.c.producer != fo.producer || p.c.local) continue;
+        const double V = double(p.c.K) * p.c.B;
+        if (p.c.mode == "zerogap" && p.c.B >= 16384 && p.r.wall_us > 0)
+          r_wall = std::max(r_wall, V * p.c.bursts / (p.r.wall_us * 1e-6));
+        if (p.c.mode == "isolated" && p.c.K == (fo.producer == "warp" ? 4 * SMs : SMs)) {
+          iso.push_back({V, p.r.tiss_ns});
+          floor = std::min(floor, p.r.tiss_ns);
+        }
+      }
+      std::sort(iso.begin(), iso.end());
+      double below = 0, knee = 0;
+      for (auto& [V, t] : iso) {
+        if (t > kKneeRatio * floor) {
+          knee = V;
+          break;
+        }
+        below = V;
+      }
+      vj["R_wall_GBps"] = r_wall / 1e9;
+      vj["knee_V_MB"] = knee / 1e6;
+      vj["last_V_below_knee_MB"] = below / 1e6;
+    }
     try {
       model::FitReport rep = model::fit_platform(samples, fo, prov);
       const int Kv = fo.producer == "warp" ? 4 * SMs : SMs;
@@ -270,13 +374,13 @@ int calibrate(const CalibrateOptions& opt) {
     rc = 1;
   } else {
     const model::Platform& pl = base.platform;
-    pl.save(opt.out_dir + "/platform.json");
+    pl.save(out_dir + "/platform.json");
     {
-      std::ofstream f(opt.out_dir + "/fit.json");
+      std::ofstream f(out_dir + "/fit.json");
       f << base.to_json().dump(2) << "\n";
     }
     {
-      std::ofstream f(opt.out_dir + "/validation.csv");
+      std::ofstream f(out_dir + "/validation.csv");
       f << "mode,K,B,V,gap_ns,quantity,measured_ns,predicted_ns,rel_err\n";
       for (auto& e : base.errors)
         f << e.sample.mode << ',' << e.sample.K << ',' << e.sample.B << ',' << e.sample.V << ',' << e.sample.gap_ns
@@ -304,10 +408,16 @@ int calibrate(const CalibrateOptions& opt) {
       if (iso.empty()) continue;
       std::sort(iso.begin(), iso.end(), [](auto* a, auto* b) { return a->c.B < b->c.B; });
       int meas = -1, pred = -1;
+      std::vector<double> tm, tp;
+      for (auto* p : iso) {
+        const double V = double(K) * p->c.B;
+        tm.push_back(p->r.tiss_ns * 1e-9);
+        tp.push_back(model::bg::tiss_iso(V, pl.R, pl.tiss0(K, V), pl.Q(K)));
+      }
+      const double fm = *std::min_element(tm.begin(), tm.end()), fp = *std::min_element(tp.begin(), tp.end());
       for (int i = 0; i < int(iso.size()); ++i) {
-        const double V = double(K) * iso[i]->c.B, T0 = pl.tiss0(K, V);
-        if (meas < 0 && iso[i]->r.tiss_ns * 1e-9 > kKneeRatio * T0) meas = i;
-        if (pred < 0 && model::bg::tiss_iso(V, pl.R, T0, pl.Q(K)) > kKneeRatio * T0) pred = i;
+        if (meas < 0 && tm[i] > kKneeRatio * fm) meas = i;
+        if (pred < 0 && tp[i] > kKneeRatio * fp) pred = i;
       }
       nlohmann::json kj;
       kj["K"] = K;
@@ -342,12 +452,13 @@ int calibrate(const CalibrateOptions& opt) {
                 100 * v["gap_median_err"].get<double>());
   }
   {
-    std::ofstream f(opt.out_dir + "/summary.json");
+    std::ofstream f(out_dir + "/summary.json");
     f << summary.dump(2) << "\n";
   }
-  std::printf("# wrote %s/summary.json; %d points in %.1f s\n", opt.out_dir.c_str(), int(pts.size()), elapsed);
-  if (opt.plots) {
-    std::string cmd = "python3 " XSTAGE_SOURCE_DIR "/scripts/plot_calibration.py '" + opt.out_dir + "'";
+  std::printf("# wrote %s/summary.json; %d points in %.1f s\n", out_dir.c_str(), int(pts.size()),
+              summary.value("elapsed_s", 0.0));
+  if (plots) {
+    std::string cmd = "python3 " XSTAGE_SOURCE_DIR "/scripts/plot_calibration.py '" + out_dir + "'";
     int prc = std::system(cmd.c_str());
     if (prc != 0) std::printf("# plots not written (%s exited %d); the CSV files are complete\n", cmd.c_str(), prc);
   }

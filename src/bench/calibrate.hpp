@@ -17,6 +17,7 @@ struct CalibrateOptions {
   bool plots = true;
   int anchor_mb = 256;                 // copy-engine / SM-copy anchor size
   bool list = false;                   // print the test cases and exit
+  std::string refit;                   // folder of a finished run: fit, validate and plot again (no GPU)
 };
 
 // Returns the process exit code. Collective over the ranks of one launch.

@@ -95,8 +95,8 @@ class GapSweep : public TestCase {
   GapSweep(Variant v, bool all_k) : v_(std::move(v)), all_k_(all_k) {}
   std::string key() const override { return "gap_" + v_.tag(); }
   std::string description() const override {
-    return "periodic bursts, B = 32 KB, sweep G from 0 to 1.5 V/R (recovery to T_iss^0), " + v_.tag() +
-           ", with the local control on the same grid";
+    return "periodic bursts, B = 8 KB (below the isolated knee) and 32 KB (above it on H200), sweep G from 0 "
+           "to 1.5 V/R (recovery to the plateau), " + v_.tag() + ", with the local control on the same grid";
   }
   std::string skip_reason(const SweepContext& ctx) const override {
     if (ctx.R_guess <= 0) return "no zero-gap measurement to scale the gap grid";
@@ -104,8 +104,8 @@ class GapSweep : public TestCase {
   }
   std::vector<Config> configs(const SweepContext& ctx) const override {
     std::vector<Config> out;
-    const uint32_t B = v_.producer == "warp" ? 8 * KiB : 32 * KiB;
     auto ks = producers(v_, ctx, all_k_);
+    for (uint32_t B : {8 * KiB, 32 * KiB})
     for (int K : ks)
       for (double g : gap_grid(static_cast<double>(K) * B, ctx))
         for (bool local : {false, true}) {

@@ -46,6 +46,8 @@ void register_gpu_commands(CLI::App& app) {
   cal->add_flag("!--no-plots", copt->plots, "skip the PNG plots");
   cal->add_option("--anchor-mb", copt->anchor_mb, "size of the copy-engine and SM-copy anchors, MB")
       ->capture_default_str();
+  cal->add_option("--refit", copt->refit, "redo the fit, validation, summary and plots of a finished run "
+                                         "in this folder (no GPU needed)");
   cal->add_flag("--list", copt->list, "list the test cases and exit");
   cal->callback([copt] {
     int rc = bench::calibrate(*copt);
@@ -62,7 +64,8 @@ void register_gpu_commands(CLI::App& app) {
                      "launch need a CUDA build on a machine with GPUs");
   };
   cal->callback(no_cuda);
-  lau->callback(no_cuda);
+  // The callback owns the option storage (CLI11 writes into it while parsing).
+  lau->callback([nproc, cmd, ltimeout, no_cuda] { no_cuda(); });
 #endif
 }
 

@@ -54,7 +54,7 @@ TEST(Sweep, CasesFollowTheDeviceAndTheWorld) {
         }
       }
       EXPECT_EQ(ks, (std::set<int>{25, 50, 100}));
-      EXPECT_NEAR(gmax, 1.5 * 100 * 32768 / 400e9 * 1e9, 1e-6);  // 1.5 x V/R at K = SMs
+      EXPECT_NEAR(gmax, 1.5 * 100 * 32768 / 400e9 * 1e9, 1e-6);  // 1.5 x V/R at K = SMs, B = 32 KB
     }
     if (tc->key() == "isolated_st_p2p_warp") {
       for (auto& c : cs) EXPECT_EQ(c.K, 400);
@@ -70,7 +70,7 @@ static void stamp(std::vector<uint64_t>& s, int K, int b, int p, uint64_t g0, do
   x[0] = g0;
   x[1] = g0 + uint64_t(span_ns);
   x[2] = 1000;
-  x[3] = 1000 + uint64_t(span_ns * ghz);
+  x[3] = 1000 + uint64_t(span_ns * ghz + 0.5);
 }
 
 TEST(Stats, AggregateSpansOnTheCommonClock) {
@@ -78,15 +78,17 @@ TEST(Stats, AggregateSpansOnTheCommonClock) {
   const double ghz = 2.0;
   std::vector<uint64_t> s(n * K * 4);
   for (int b = 0; b < n; ++b) {
-    stamp(s, K, b, 0, 10000 + 1000 * b, 300, ghz);       // producer 0: starts at 1000 b, 300 ns
-    stamp(s, K, b, 1, 10000 + 1000 * b + 100, 400, ghz);  // producer 1: 100 ns later, 400 ns
+    // A realistic %globaltimer epoch (~1.8e18 ns): spans must survive it without 256-ns rounding.
+    const uint64_t t0 = 1795991597776461280ull + 1000 * b;
+    stamp(s, K, b, 0, t0 + 3, 300.5, ghz);    // producer 0: 300.5 ns
+    stamp(s, K, b, 1, t0 + 103, 400.5, ghz);  // producer 1: 100 ns later, 400.5 ns
   }
   Result r = burst_stats(s, n, K, {true, true}, 1, ghz);
-  EXPECT_NEAR(r.tiss_ns, 500, 1e-9);     // first start -> last end
-  EXPECT_NEAR(r.period_ns, 1000, 1e-9);  // start to start
-  EXPECT_NEAR(r.gap_meas_ns, 500, 1e-9);  // aggregate: last end (b) -> first start (b+1)
+  EXPECT_NEAR(r.tiss_ns, 500.5, 1e-6);   // first start -> last end
+  EXPECT_NEAR(r.period_ns, 1000, 1e-6);  // start to start
+  EXPECT_NEAR(r.gap_meas_ns, 499.5, 1e-6);  // aggregate: last end (b) -> first start (b+1)
   Result one = burst_stats(s, n, K, {true, false}, 1, ghz);
-  EXPECT_NEAR(one.tiss_ns, 300, 1e-9);  // inactive producers are ignored
+  EXPECT_NEAR(one.tiss_ns, 300.5, 1e-6);  // inactive producers are ignored
   EXPECT_THROW(burst_stats(s, n, K, {false, false}, 1, ghz), xstage::UsageError);
   EXPECT_THROW(burst_stats(s, n, K, {true, true}, n, ghz), xstage::UsageError);
 }

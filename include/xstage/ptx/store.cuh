@@ -24,13 +24,15 @@ __device__ __forceinline__ uint32_t ld_acquire_sys_u32(const uint32_t* ptr) {
   return v;
 }
 
-__device__ __forceinline__ void red_add_release_gpu_u32(uint32_t* ptr, uint32_t v) {
-  asm volatile("red.release.gpu.global.add.u32 [%0], %1;" ::"l"(ptr), "r"(v) : "memory");
+// Relaxed: no ordering of earlier stores. A release here would wait until this thread's earlier
+// remote stores are performed, i.e. couple the issuer to remote completion (the X-Stage would vanish).
+__device__ __forceinline__ void red_add_relaxed_gpu_u32(uint32_t* ptr, uint32_t v) {
+  asm volatile("red.relaxed.gpu.global.add.u32 [%0], %1;" ::"l"(ptr), "r"(v) : "memory");
 }
 
-__device__ __forceinline__ uint32_t ld_acquire_gpu_u32(const uint32_t* ptr) {
+__device__ __forceinline__ uint32_t ld_relaxed_gpu_u32(const uint32_t* ptr) {
   uint32_t v;
-  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(ptr) : "memory");
+  asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(ptr) : "memory");
   return v;
 }
 
