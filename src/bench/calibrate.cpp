@@ -367,6 +367,14 @@ int report(const std::string& out_dir, const std::vector<Point>& pts, nlohmann::
     variants.push_back(vj);
   }
   summary["variants"] = variants;
+  // Drain rate of every ordered pair at K = SMs, B = 32 KB (zero gap, wall time).
+  nlohmann::json pairs = nlohmann::json::array();
+  for (auto& p : pts)
+    if (p.c.mode == "zerogap" && !p.c.local && p.c.pattern == "p2p" && p.c.path == "st" && p.c.producer == "cta" &&
+        p.c.K == SMs && p.c.B == 32768 && p.r.wall_us > 0)
+      pairs.push_back({{"src", p.c.src}, {"dst", p.c.dst},
+                       {"R_wall_GBps", double(p.c.K) * p.c.B * p.c.bursts / (p.r.wall_us * 1e-6) / 1e9}});
+  summary["pairs"] = pairs;
   int rc = total_wrong ? 1 : 0;
   if (!have_base) {
     summary["error"] = "the base family (st/p2p/cta) could not be fitted";

@@ -164,6 +164,31 @@ class Isolated : public TestCase {
   bool all_k_;
 };
 
+// Every ordered pair of ranks (P from the communicator): zero-gap drain rate per pair.
+class Pairs : public TestCase {
+ public:
+  std::string key() const override { return "pairs_st_p2p_cta"; }
+  std::string description() const override {
+    return "periodic bursts with G = 0, K = SMs, B = 32 KB, for every ordered pair src -> dst (drain rate per pair)";
+  }
+  std::string skip_reason(const SweepContext& ctx) const override { return common_skip(Variant{}, ctx); }
+  std::vector<Config> configs(const SweepContext& ctx) const override {
+    std::vector<Config> out;
+    for (int s = 0; s < ctx.world; ++s)
+      for (int d = 0; d < ctx.world; ++d) {
+        if (s == d || (s == 0 && d == 1)) continue;  // 0 -> 1 is measured by zerogap_st_p2p_cta
+        Config c;
+        c.mode = "zerogap";
+        c.K = ctx.sm_count;
+        c.B = ctx.quick ? 8 * KiB : 32 * KiB;
+        c.src = s;
+        c.dst = d;
+        out.push_back(c);
+      }
+    return out;
+  }
+};
+
 }  // namespace
 
 std::vector<std::unique_ptr<TestCase>> all_cases() {
@@ -175,6 +200,7 @@ std::vector<std::unique_ptr<TestCase>> all_cases() {
   v.push_back(std::make_unique<ZeroGap>(tma, false));
   v.push_back(std::make_unique<ZeroGap>(a2a, false));
   v.push_back(std::make_unique<ZeroGap>(warp, false));
+  v.push_back(std::make_unique<Pairs>());
   v.push_back(std::make_unique<GapSweep>(base, true));
   v.push_back(std::make_unique<GapSweep>(tma, false));
   v.push_back(std::make_unique<GapSweep>(a2a, false));

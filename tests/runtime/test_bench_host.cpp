@@ -2,6 +2,8 @@
 // burst statistics (aggregate spans on the common clock).
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <set>
 
 #include "calib.hpp"
@@ -27,7 +29,7 @@ TEST(Sweep, CasesFollowTheDeviceAndTheWorld) {
     EXPECT_TRUE(keys.insert(tc->key()).second) << "duplicate key " << tc->key();
     EXPECT_FALSE(tc->description().empty());
     // Gap and isolated sweeps need a measured drain rate to place their grid.
-    if (tc->key().rfind("zerogap", 0) == 0) {
+    if (tc->key().rfind("zerogap", 0) == 0 || tc->key().rfind("pairs", 0) == 0) {
       EXPECT_EQ(tc->skip_reason(ctx), "") << tc->key();
       for (const Config& c : tc->configs(ctx)) {
         EXPECT_EQ(c.mode, "zerogap");
@@ -55,6 +57,10 @@ TEST(Sweep, CasesFollowTheDeviceAndTheWorld) {
       }
       EXPECT_EQ(ks, (std::set<int>{25, 50, 100}));
       EXPECT_NEAR(gmax, 1.5 * 100 * 32768 / 400e9 * 1e9, 1e-6);  // 1.5 x V/R at K = SMs, B = 32 KB
+    }
+    if (tc->key() == "pairs_st_p2p_cta") {
+      EXPECT_EQ(cs.size(), 4u * 3u - 1u);  // every ordered pair of P = 4 but 0 -> 1
+      for (auto& c : cs) EXPECT_NE(c.src, c.dst);
     }
     if (tc->key() == "isolated_st_p2p_warp") {
       for (auto& c : cs) EXPECT_EQ(c.K, 400);
@@ -107,4 +113,40 @@ TEST(Csv, SampleColumnsFollowTheFitSchema) {
   EXPECT_EQ(s.gap_ns, 0);
   EXPECT_EQ(s.period_ns, 0);
   EXPECT_EQ(s.target, "remote");
+}
+
+// --refit: the report half of `xstage calibrate` (fit, validation without refit, knee check,
+// summary keys) on the committed H200 run, without a GPU.
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "calibrate.hpp"
+
+TEST(Refit, CommittedRunGivesEverySummaryKey) {
+  namespace fs = std::filesystem;
+  const fs::path src = fs::path(XSTAGE_SOURCE_DIR) / "results" / "calibration";
+  if (!fs::exists(src / "calibration.csv")) GTEST_SKIP() << "no committed calibration run at " << src;
+  const fs::path dir = fs::temp_directory_path() / ("xstage-refit-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  fs::copy_file(src / "calibration.csv", dir / "calibration.csv", fs::copy_options::overwrite_existing);
+  fs::copy_file(src / "summary.json", dir / "summary.json", fs::copy_options::overwrite_existing);
+  CalibrateOptions o;
+  o.refit = dir.string();
+  o.plots = false;
+  EXPECT_EQ(calibrate(o), 0);
+  nlohmann::json s = nlohmann::json::parse(std::ifstream(dir / "summary.json"));
+  for (const char* k : {"R_GBps", "copy_engine_GBps", "T_iss0_us", "Q_MB", "model_median_err", "model_max_err",
+                        "machine", "command"})
+    EXPECT_TRUE(s.contains(k)) << k;
+  EXPECT_GT(s["R_GBps"].get<double>(), 0);
+  EXPECT_LT(s["R_GBps"].get<double>(), 478);  // an aggregate above NVLink line rate would be a bug
+  EXPECT_EQ(s["wrong_bytes"].get<long long>(), 0);
+  EXPECT_EQ(s["per_K"].size(), 3u);
+  EXPECT_TRUE(fs::exists(dir / "platform.json"));
+  EXPECT_TRUE(fs::exists(dir / "validation.csv"));
+  fs::remove_all(dir);
+  o.refit = (dir / "missing").string();
+  EXPECT_THROW(calibrate(o), xstage::UsageError);
 }
