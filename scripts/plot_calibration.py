@@ -33,46 +33,52 @@ def main(out):
     base = [r for r in data if r["path"] == "st" and r["pattern"] == "p2p" and r["producer"] == "cta"]
     ks = sorted({int(r["K"]) for r in base})
 
-    def pred(mode, K, quantity):
+    def pred(mode, K, quantity, B=None):
         pts = [(num(v, "gap_ns") if mode == "gap" else num(v, "V"), num(v, "predicted_ns"))
-               for v in val if v["mode"] == mode and int(v["K"]) == K and v["quantity"] == quantity]
+               for v in val if v["mode"] == mode and int(v["K"]) == K and v["quantity"] == quantity
+               and (B is None or int(float(v["B"])) == B)]
         return sorted(pts)
+
+    gap_B = sorted({int(float(r["B"])) for r in base if r["mode"] == "gap"})
+    series = [(K, B) for B in gap_B for K in ks]
 
     # 3(a) T_iss vs G, remote and local control, model line.
     fig, ax = plt.subplots(figsize=(6, 4))
-    for K in ks:
-        g = sorted((num(r, "gap_ns"), num(r, "tiss_ns")) for r in base if r["mode"] == "gap" and int(r["K"]) == K and r["target"] == "remote")
+    for K, B in series:
+        sel = [r for r in base if r["mode"] == "gap" and int(r["K"]) == K and int(float(r["B"])) == B]
+        g = sorted((num(r, "gap_ns"), num(r, "tiss_ns")) for r in sel if r["target"] == "remote")
         if g:
-            ax.plot([x / 1e3 for x, _ in g], [y / 1e3 for _, y in g], "o", label=f"remote K={K}")
-            p = pred("gap", K, "tiss")
+            ax.plot([x / 1e3 for x, _ in g], [y / 1e3 for _, y in g], "o", ms=4, label=f"remote K={K} B={B // 1024}K")
+            p = pred("gap", K, "tiss", B)
             if p:
                 ax.plot([x / 1e3 for x, _ in p], [y / 1e3 for _, y in p], "-", lw=1, color=ax.lines[-1].get_color())
-        loc = sorted((num(r, "gap_ns"), num(r, "tiss_ns")) for r in base if r["mode"] == "gap" and int(r["K"]) == K and r["target"] == "local")
+        loc = sorted((num(r, "gap_ns"), num(r, "tiss_ns")) for r in sel if r["target"] == "local")
         if loc:
-            ax.plot([x / 1e3 for x, _ in loc], [y / 1e3 for _, y in loc], "x--", label=f"local control K={K}")
-    ax.set_xlabel("gap G (us)")
+            ax.plot([x / 1e3 for x, _ in loc], [y / 1e3 for _, y in loc], "x--", ms=4, label=f"local K={K} B={B // 1024}K")
+    ax.set_xlabel("measured gap G (us)")
     ax.set_ylabel("T_iss (us)")
-    ax.set_title("3(a) issue time vs gap (B = 32 KB); lines: Burst-Gap law")
+    ax.set_title("3(a) issue time vs gap; lines: Burst-Gap law (no refit)")
     ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(os.path.join(out, "fig3a_tiss_vs_gap.png"), dpi=120)
 
     # 3(b) measured period vs model (and the completion-coupled G + V/R).
     fig, ax = plt.subplots(figsize=(6, 4))
-    for K in ks:
-        g = sorted((num(r, "gap_ns"), num(r, "period_ns"), num(r, "V")) for r in base if r["mode"] == "gap" and int(r["K"]) == K and r["target"] == "remote")
+    for K, B in series:
+        g = sorted((num(r, "gap_ns"), num(r, "period_ns"), num(r, "V")) for r in base
+                   if r["mode"] == "gap" and int(r["K"]) == K and int(float(r["B"])) == B and r["target"] == "remote")
         if not g:
             continue
-        ax.plot([x / 1e3 for x, _, _ in g], [y / 1e3 for _, y, _ in g], "o", label=f"measured K={K}")
+        ax.plot([x / 1e3 for x, _, _ in g], [y / 1e3 for _, y, _ in g], "o", ms=4, label=f"K={K} B={B // 1024}K")
         c = ax.lines[-1].get_color()
-        p = pred("gap", K, "period")
+        p = pred("gap", K, "period", B)
         if p:
-            ax.plot([x / 1e3 for x, _ in p], [y / 1e3 for _, y in p], "-", color=c, lw=1, label=f"max(T0+G, V/R) K={K}")
+            ax.plot([x / 1e3 for x, _ in p], [y / 1e3 for _, y in p], "-", color=c, lw=1)
         if R:
             ax.plot([x / 1e3 for x, _, _ in g], [(x + V / R * 1e9) / 1e3 for x, _, V in g], ":", color=c, lw=1)
     ax.set_xlabel("gap G (us)")
     ax.set_ylabel("T_period (us)")
-    ax.set_title("3(b) period: measured vs model (dotted: completion-coupled G+V/R)")
+    ax.set_title("3(b) period; solid: max(T0+G, V/R), dotted: G+V/R")
     ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(os.path.join(out, "fig3b_period_vs_model.png"), dpi=120)
