@@ -43,7 +43,7 @@ struct SimMoeOpts {
   int K = 0, P = 0;
   double tflops = 0, skew = 1.0;
   unsigned long long seed = 1;
-  bool json = false;
+  bool json = false, tiles = false;
 };
 
 void print_report(std::ostream& os, const sim::MoeSimReport& r) {
@@ -107,7 +107,9 @@ void add_simulate_moe(CLI::App* sim) {
   c->add_option("--staging", o->staging, "Fixed epilogue staging cost per tile (ns|us; plain = us)")
       ->capture_default_str();
   c->add_flag("--json", o->json, "Print JSON");
+  c->add_flag("--tiles", o->tiles, "With --json: every tile's timeline (mainloop, waits, epilogue, issue span)");
   c->callback([o] {
+    XSTAGE_REQUIRE(!o->tiles || o->json, "--tiles needs --json");
     const model::Platform p = model::Platform::load(o->platform);
     sim::MoeLayerConfig m;
     m.hidden = count(o->hidden, "--hidden");
@@ -145,7 +147,7 @@ void add_simulate_moe(CLI::App* sim) {
     const sim::MoeSimReport r = sim::simulate_moe(p, m);
     std::ostringstream os;
     if (o->json)
-      os << r.to_json().dump(2) << "\n";
+      os << r.to_json(o->tiles).dump(2) << "\n";
     else
       print_report(os, r);
     std::cout << os.str();

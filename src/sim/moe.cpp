@@ -163,7 +163,7 @@ MoeSimReport simulate_moe(const model::Platform& platform, MoeLayerConfig c) {
   return rep;
 }
 
-nlohmann::json MoeSimReport::to_json() const {
+nlohmann::json MoeSimReport::to_json(bool with_tiles) const {
   constexpr double us = 1e6;
   const MoeLayerConfig& c = config;
   nlohmann::json j;
@@ -193,7 +193,7 @@ nlohmann::json MoeSimReport::to_json() const {
   j["Q_bytes"] = Q;
   j["d_knee"] = d_knee;
   for (const MoeScheduleRun* run : {&wave, &interleaved}) {
-    nlohmann::json s = run->sim.to_json(false);
+    nlohmann::json s = run->sim.to_json(with_tiles);
     s["schedule"] = run->schedule;
     if (run->schedule == "interleaved") s["lead"] = run->lead;
     else s["experts_per_wave"] = run->experts_per_wave;

@@ -90,6 +90,19 @@ TEST(CliSimulate, JsonIsCompleteAndDeterministic) {
   EXPECT_NE(other["local_tokens"], j["local_tokens"]);
 }
 
+TEST(CliSimulate, PerTileTimelines) {
+  const CliRun r = xstage(kMoe + " --json --tiles");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  for (const auto& s : j["schedules"]) {
+    long long tiles = 0;
+    for (const auto& k : s["kinds"]) tiles += k["tiles"].get<long long>();
+    ASSERT_EQ(s["tiles"].size(), size_t(tiles));
+    for (const auto& t : s["tiles"]) ASSERT_LE(t["issue_start_us"].get<double>(), t["issue_end_us"].get<double>());
+  }
+  expect_usage(kMoe + " --tiles", "--tiles needs --json");
+}
+
 TEST(CliSimulate, ExplicitSettingsAreUsed) {
   const CliRun r = xstage(kMoe + " -D 3 --experts-per-wave 2 -K 64 -P 4 --roles 2 --dtype bf16 --staging 0.2us --json");
   ASSERT_EQ(r.code, 0) << r.err;

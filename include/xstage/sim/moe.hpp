@@ -72,7 +72,7 @@ struct MoeSimReport {
   int d_knee = 0;
   MoeScheduleRun wave, interleaved;
   double speedup() const { return wave.sim.total_time / interleaved.sim.total_time; }
-  nlohmann::json to_json() const;
+  nlohmann::json to_json(bool with_tiles = false) const;
 };
 
 // Validates the configuration (UsageError naming the bad value), routes, builds and simulates both
