@@ -65,16 +65,17 @@ void print_report(std::ostream& os, const sim::MoeSimReport& r) {
      << " TFLOP/s; L2 remote bytes " << fmt(r.l2_bytes / 1024, 1) << " KB per full tile (remote fraction "
      << fmt(double(c.world - 1) / c.world, 2) << "); K = " << c.sms << " producers, " << c.roles
      << " per instance, staging depth " << c.staging << ", epilogue staging " << us(c.epi_time) << " us\n";
-  Table t({"schedule", "setting", "total us", "L2 T_iss us", "L2 T_RS us", "T_RS max us", "MMA stall us/SM",
-           "starved us/SM", "peak q MB"});
+  Table t({"schedule", "setting", "total us", "L2 T_iss us", "L2 T_RS us", "T_RS max us", "stall/tile us",
+           "MMA stall us/SM", "starved us/SM", "peak q MB"});
   for (const sim::MoeScheduleRun* run : {&r.wave, &r.interleaved}) {
     const sim::SimResult& s = run->sim;
     const sim::KindSummary& l2 = s.kinds.at(1);
     const std::string setting = run->schedule == "interleaved"
                                     ? "D = " + std::to_string(run->lead) + (run->lead == r.d_knee ? " (D_knee)" : "")
                                     : std::to_string(run->experts_per_wave) + " experts/wave";
+    const double tiles = double(s.tiles.size());
     t.row({run->schedule, setting, us(s.total_time, 1), us(l2.tiss_mean), us(l2.t_rs_mean), us(l2.t_rs_max),
-           us(s.mma_stall_total / s.producers), us(s.starvation_total / s.producers), mb(s.peak_outstanding)});
+           us(s.mma_stall_total / tiles, 3), us(s.mma_stall_total / s.producers), us(s.starvation_total / s.producers), mb(s.peak_outstanding)});
   }
   t.print(os);
   os << "predicted speedup (expert-wave / interleaved): " << fmt(r.speedup(), 3) << "x\n";
@@ -129,6 +130,8 @@ void add_simulate_moe(CLI::App* sim) {
     m.out_bytes = o->out_bytes;
     XSTAGE_REQUIRE(o->tflops >= 0, "--tflops must be positive, got ", o->tflops);
     m.tc_rate = o->tflops * 1e12;
+    XSTAGE_REQUIRE(m.tc_rate > 0 || (m.dtype_bytes == 1 ? p.tc_fp8 : p.tc_bf16) > 0, "platform '", p.name,
+                   "' records no ", o->dtype, " tensor-core rate: give --tflops");
     XSTAGE_REQUIRE(o->K >= 0, "-K must be positive, got ", o->K);
     m.sms = o->K;  // 0: the platform's
     m.world = o->P > 0 ? o->P : p.world_size;

@@ -119,7 +119,7 @@ MoeSimReport simulate_moe(const model::Platform& platform, MoeLayerConfig c) {
     if (load > best) best = load, rep.rank = r;  // the most loaded rank (lowest index on ties)
   }
   rep.local_tokens.assign(routed.begin() + rep.rank * local, routed.begin() + (rep.rank + 1) * local);
-  rep.mean_rank_tokens = double(c.world) * c.tokens_per_rank * c.topk / c.world;
+  rep.mean_rank_tokens = double(c.tokens_per_rank) * c.topk;  // P*T*k pairs over P ranks
   sched::MoeLayoutStorage layout(rep.local_tokens, c.b_m, rep.l1_ntiles, rep.l2_ntiles);
   rep.rows = layout.rows();
 

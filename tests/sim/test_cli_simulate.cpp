@@ -133,6 +133,7 @@ TEST(CliSimulate, BadInputIsOneErrorLineAndExitTwo) {
   expect_usage(base + " --hidden 4096 --inter 1024 --depth 0", "staging depth");
   expect_usage("simulate moe --experts 32 --topk 40 --hidden 4096 --inter 1024", "exceeds the expert count");
   expect_usage("simulate moe --experts 32 --topk 8 --inter 1024", "--hidden");  // missing required option
+  expect_usage(base + " --hidden 4096 --inter 1024 --platform paper-b200", "--tflops");  // preset without a rate
 }
 
 }  // namespace
