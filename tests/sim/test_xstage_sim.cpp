@@ -412,3 +412,49 @@ TEST(MoeSimulate, EightRanksSkewedStallsUnderExpertWaveOnly) {
 }
 
 }  // namespace
+
+namespace {
+
+// Random tiles over the fluid's edge cases (Q = 0, Q = infinity, zero-time mainloops, zero- and 1-byte
+// bursts, an issue floor plus a rate): every run terminates, and the conservation bounds hold.
+TEST(XstageSim, FluidEdgeCasesTerminateAndConserve) {
+  std::mt19937 rng(42);
+  const double inf = std::numeric_limits<double>::infinity();
+  for (int it = 0; it < 300; ++it) {
+    SimConfig cfg;
+    cfg.R = 1e9 * (1 + rng() % 500);
+    const double Qs[] = {0.0, 1.0, 5e4, 3e6, inf};
+    cfg.Q = Qs[rng() % 5];
+    const double floor_s = (rng() % 3) * 0.2 * us, rate = 1e10 * (1 + rng() % 50);
+    cfg.tiss0 = [floor_s, rate](double b) { return std::max(floor_s, b / rate) + 1e-12; };
+    cfg.staging_depth = 1 + int(rng() % 3);
+    const int K = 1 + int(rng() % 6);
+    std::vector<std::vector<SimTile>> prods(K);
+    double bytes = 0;
+    for (auto& seq : prods) {
+      const int n = int(rng() % 12);
+      for (int i = 0; i < n; ++i) {
+        SimTile t;
+        t.mma_time = (rng() % 3) * 0.5 * us;
+        t.epi_time = (rng() % 4 == 0) * 0.1 * us;
+        const double sizes[] = {0.0, 1.0, 4096.0, 1e6};
+        t.remote_bytes = sizes[rng() % 4];
+        bytes += t.remote_bytes;
+        seq.push_back(t);
+      }
+    }
+    const SimResult r = simulate(cfg, prods);
+    SCOPED_TRACE(::testing::Message() << "case " << it << " R " << cfg.R << " Q " << cfg.Q);
+    EXPECT_LE(r.peak_outstanding, cfg.Q);
+    EXPECT_GE(r.drain_end * (1 + 1e-9) + 1e-15, bytes / cfg.R);
+    if (std::isfinite(cfg.Q)) {
+      EXPECT_GE(r.issue_end * (1 + 1e-9) + 1e-15, (bytes - cfg.Q) / cfg.R);
+    }
+    for (const auto& t : r.tiles) {
+      ASSERT_GE(t.tiss() * (1 + 1e-9) + 1e-15, t.tiss0);
+      ASSERT_GE(t.issue_start + 1e-15, t.epi_start);
+    }
+  }
+}
+
+}  // namespace
