@@ -12,4 +12,7 @@ if [ "${XSTAGE_PREBUILT:-0}" != 1 ]; then
   cmake --build "$build" -j "$(nproc)"
 fi
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-ctest --test-dir "$build" -L "^${label}\$" --output-on-failure -j "$(nproc)"
+# GPU tests run one at a time: they share the GPUs, and some of them time the hardware.
+jobs=$(nproc)
+[ "$label" = gpu ] && jobs=1
+ctest --test-dir "$build" -L "^${label}\$" --output-on-failure -j "$jobs"
