@@ -5,11 +5,7 @@
 // (V >= 0, R > 0, T_iss^0 >= 0, Q >= 0); the design layer (design.hpp) checks user input.
 #include <cmath>
 
-#if defined(__CUDACC__)
-#define XSTAGE_HD __host__ __device__
-#else
-#define XSTAGE_HD
-#endif
+#include "xstage/common/hd.hpp"
 
 namespace xstage::model::bg {
 
