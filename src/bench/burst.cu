@@ -29,6 +29,15 @@ __global__ void __launch_bounds__(1024) burst_kernel(BurstParams a) {
     char* dst = runtime::peer<char>(a.win, region_offset(a.rank, prod, a.K, a.B), target);
     const uint32_t period_words = a.period_bytes / 4;
     uint64_t next = ptx::clock_cycles();
+    // Lane 0 keeps the previous burst's stamps in registers and stores them inside the next burst
+    // (after its start stamp): a store between bursts could wait for a free slot behind the
+    // outstanding remote stores, and that wait would be counted as gap.
+    uint64_t pg0 = 0, pg1 = 0, pc0 = 0, pc1 = 0;
+    auto put_stamps = [&](int burst) {
+      ulonglong2* s = reinterpret_cast<ulonglong2*>(a.stamps + (static_cast<size_t>(burst) * a.K + prod) * 4);
+      s[0] = make_ulonglong2(pg0, pg1);
+      s[1] = make_ulonglong2(pc0, pc1);
+    };
     for (int b = 0; b < a.bursts; ++b) {
       const uint32_t seed = fill_seed(a.rank, b, prod);
       if constexpr (kPath == Path::Tma) {
@@ -36,35 +45,38 @@ __global__ void __launch_bounds__(1024) burst_kernel(BurstParams a) {
         for (uint32_t w = lane; w < period_words; w += lanes) stage[w] = fill_word(seed, w);
         ptx::fence_proxy_async_shared_cta();
       }
-      ptx::spin_until_cycle(next);  // the gap G: producer-side work, no remote stores
-      // Burst-start barrier across this rank's producers: every burst is one aggregate burst of
-      // V = K*B (without it, unfair service lets producers drift bursts apart). Its wait is gap time.
-      // Relaxed on purpose: a release would wait for the previous burst's remote stores to complete.
-      psync();
-      if (lane == 0) {
-        ptx::red_add_relaxed_gpu_u32(a.arrive + b, 1);
-        const uint64_t t0 = ptx::globaltimer_ns();
-        uint32_t got;
-        while ((got = ptx::ld_relaxed_gpu_u32(a.arrive + b)) < static_cast<uint32_t>(a.active)) {
-          if (ptx::globaltimer_ns() - t0 > a.timeout_ns) {
-            if (atomicCAS(&a.err->code, 0, 2) == 0) {
-              a.err->rank = a.rank;
-              a.err->peer = a.rank;
-              a.err->index = b;
-              a.err->expected = a.active;
-              a.err->got = got;
-              printf("xstage: rank %d: burst-start barrier of burst %d timed out: %u of %d producers arrived\n",
-                     a.rank, b, got, a.active);
+      ptx::spin_until_cycle(next);  // the gap G: producer-side work, no memory operations
+      if (a.align_bursts) {
+        // Isolated bursts only: every producer of this rank starts burst b together (one aggregate
+        // burst of V = K*B). The recovery gap has drained the previous burst, so these atomics do
+        // not queue behind remote stores. Relaxed: a release would wait for those stores anyway.
+        psync();
+        if (lane == 0) {
+          ptx::red_add_relaxed_gpu_u32(a.arrive + b, 1);
+          const uint64_t t0 = ptx::globaltimer_ns();
+          uint32_t got;
+          while ((got = ptx::ld_relaxed_gpu_u32(a.arrive + b)) < static_cast<uint32_t>(a.active)) {
+            if (ptx::globaltimer_ns() - t0 > a.timeout_ns) {
+              if (atomicCAS(&a.err->code, 0, 2) == 0) {
+                a.err->rank = a.rank;
+                a.err->peer = a.rank;
+                a.err->index = b;
+                a.err->expected = a.active;
+                a.err->got = got;
+                printf("xstage: rank %d: burst-start barrier of burst %d timed out: %u of %d producers arrived\n",
+                       a.rank, b, got, a.active);
+              }
+              break;
             }
-            break;
           }
         }
       }
-      psync();
+      psync();  // the whole producer starts its burst after the gap
       uint64_t g0 = 0, c0 = 0;
       if (lane == 0) {
         g0 = ptx::globaltimer_ns();
         c0 = ptx::clock_cycles();
+        if (b > 0) put_stamps(b - 1);  // part of this burst's issue (32 bytes next to B)
       }
       if constexpr (kPath == Path::St) {
         for (uint32_t off = lane * 16u; off < a.B; off += lanes * 16u) {
@@ -79,21 +91,21 @@ __global__ void __launch_bounds__(1024) burst_kernel(BurstParams a) {
             ptx::tma_store_bulk(dst + off, reinterpret_cast<const char*>(stage) + off % a.period_bytes, n);
           }
           ptx::bulk_commit_group();
-          // Sender-visible end of a TMA burst: the staging buffer may be reused.
+          // Sender-visible end of a TMA burst: the staging buffer may be reused (the bulk engine has
+          // read it, which it can only do as fast as the fabric accepts the writes).
           ptx::bulk_wait_group_read_0();
         }
       }
-      psync();
+      psync();  // every store of the burst has been issued (St) / the staging has been read (TMA)
       if (lane == 0) {
-        const uint64_t c1 = ptx::clock_cycles(), g1 = ptx::globaltimer_ns();
-        uint64_t* s = a.stamps + (static_cast<size_t>(b) * a.K + prod) * 4;
-        s[0] = g0;
-        s[1] = g1;
-        s[2] = c0;
-        s[3] = c1;
+        pc1 = ptx::clock_cycles();
+        pg1 = ptx::globaltimer_ns();
+        pg0 = g0;
+        pc0 = c0;
       }
       next = ptx::clock_cycles() + a.gap_cycles;
     }
+    if (lane == 0) put_stamps(a.bursts - 1);
     if constexpr (kPath == Path::Tma) {
       if (lane == 0) ptx::bulk_wait_group_0();  // writes performed before the release below
     }

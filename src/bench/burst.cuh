@@ -3,6 +3,10 @@
 // One producer (a CTA, or a warp) stores B bytes per burst to its destination, then does G of
 // producer-side work (a calibrated clock64 spin), `bursts` times. Thread 0 of each producer stamps
 // burst start/end with %globaltimer (common clock across SMs) and clock64 (precise within the SM).
+// Periodic bursts run free after the initial LSA barrier: between two bursts a producer touches no
+// memory (a per-burst barrier's atomics would queue behind the outstanding remote stores and hide
+// the backpressure as "gap"). Isolated bursts (align_bursts) are re-aligned by a per-burst barrier,
+// which is harmless there because the recovery gap has drained everything before it runs.
 #include <cuda_runtime.h>
 #include <nccl.h>
 #include <nccl_device.h>
@@ -29,7 +33,8 @@ struct BurstParams {
   bool local;         // control: every producer stores into its own rank's window instead
   uint32_t period_bytes;  // fill pattern repeats every period_bytes inside a producer region (TMA staging)
   uint64_t* stamps;   // [bursts][K][4]: globaltimer start, end; clock64 start, end
-  uint32_t* arrive;   // [bursts] zeroed: burst-start barrier counters (producers start each burst together)
+  bool align_bursts;  // isolated mode: a burst-start barrier across this rank's producers before every burst
+  uint32_t* arrive;   // [bursts] zeroed: burst-start barrier counters (align_bursts only)
   int active;         // producers of this rank that store (arrivals expected per burst)
   runtime::DeviceError* err;
   uint64_t timeout_ns;

@@ -32,40 +32,94 @@ Pattern parse_pattern(const std::string& s) {
 
 }  // namespace
 
-Result burst_stats(const std::vector<uint64_t>& st, int bursts, int K, const std::vector<bool>& active, int warm,
-                   double clk_ghz) {
-  XSTAGE_REQUIRE(bursts > warm && warm >= 0, "burst_stats: need bursts > warm >= 0, got ", bursts, ", ", warm);
+Result burst_stats(const std::vector<uint64_t>& st, int bursts, int K, const std::vector<bool>& active, bool periodic,
+                   int warm, int tail, double clk_ghz) {
+  XSTAGE_REQUIRE(warm >= 0 && tail >= 0, "burst_stats: need warm, tail >= 0, got ", warm, ", ", tail);
+  XSTAGE_REQUIRE(periodic ? bursts - 1 - tail > warm : bursts > warm, "burst_stats: ", bursts,
+                 " bursts leave no steady window after ", warm, " warm-up", periodic ? " and " : "",
+                 periodic ? std::to_string(tail) + " tail bursts" : std::string());
   XSTAGE_REQUIRE(st.size() >= static_cast<size_t>(bursts) * K * 4, "burst_stats: stamp buffer too small");
-  Result r;
-  std::vector<double> tiss, gaps;
-  std::vector<double> first_start(bursts, 0), last_end(bursts, 0);
-  bool any = false;
+  XSTAGE_REQUIRE(clk_ghz > 0, "burst_stats: clock must be > 0 GHz, got ", clk_ghz);
+  auto at = [&](int b, int p) { return &st[(static_cast<size_t>(b) * K + p) * 4]; };
+  std::vector<int> prods;
+  for (int p = 0; p < K; ++p)
+    if (active[p]) prods.push_back(p);
+  XSTAGE_REQUIRE(!prods.empty(), "burst_stats: no active producer");
   // %globaltimer is ~1.8e18 ns: as a double it would be quantized to 256 ns, so subtract a base first.
   uint64_t base = ~uint64_t(0);
   for (int b = 0; b < bursts; ++b)
-    for (int p = 0; p < K; ++p)
-      if (active[p]) base = std::min(base, st[(static_cast<size_t>(b) * K + p) * 4]);
+    for (int p : prods) base = std::min(base, at(b, p)[0]);
+  auto start = [&](int b, int p) { return static_cast<double>(at(b, p)[0] - base); };
+  auto span = [&](int b, int p) { return static_cast<double>(at(b, p)[3] - at(b, p)[2]) / clk_ghz; };
+  // Per burst index: first start and last end across producers (end = start + exact clock64 span).
+  std::vector<double> first_start(bursts), agg_span(bursts);
   for (int b = 0; b < bursts; ++b) {
     double s_min = std::numeric_limits<double>::infinity(), e_max = -s_min;
-    for (int p = 0; p < K; ++p) {
-      if (!active[p]) continue;
-      any = true;
-      const uint64_t* s = &st[(static_cast<size_t>(b) * K + p) * 4];
-      double start = static_cast<double>(s[0] - base);
-      double end = start + static_cast<double>(s[3] - s[2]) / clk_ghz;
-      s_min = std::min(s_min, start);
-      e_max = std::max(e_max, end);
+    for (int p : prods) {
+      s_min = std::min(s_min, start(b, p));
+      e_max = std::max(e_max, start(b, p) + span(b, p));
     }
     first_start[b] = s_min;
-    last_end[b] = e_max;
-    if (b > warm) gaps.push_back(s_min - last_end[b - 1]);
-    if (b == 0) r.tiss_first_ns = e_max - s_min;
-    if (b >= warm) tiss.push_back(e_max - s_min);
+    agg_span[b] = e_max - s_min;
   }
-  XSTAGE_REQUIRE(any, "burst_stats: no active producer");
-  r.tiss_ns = median(tiss);
-  r.period_ns = bursts - 1 > warm ? (first_start[bursts - 1] - first_start[warm]) / (bursts - 1 - warm) : 0;
-  r.gap_meas_ns = gaps.empty() ? 0 : median(gaps);
+  Result r;
+  r.tiss_first_ns = agg_span[0];
+  if (!periodic) {
+    std::vector<double> tiss(agg_span.begin() + warm, agg_span.end()), gaps;
+    for (int b = warm + 1; b < bursts; ++b) gaps.push_back(first_start[b] - (first_start[b - 1] + agg_span[b - 1]));
+    r.tiss_ns = r.tiss_span_ns = median(tiss);
+    r.period_ns = bursts - 1 > warm ? (first_start[bursts - 1] - first_start[warm]) / (bursts - 1 - warm) : 0;
+    r.gap_meas_ns = median(gaps);
+    std::vector<double> med;
+    for (int p : prods) {
+      std::vector<double> v;
+      for (int b = warm; b < bursts; ++b) v.push_back(span(b, p));
+      med.push_back(median(v));
+    }
+    r.tiss_prod_med_ns = median(med);
+    r.steady_bursts = bursts - warm;
+    return r;
+  }
+  // Periodic: the steady window on the common clock (every producer past warm-up, none in its tail).
+  const int last_idx = bursts - 1 - tail;
+  double t_a = -std::numeric_limits<double>::infinity(), t_b = -t_a;
+  for (int p : prods) {
+    t_a = std::max(t_a, start(warm, p));
+    t_b = std::min(t_b, start(last_idx, p));
+  }
+  double inv_sum = 0, gap_sum = 0, p_min = std::numeric_limits<double>::infinity(), p_max = 0;
+  int steady = std::numeric_limits<int>::max();
+  std::vector<double> med_spans;
+  for (int p : prods) {
+    int lo = warm, hi = last_idx;  // bursts of p that start inside [t_a, t_b]
+    while (lo <= last_idx && start(lo, p) < t_a) ++lo;
+    while (hi >= warm && start(hi, p) > t_b) --hi;
+    steady = std::min(steady, std::max(0, hi - lo + 1));
+    if (hi - lo < 1) lo = warm, hi = last_idx;  // drifted out of the common window: its own steady bursts
+    const uint64_t* s_lo = at(lo, p);
+    const uint64_t* s_hi = at(hi, p);
+    const double P = static_cast<double>(s_hi[2] - s_lo[2]) / clk_ghz / (hi - lo);
+    double g = 0;
+    std::vector<double> spans;
+    for (int b = lo; b < hi; ++b) {
+      g += static_cast<double>(at(b + 1, p)[2] - at(b, p)[3]) / clk_ghz;
+      spans.push_back(span(b, p));
+    }
+    XSTAGE_CHECK(P > 0, "burst_stats: producer ", p, " has a non-increasing clock64 over its bursts");
+    inv_sum += 1 / P;
+    gap_sum += g / (hi - lo);
+    p_min = std::min(p_min, P);
+    p_max = std::max(p_max, P);
+    med_spans.push_back(median(spans));
+  }
+  const double n = static_cast<double>(prods.size());
+  r.period_ns = n / inv_sum;  // harmonic mean: V / period = sum_i B / P_i
+  r.gap_meas_ns = gap_sum / n;
+  r.tiss_ns = r.period_ns - r.gap_meas_ns;
+  r.tiss_span_ns = median(std::vector<double>(agg_span.begin() + warm, agg_span.begin() + last_idx + 1));
+  r.tiss_prod_med_ns = median(med_spans);
+  r.period_spread = p_max / p_min;
+  r.steady_bursts = steady;
   return r;
 }
 
@@ -193,6 +247,8 @@ Result Bench::run(const Config& c) {
   // TMA stages at most 32 KB per CTA in shared memory; the fill pattern repeats with that period.
   p.period_bytes = path == Path::Tma ? std::min<uint32_t>(c.B, 32768) : c.B;
   p.stamps = I.stamps;
+  // Isolated bursts are re-aligned before every burst (after a full recovery); periodic ones run free.
+  p.align_bursts = c.mode == "isolated";
   p.err = I.err;
   p.arrive = I.arrive;
   p.timeout_ns = static_cast<uint64_t>(I.opt.timeout_s * 1e9);
@@ -207,7 +263,10 @@ Result Bench::run(const Config& c) {
     sender |= active[q];
     p.active += active[q];
   }
-  const int warm = c.mode == "isolated" ? 1 : c.bursts / 4;
+  // Steady state of periodic bursts: skip the first quarter (the X-Stage fills up) and the last
+  // eighth (producers that finish early leave the drain to the others). Isolated: skip burst 0.
+  const bool periodic = c.mode != "isolated";
+  const int warm = periodic ? c.bursts / 4 : 1, tail = periodic ? c.bursts / 8 : 0;
   std::vector<Result> runs;
   long long wrong = 0;
   for (int run = 0; run <= I.opt.runs; ++run) {  // run 0 is the warm-up
@@ -232,7 +291,7 @@ Result Bench::run(const Config& c) {
     if (sender) {
       I.check(cudaMemcpy(I.host_stamps.data(), I.stamps, static_cast<size_t>(c.bursts) * c.K * 4 * sizeof(uint64_t),
                          cudaMemcpyDeviceToHost), "cudaMemcpy stamps");
-      r = burst_stats(I.host_stamps, c.bursts, c.K, active, warm, clk_ghz_);
+      r = burst_stats(I.host_stamps, c.bursts, c.K, active, periodic, warm, tail, clk_ghz_);
       if (!c.dump.empty() && run == 1 && comm.rank() == 0) {
         std::ofstream f(c.dump, std::ios::app);
         for (int b = 0; b < c.bursts; ++b)
@@ -257,11 +316,33 @@ Result Bench::run(const Config& c) {
     return comm.allreduce(median(v), ncclMax);
   };
   Result out;
-  out.tiss_ns = med(&Result::tiss_ns);
   out.period_ns = med(&Result::period_ns);
   out.wall_us = med(&Result::wall_us);
-  out.gap_meas_ns = med(&Result::gap_meas_ns);
+  if (periodic) {
+    // T_iss = period - G of one rank (the slowest sender): take G from the rank whose period won.
+    std::vector<double> v;
+    for (auto& r : runs) v.push_back(r.period_ns);
+    const bool mine = sender && median(v) == out.period_ns;
+    v.clear();
+    for (auto& r : runs) v.push_back(r.gap_meas_ns);
+    out.gap_meas_ns = comm.allreduce(mine ? median(v) : -std::numeric_limits<double>::infinity(), ncclMax);
+    out.tiss_ns = out.period_ns - out.gap_meas_ns;
+  } else {
+    out.tiss_ns = med(&Result::tiss_ns);
+    out.gap_meas_ns = med(&Result::gap_meas_ns);
+  }
   out.tiss_first_ns = med(&Result::tiss_first_ns);
+  out.tiss_span_ns = med(&Result::tiss_span_ns);
+  out.tiss_prod_med_ns = med(&Result::tiss_prod_med_ns);
+  out.period_spread = med(&Result::period_spread);
+  {
+    // The fewest steady bursts of any producer in any run of any sending rank (0 or 1: some
+    // producer drifted out of the common window).
+    double lo = 1e9;
+    for (auto& r : runs)
+      if (sender) lo = std::min(lo, static_cast<double>(r.steady_bursts));
+    out.steady_bursts = static_cast<int>(comm.allreduce(lo, ncclMin));
+  }
   out.wrong = comm.allreduce(wrong, ncclSum);
   return out;
 }
@@ -355,7 +436,7 @@ model::Sample to_sample(const Config& c, const Result& r) {
   s.K = c.K;
   s.B = c.B;
   s.V = static_cast<double>(c.K) * c.B;
-  // G is the measured aggregate gap (last end -> next first start): it includes the burst-start barrier.
+  // G is the measured producer-side gap (mean end of a burst -> start of the next; no barrier in it).
   s.gap_ns = c.mode == "gap" ? r.gap_meas_ns : 0;
   s.tiss_ns = r.tiss_ns;
   s.period_ns = c.mode == "isolated" ? 0 : r.period_ns;
@@ -373,18 +454,20 @@ void write_csv(const std::string& path, const std::vector<Config>& cs, const std
   std::ofstream f(path);
   XSTAGE_CHECK(f.good(), "cannot write ", path);
   f << "mode,target,K,B,V,gap_ns,tiss_ns,period_ns,wall_us,bursts,path,pattern,producer,wrong,"
-       "gap_req_ns,gap_rec_ns,tiss_first_ns,src,dst,world,threads\n";
-  char buf[512];
+       "gap_req_ns,gap_rec_ns,tiss_first_ns,src,dst,world,threads,tiss_span_ns,tiss_prod_med_ns,period_spread,"
+       "steady_bursts\n";
+  char buf[640];
   for (size_t i = 0; i < cs.size(); ++i) {
     const Config& c = cs[i];
     const Result& r = rs[i];
     model::Sample s = to_sample(c, r);
-    std::snprintf(buf, sizeof buf, "%s,%s,%d,%.0f,%.0f,%.1f,%.1f,%.1f,%.2f,%d,%s,%s,%s,%lld,%.1f,%.1f,%.1f,%d,%d,%d,%d\n",
+    std::snprintf(buf, sizeof buf, "%s,%s,%d,%.0f,%.0f,%.1f,%.1f,%.1f,%.2f,%d,%s,%s,%s,%lld,%.1f,%.1f,%.1f,%d,%d,%d,%d,%.1f,%.1f,%.3f,%d\n",
                   s.mode.c_str(), s.target.c_str(), s.K, s.B, s.V, s.gap_ns, s.tiss_ns, s.period_ns, s.wall_us,
                   s.bursts, s.path.c_str(), s.pattern.c_str(), s.producer.c_str(), s.wrong,
                   c.mode == "gap" ? c.gap_ns : 0.0,
                   c.mode == "isolated" ? c.gap_ns : 0.0, r.tiss_first_ns, c.pattern == "p2p" ? c.src : -1,
-                  c.pattern == "p2p" ? c.dst : -1, world, c.producer == "warp" ? 128 : threads);
+                  c.pattern == "p2p" ? c.dst : -1, world, c.producer == "warp" ? 128 : threads, r.tiss_span_ns,
+                  r.tiss_prod_med_ns, r.period_spread, r.steady_bursts);
     f << buf;
   }
   XSTAGE_CHECK(f.good(), "error writing ", path);

@@ -31,17 +31,33 @@ struct Config {
 };
 
 struct Result {
-  double tiss_ns = 0, period_ns = 0, wall_us = 0, gap_meas_ns = 0, tiss_first_ns = 0;
+  // Aggregate figures (the fit reads these): T_iss, period, measured gap G, kernel wall time.
+  double tiss_ns = 0, period_ns = 0, wall_us = 0, gap_meas_ns = 0;
+  // Diagnostics: aggregate span of burst 0 (aligned by the initial barrier); per burst index, first
+  // start -> last end across producers (median over the steady bursts); median over producers of
+  // each producer's median span; slowest / fastest producer period; fewest steady bursts of a producer.
+  double tiss_first_ns = 0, tiss_span_ns = 0, tiss_prod_med_ns = 0, period_spread = 1;
+  int steady_bursts = 0;
   long long wrong = 0;
 };
 
-// Burst statistics from one producer set's stamps ([bursts][K][4]: gt start, gt end, clk start, clk end).
-// Spans come from clock64 (cycles / clk_ghz), placed on the common clock at their %globaltimer start:
-// T_iss(b) = max_p end − min_p start (burst b of every producer: the kernel starts each burst
-// together); period = mean start-to-start of the aggregate burst over bursts [warm, n); gap = median
-// aggregate gap, last end of burst b → first start of burst b+1. Only producers with active[p].
+// Burst statistics from one rank's stamps ([bursts][K][4]: gt start, gt end, clk start, clk end) of
+// the producers with active[p]. A producer's durations come from clock64 (cycles / clk_ghz, exact
+// within its SM); %globaltimer (common to all SMs) places them on one clock.
+//
+// periodic (zerogap, gap; producers run free after the initial barrier): the steady window is the
+// common-clock interval in which every producer is past its first `warm` bursts and before its last
+// `tail` bursts: [max_i start_i(warm), min_i start_i(bursts-1-tail)]. Per producer i, P_i = mean
+// start-to-start period of its bursts that start in the window, gap_i = mean end -> next start.
+// Aggregate period = harmonic mean of the P_i (sum_i B/P_i is the aggregate issue rate, = V/period),
+// gap = mean of the gap_i, T_iss = period - gap. A producer with fewer than 2 bursts in the window
+// (drifted far) uses its own bursts [warm, bursts-tail) instead.
+//
+// aligned (isolated: every burst starts together): T_iss = median over bursts [warm, bursts) of
+// last end - first start; period = mean start-to-start of the first starts; gap = median last end ->
+// next first start.
 Result burst_stats(const std::vector<uint64_t>& stamps, int bursts, int K, const std::vector<bool>& active,
-                   int warm, double clk_ghz);
+                   bool periodic, int warm, int tail, double clk_ghz);
 
 // Producers: CTAs (blockDim = threads) or warps (4 per CTA); the sweep's K values from the SM count.
 std::vector<int> k_sweep(int sm_count);  // {SMs/4, SMs/2, SMs}, rounded, distinct, >= 1

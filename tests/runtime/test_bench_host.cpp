@@ -1,9 +1,11 @@
 // Host-side benchmark logic: K sweep from the SM count, test-case sweeps and skip rules, and the
-// burst statistics (aggregate spans on the common clock).
+// burst statistics (periodic: steady window on the common clock, harmonic-mean aggregate period;
+// isolated: aligned aggregate spans).
 #include <gtest/gtest.h>
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <set>
 
 #include "calib.hpp"
@@ -57,6 +59,17 @@ TEST(Sweep, CasesFollowTheDeviceAndTheWorld) {
       }
       EXPECT_EQ(ks, (std::set<int>{25, 50, 100}));
       EXPECT_NEAR(gmax, 1.5 * 100 * 32768 / 400e9 * 1e9, 1e-6);  // 1.5 x V/R at K = SMs, B = 32 KB
+      // At K = SMs, both B = 8 KB (its burst fits the outstanding capacity) and 32 KB sweep G from 0
+      // to 1.5 V/R, remote and local on the same grid.
+      for (uint32_t B : {8192u, 32768u})
+        for (bool local : {false, true}) {
+          std::vector<double> g;
+          for (auto& c : cs)
+            if (c.K == 100 && c.B == B && c.local == local) g.push_back(c.gap_ns);
+          ASSERT_GE(g.size(), 10u) << B << " " << local;
+          EXPECT_EQ(*std::min_element(g.begin(), g.end()), 0);
+          EXPECT_NEAR(*std::max_element(g.begin(), g.end()), 1.5 * 100.0 * B / 400e9 * 1e9, 1e-6);
+        }
     }
     if (tc->key() == "pairs_st_p2p_cta") {
       EXPECT_EQ(cs.size(), 4u * 3u - 1u);  // every ordered pair of P = 4 but 0 -> 1
@@ -70,33 +83,116 @@ TEST(Sweep, CasesFollowTheDeviceAndTheWorld) {
   for (auto& tc : all_cases()) EXPECT_NE(tc->skip_reason(ctx), "") << tc->key();
 }
 
-// stamps[b][p] = {gt start, gt end, clk start, clk end}
-static void stamp(std::vector<uint64_t>& s, int K, int b, int p, uint64_t g0, double span_ns, double ghz) {
-  uint64_t* x = &s[(size_t(b) * K + p) * 4];
-  x[0] = g0;
-  x[1] = g0 + uint64_t(span_ns);
-  x[2] = 1000;
-  x[3] = 1000 + uint64_t(span_ns * ghz + 0.5);
+// Synthetic stamps: stamps[b][p] = {gt start, gt end, clk start, clk end}. Every producer has its
+// own clock64 origin (different SMs) and the %globaltimer epoch is realistic (~1.8e18 ns), so the
+// statistics must take durations from clock64 and only place them with %globaltimer.
+struct Stamps {
+  int K, n;
+  double ghz;
+  std::vector<uint64_t> s;
+  Stamps(int K_, int n_, double ghz_) : K(K_), n(n_), ghz(ghz_), s(size_t(n_) * K_ * 4) {}
+  static constexpr uint64_t kEpoch = 1795991597776461280ull;
+  // Producer p: burst b starts at t (ns after the epoch) and lasts span ns.
+  void set(int b, int p, double t, double span) {
+    uint64_t* x = &s[(size_t(b) * K + p) * 4];
+    const uint64_t clk0 = 1000003ull * (p + 1);  // per-SM clock64 origin
+    x[0] = kEpoch + uint64_t(t);
+    x[1] = kEpoch + uint64_t(t + span);
+    x[2] = clk0 + uint64_t(t * ghz + 0.5);
+    x[3] = clk0 + uint64_t((t + span) * ghz + 0.5);
+  }
+  // Producer p runs free from t0: burst b lasts span(b), then gap(b).
+  template <class F, class G>
+  void run(int p, double t0, F span, G gap) {
+    double t = t0;
+    for (int b = 0; b < n; ++b) {
+      set(b, p, t, span(b));
+      t += span(b) + gap(b);
+    }
+  }
+};
+
+TEST(Stats, PeriodicEqualProducers) {
+  Stamps st(3, 32, 2.0);
+  for (int p = 0; p < 3; ++p)  // staggered starts, same steady burst: span 700, gap 300
+    st.run(p, 50.0 * p, [](int b) { return b < 3 ? 200.0 : 700.0; }, [](int) { return 300.0; });
+  Result r = burst_stats(st.s, st.n, st.K, {true, true, true}, true, 8, 4, st.ghz);
+  EXPECT_NEAR(r.period_ns, 1000, 1e-6);
+  EXPECT_NEAR(r.gap_meas_ns, 300, 1e-6);
+  EXPECT_NEAR(r.tiss_ns, 700, 1e-6);  // = period - gap
+  EXPECT_NEAR(r.tiss_prod_med_ns, 700, 1e-6);
+  EXPECT_NEAR(r.tiss_span_ns, 800, 1e-6);  // first start -> last end: 100 ns of stagger on top
+  EXPECT_NEAR(r.period_spread, 1, 1e-12);
+  EXPECT_NEAR(r.tiss_first_ns, 300, 1e-6);  // burst 0 (short warm-up burst)
+  // Common window [start_2(8), start_0(27)] = [6.6 us, 25.5 us]: producer 1 (50 ns after producer
+  // 0) has the fewest bursts starting in it, 9..26.
+  EXPECT_EQ(r.steady_bursts, 18);
 }
 
-TEST(Stats, AggregateSpansOnTheCommonClock) {
+// Unfair service: producer 1 is served at half the rate of producer 0. The aggregate issue rate is
+// B/P_0 + B/P_1, i.e. the harmonic mean of the periods, not their mean or median.
+TEST(Stats, PeriodicHarmonicMeanOfProducerPeriods) {
+  Stamps st(2, 40, 1.98);
+  st.run(0, 0, [](int) { return 600.0; }, [](int) { return 400.0; });   // P_0 = 1000
+  st.run(1, 0, [](int) { return 1600.0; }, [](int) { return 400.0; });  // P_1 = 2000
+  Result r = burst_stats(st.s, st.n, st.K, {true, true}, true, 10, 5, st.ghz);
+  const double hm = 2.0 / (1.0 / 1000 + 1.0 / 2000);
+  EXPECT_NEAR(r.period_ns, hm, 0.01);
+  EXPECT_NEAR(r.gap_meas_ns, 400, 0.01);
+  EXPECT_NEAR(r.tiss_ns, hm - 400, 0.02);
+  EXPECT_NEAR(r.period_spread, 2, 1e-4);
+  // Common window [t_a, t_b] = [start_1(10), start_0(34)] = [20 us, 34 us]: producer 0 has bursts
+  // 20..34 in it, producer 1 bursts 10..17.
+  EXPECT_EQ(r.steady_bursts, 8);
+}
+
+// Warm-up bursts (an empty X-Stage: fast) and the tail (the others have finished: fast again) must
+// not move the steady figures; only the bursts in the common window count.
+TEST(Stats, PeriodicSteadyWindowSkipsWarmupAndTail) {
+  const int n = 64, warm = 16, tail = 8;
+  Stamps st(4, n, 2.0);
+  for (int p = 0; p < 4; ++p)
+    st.run(p, 10.0 * p, [&](int b) { return b < 4 || b >= n - 3 ? 400.0 : 2800.0; },
+           [](int) { return 120.0; });
+  Result r = burst_stats(st.s, n, st.K, {true, true, true, true}, true, warm, tail, st.ghz);
+  EXPECT_NEAR(r.period_ns, 2920, 1e-6);
+  EXPECT_NEAR(r.gap_meas_ns, 120, 1e-6);
+  EXPECT_NEAR(r.tiss_ns, 2800, 1e-6);
+  // Inactive producers (no stores on this rank) are ignored, even with garbage stamps.
+  Stamps bad = st;
+  bad.set(20, 2, 9e12, 1);
+  EXPECT_NEAR(burst_stats(bad.s, n, bad.K, {true, true, false, true}, true, warm, tail, bad.ghz).tiss_ns, 2800, 1e-6);
+}
+
+// A producer that drifted out of the common window (it started after the others were done) falls
+// back to its own steady bursts; steady_bursts = 0 flags it.
+TEST(Stats, PeriodicDriftedProducerFallsBack) {
+  Stamps st(2, 16, 2.0);
+  st.run(0, 0, [](int) { return 500.0; }, [](int) { return 500.0; });
+  st.run(1, 1e6, [](int) { return 1500.0; }, [](int) { return 500.0; });
+  Result r = burst_stats(st.s, st.n, st.K, {true, true}, true, 4, 2, st.ghz);
+  EXPECT_EQ(r.steady_bursts, 0);
+  EXPECT_NEAR(r.period_ns, 2.0 / (1.0 / 1000 + 1.0 / 2000), 1e-6);
+  EXPECT_NEAR(r.gap_meas_ns, 500, 1e-6);
+}
+
+TEST(Stats, AlignedBurstsOnTheCommonClock) {
   const int K = 2, n = 5;
-  const double ghz = 2.0;
-  std::vector<uint64_t> s(n * K * 4);
+  Stamps st(K, n, 2.0);
   for (int b = 0; b < n; ++b) {
-    // A realistic %globaltimer epoch (~1.8e18 ns): spans must survive it without 256-ns rounding.
-    const uint64_t t0 = 1795991597776461280ull + 1000 * b;
-    stamp(s, K, b, 0, t0 + 3, 300.5, ghz);    // producer 0: 300.5 ns
-    stamp(s, K, b, 1, t0 + 103, 400.5, ghz);  // producer 1: 100 ns later, 400.5 ns
+    st.set(b, 0, 1000.0 * b + 3, 300.5);    // producer 0: 300.5 ns
+    st.set(b, 1, 1000.0 * b + 103, 400.5);  // producer 1: 100 ns later, 400.5 ns
   }
-  Result r = burst_stats(s, n, K, {true, true}, 1, ghz);
-  EXPECT_NEAR(r.tiss_ns, 500.5, 1e-6);   // first start -> last end
-  EXPECT_NEAR(r.period_ns, 1000, 1e-6);  // start to start
+  Result r = burst_stats(st.s, n, K, {true, true}, false, 1, 0, st.ghz);
+  EXPECT_NEAR(r.tiss_ns, 500.5, 1e-6);      // first start -> last end
+  EXPECT_NEAR(r.period_ns, 1000, 1e-6);     // start to start
   EXPECT_NEAR(r.gap_meas_ns, 499.5, 1e-6);  // aggregate: last end (b) -> first start (b+1)
-  Result one = burst_stats(s, n, K, {true, false}, 1, ghz);
+  EXPECT_NEAR(r.tiss_prod_med_ns, 350.5, 1e-6);
+  Result one = burst_stats(st.s, n, K, {true, false}, false, 1, 0, st.ghz);
   EXPECT_NEAR(one.tiss_ns, 300.5, 1e-6);  // inactive producers are ignored
-  EXPECT_THROW(burst_stats(s, n, K, {false, false}, 1, ghz), xstage::UsageError);
-  EXPECT_THROW(burst_stats(s, n, K, {true, true}, n, ghz), xstage::UsageError);
+  EXPECT_THROW(burst_stats(st.s, n, K, {false, false}, false, 1, 0, st.ghz), xstage::UsageError);
+  EXPECT_THROW(burst_stats(st.s, n, K, {true, true}, false, n, 0, st.ghz), xstage::UsageError);
+  EXPECT_THROW(burst_stats(st.s, n, K, {true, true}, true, 2, 2, st.ghz), xstage::UsageError);  // no window
 }
 
 TEST(Csv, SampleColumnsFollowTheFitSchema) {

@@ -45,7 +45,8 @@ runtime::CommOptions opts(double timeout) {
 }
 
 // The Burst-Gap law's shape at K = SMs, B = 8 KB (below the isolated knee, so the capacity does not
-// bind and T_iss can recover), and byte-exact delivery on every path.
+// bind and T_iss can recover), and byte-exact delivery on every path. Periodic bursts run free (no
+// per-burst barrier), so T_iss is the aggregate period (harmonic mean over producers) minus the gap.
 int scenario_shape() {
   runtime::Communicator comm(child_info(), opts(30));
   int sms = 0;
@@ -74,13 +75,20 @@ int scenario_shape() {
     local[f] = bench.run(g);
     CHILD_EXPECT(remote[f].wrong == 0 && local[f].wrong == 0, "gap %.1f: wrong bytes", f);
     if (comm.rank() == 0)
-      std::printf("G = %.1f V/R: remote T_iss %.3f us, local %.3f us\n", f, remote[f].tiss_ns / 1e3, local[f].tiss_ns / 1e3);
+      std::printf("G = %.1f V/R (V/R %.3f us): remote G %.3f T_iss %.3f period %.3f (span %.3f, per-producer %.3f, "
+                  "spread %.2f, steady %d) us; local G %.3f T_iss %.3f us\n",
+                  f, drain_ns / 1e3, remote[f].gap_meas_ns / 1e3, remote[f].tiss_ns / 1e3, remote[f].period_ns / 1e3,
+                  remote[f].tiss_span_ns / 1e3, remote[f].tiss_prod_med_ns / 1e3, remote[f].period_spread,
+                  remote[f].steady_bursts, local[f].gap_meas_ns / 1e3, local[f].tiss_ns / 1e3);
   }
   // Falls with G ...
   CHILD_EXPECT(remote[0.0].tiss_ns > 1.5 * remote[1.5].tiss_ns, "T_iss(0)=%.0f not > 1.5 T_iss(1.5 V/R)=%.0f",
                remote[0.0].tiss_ns, remote[1.5].tiss_ns);
   CHILD_EXPECT(remote[0.5].tiss_ns < 1.1 * remote[0.0].tiss_ns, "T_iss rises with G: %.0f at 0.5 V/R, %.0f at 0",
                remote[0.5].tiss_ns, remote[0.0].tiss_ns);
+  // ... about 1:1 with the measured gap while drain-bound (the law's slope -1), the period staying ~V/R ...
+  const double slope = (remote[0.0].tiss_ns - remote[0.5].tiss_ns) / (remote[0.5].gap_meas_ns - remote[0.0].gap_meas_ns);
+  CHILD_EXPECT(slope > 0.5 && slope < 1.5, "dT_iss/dG = -%.2f between G = 0 and 0.5 V/R (law: -1)", slope);
   // ... to a plateau ...
   CHILD_EXPECT(std::abs(remote[1.2].tiss_ns - remote[1.5].tiss_ns) < 0.25 * remote[1.5].tiss_ns,
                "no plateau: T_iss(1.2 V/R)=%.0f vs T_iss(1.5 V/R)=%.0f", remote[1.2].tiss_ns, remote[1.5].tiss_ns);
