@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <string>
@@ -66,10 +67,17 @@ int scenario_shape() {
   const double V = double(K) * z.B, R = V / (rz.period_ns * 1e-9), drain_ns = V / R * 1e9;
   CHILD_EXPECT(R > 50e9 && R < 478e9, "zero-gap aggregate rate %.1f GB/s outside (50, 478)", R / 1e9);
   std::map<double, Result> remote, local;
+  // Diagnostics: XSTAGE_TEST_STAMPS=FILE appends the raw stamps of the gap points (calibrate's
+  // stamps.csv columns) for offline inspection of the timing.
+  const char* dump = std::getenv("XSTAGE_TEST_STAMPS");
+  if (dump && comm.rank() == 0)
+    std::ofstream(dump) << "mode,path,pattern,producer,K,B,gap_req_ns,rank,burst,producer_id,gt_start,gt_end,"
+                           "clk_start,clk_end\n";
   for (double f : {0.0, 0.5, 1.2, 1.5}) {
     Config g = z;
     g.mode = "gap";
     g.gap_ns = f * drain_ns;
+    if (dump) g.dump = dump;
     remote[f] = bench.run(g);
     g.local = true;
     local[f] = bench.run(g);
