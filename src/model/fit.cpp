@@ -206,6 +206,7 @@ FitReport fit_platform(const std::vector<Sample>& all, const FitOptions& opt, co
   XSTAGE_REQUIRE(opt.drain_ratio > 1, "drain ratio must be > 1, got ", opt.drain_ratio);
   XSTAGE_REQUIRE(opt.plateau_margin >= 1, "plateau margin must be >= 1, got ", opt.plateau_margin);
   XSTAGE_REQUIRE(opt.knee_ratio > 1, "knee ratio must be > 1, got ", opt.knee_ratio);
+  XSTAGE_REQUIRE(opt.knee_rate_ratio > 1, "knee rate ratio must be > 1, got ", opt.knee_rate_ratio);
   FitReport rep;
   std::vector<Sample> s;
   for (const auto& x : all)
@@ -308,88 +309,179 @@ FitReport fit_platform(const std::vector<Sample>& all, const FitOptions& opt, co
   P.sm_count = opt.sm_count > 0 ? opt.sm_count : maxK;
   P.world_size = opt.world_size;
 
-  // --- T_iss^0: large-gap plateau (G >= margin * V/R) and isolated bursts below the knee.
-  std::map<std::pair<int, double>, std::vector<double>> plateau, floor_pts;
+  // --- Isolated sweeps, one per K (docs/MODEL.md §7, steps 2-3). Repeated V: median T_iss.
+  std::map<int, std::map<double, std::vector<double>>> iso_rem, iso_loc;
+  for (const auto& x : s)
+    if (x.mode == "isolated") (x.target == "remote" ? iso_rem : iso_loc)[x.K][x.V].push_back(x.tiss_ns * 1e-9);
+  XSTAGE_REQUIRE(!iso_rem.empty(), "cannot determine Q: no isolated remote samples (mode=isolated, target=remote)");
+  std::map<std::pair<int, double>, double> floor_pts;  // (K, V) -> T_iss on the floor
+  std::map<int, int> knee_index;                       // K -> index of the first point past the knee
+  std::map<int, std::vector<std::pair<double, double>>> sweeps;  // K -> (V, T) sorted by V
+  for (auto& [K, byV] : iso_rem) {
+    std::vector<double> V, T, C, q;
+    for (auto& [v, ts] : byV) {
+      V.push_back(v);
+      T.push_back(median(ts));
+      auto c = iso_loc.find(K);
+      C.push_back(c != iso_loc.end() && c->second.count(v) ? median(c->second.at(v)) : 0);
+      q.push_back(v - R * T.back());
+      sweeps[K].push_back({v, T.back()});
+    }
+    const int n = int(V.size());
+    // Knee: the first point whose T_iss leaves the floor (> knee_ratio x its local control, or without a
+    // control x the previous point's), or whose T_iss grows from the previous point at an issue rate
+    // dV/dT below knee_rate_ratio * R (the issue is paced by the drain).
+    auto paced = [&](int i) { return R * (T[i] - T[i - 1]) > (V[i] - V[i - 1]) / opt.knee_rate_ratio; };
+    int k = -1;
+    for (int i = 0; i < n && k < 0; ++i) {
+      const double ref = C[i] > 0 ? C[i] : (i > 0 ? T[i - 1] : 0);
+      const bool jump = ref > 0 && T[i] > opt.knee_ratio * ref;
+      if (jump || (i > 0 && paced(i))) k = i;
+    }
+    KneeFit kf;
+    kf.K = K;
+    kf.points = n;
+    kf.largest_V = V.back();
+    for (int i = 0; i < (k < 0 ? n : k); ++i) floor_pts[{K, V[i]}] = T[i];
+    if (k > 0) kf.last_floor_V = V[k - 1];
+    else if (k < 0) kf.last_floor_V = V.back();
+    // Q: V - R*T_iss is the volume a burst still held when its issue ended (issued V, drained at most
+    // R*T_iss). In the model it rises along the floor (issue outruns the drain) and equals Q from the knee
+    // on (T = (V - Q)/R); the isolated bursts measured here drain slower than R past the knee, so it falls
+    // there instead. Its maximum up to the first point m at or after the knee where it stops rising at
+    // floor speed (the issue is paced by the drain) is the capacity; those points, nearest the knee, carry
+    // the least timing noise (R*T*noise), so later points are not searched.
+    int m = -1;
+    if (k >= 0)
+      for (int i = std::max(k, 1); i < n; ++i)
+        if (paced(i)) {
+          m = i;
+          break;
+        }
+    const int last = m >= 0 ? m : n - 1;
+    int best = 0;
+    for (int i = 1; i <= last; ++i)
+      if (q[i] > q[best]) best = i;
+    kf.Q = std::max(0.0, q[best]);
+    kf.Q_at_V = V[best];
+    kf.q_determined = k >= 0 && m >= 0 && q[best] > 0;
+    if (k >= 0) {
+      kf.knee_V = V[k];
+      knee_index[K] = k;
+      std::vector<double> tv, tt;
+      for (int i = m >= 0 ? m : k; i < n; ++i) tv.push_back(V[i]), tt.push_back(T[i]);
+      if (tv.size() >= 3) {
+        double sv = 0, st = 0, svv = 0, svt = 0, N = double(tv.size());
+        for (size_t i = 0; i < tv.size(); ++i) sv += tv[i], st += tt[i], svv += tv[i] * tv[i], svt += tv[i] * tt[i];
+        const double den = N * svv - sv * sv, b = den != 0 ? (N * svt - sv * st) / den : 0, a = (st - b * sv) / N;
+        if (b > 0) kf.R_iso = 1 / b, kf.Q_tail = -a / b;
+      }
+    }
+    const std::string Ks = "Q(K=" + std::to_string(K) + ")";
+    const std::string largest = "largest V = " + fmtd(V.back() / 1e6, 3) + " MB";
+    if (kf.q_determined) {
+      kf.note = Ks + " = " + fmtd(kf.Q / 1e6, 3) + " MB: max of V - R*T_iss up to the knee (held at V = " +
+                fmtd(kf.Q_at_V / 1e6, 3) + " MB; floor up to V = " + fmtd(kf.last_floor_V / 1e6, 3) +
+                " MB, knee at V = " + fmtd(kf.knee_V / 1e6, 3) + " MB)";
+      if (kf.R_iso > 0)
+        kf.note += "; past the knee T_iss grows at R_iso = " + fmtd(kf.R_iso / 1e9, 1) + " GB/s (" +
+                   fmtd(100 * (kf.R_iso / R - 1), 0) + "% vs R; tail line T = (V - " + fmtd(kf.Q_tail / 1e6, 3) +
+                   " MB)/R_iso)";
+    } else if (k < 0) {
+      kf.note = Ks + " not determined: no knee within the swept V (" + largest + ", T_iss " +
+                fmtd(T.back() * 1e6, 3) + " us); the bursts held up to " + fmtd(kf.Q / 1e6, 3) +
+                " MB (V - R*T_iss), a lower bound";
+    } else if (m < 0) {
+      kf.note = Ks + " not determined: V - R*T_iss still rising at floor speed up to the " + largest + " (knee at V = " +
+                fmtd(kf.knee_V / 1e6, 3) + " MB); " + fmtd(kf.Q / 1e6, 3) + " MB is a lower bound";
+    } else {
+      kf.note = Ks + " not determined: V - R*T_iss <= 0 at every point up to the knee (the issue never "
+                "outran the drain)";
+    }
+    rep.notes.push_back(kf.note);
+    rep.knees.push_back(kf);
+  }
+
+  // Capacity table: the determined Q(K); when no K has a knee, the lower bounds, stated as such.
+  Platform qP;
+  qP.name = opt.name;
+  for (const auto& kf : rep.knees)
+    if (kf.q_determined) qP.q_table.push_back({kf.K, kf.Q});
+  if (qP.q_table.empty()) {
+    for (const auto& kf : rep.knees)
+      if (kf.Q > 0) qP.q_table.push_back({kf.K, kf.Q});
+    rep.q_lower_bound = !qP.q_table.empty();
+    if (rep.q_lower_bound)
+      rep.notes.push_back("Q: no K has a knee within its isolated sweep; the Q table holds lower bounds (the "
+                          "model then overstates backpressure)");
+  }
+  XSTAGE_REQUIRE(!qP.q_table.empty(), "cannot determine Q: the isolated bursts never held any outstanding volume "
+                 "(V - R*T_iss <= 0 at every point, R = ", fmtd(R / 1e9, 1), " GB/s)");
+
+  // --- T_iss^0: isolated floor points, and large-gap plateaus (G >= margin * V/R: every burst starts
+  // empty, T_iss = T_iss^iso) of bursts that fit the capacity, q_peak = V - R*T_iss^0 <= Q(K). A burst
+  // that overflows Q has the plateau (V - Q)/R, not T_iss^0.
+  Platform floorP;
+  floorP.name = opt.name;
+  floorP.R = R;
+  for (auto& [k, t] : floor_pts) floorP.tiss0_table.push_back({k.first, k.second, t});
+  std::map<std::pair<int, double>, std::vector<double>> plateau;
   for (const auto& x : s)
     if (x.mode == "gap" && x.target == "remote" && x.gap_ns * 1e-9 >= opt.plateau_margin * x.V / R)
       plateau[{x.K, x.V}].push_back(x.tiss_ns * 1e-9);
-  std::map<int, std::vector<const Sample*>> iso;
-  for (const auto& x : s)
-    if (x.mode == "isolated" && x.target == "remote") iso[x.K].push_back(&x);
-  std::map<int, std::vector<const Sample*>> past;
-  for (auto& [K, v] : iso) {
-    std::sort(v.begin(), v.end(), [](auto* l, auto* r) { return l->V < r->V; });
-    bool knee = false;
-    const Sample* prev = nullptr;
-    for (auto* p : v) {
-      if (!knee) {
-        const Sample* c = control(*p);
-        if (c) knee = p->tiss_ns > opt.knee_ratio * c->tiss_ns;  // remote distinguishable from local
-        else if (prev) knee = p->tiss_ns > opt.knee_ratio * prev->tiss_ns * p->V / prev->V;
-      }
-      if (knee) {
-        past[K].push_back(p);
-      } else {
-        floor_pts[{K, p->V}].push_back(p->tiss_ns * 1e-9);
-        prev = p;
-      }
-    }
-  }
+  std::map<std::pair<int, double>, double> accepted;
   for (auto& [k, v] : plateau) {
-    P.tiss0_table.push_back({k.first, k.second, median(v)});
-    rep.tiss0_points_used += int(v.size());
-    rep.notes.push_back("T_iss^0(K=" + std::to_string(k.first) + ", V=" + fmtd(k.second, 0) + ") = " +
-                        fmtd(median(v) * 1e6, 3) + " us: median of " + std::to_string(v.size()) +
-                        " gap points on the plateau G >= " + fmtd(opt.plateau_margin, 2) + " V/R");
-  }
-  for (auto& [k, v] : floor_pts) {
-    if (plateau.count(k)) continue;  // the periodic plateau is the steadier measurement
-    P.tiss0_table.push_back({k.first, k.second, median(v)});
-    rep.tiss0_points_used += int(v.size());
-  }
-  XSTAGE_REQUIRE(!P.tiss0_table.empty(), "cannot determine T_iss^0: no remote gap points on the plateau "
-                 "and no isolated remote points below the knee");
-
-  // --- Q(K): T_iss = (V - Q)/R past the knee, R fixed. Least squares on relative residuals
-  // ((V-Q)/R - T)/T gives Q = sum (V - R T)/T^2 / sum 1/T^2.
-  auto q_ls = [&](const std::vector<const Sample*>& pts) {
-    double num = 0, den = 0;
-    for (auto* p : pts) {
-      double T = p->tiss_ns * 1e-9;
-      num += (p->V - R * T) / (T * T);
-      den += 1 / (T * T);
+    const double Tp = median(v), V = k.second;
+    const double T0ref = floorP.tiss0_table.empty() ? Tp : floorP.tiss0(k.first, V);
+    const double qpk = bg::q_peak(V, R, T0ref), Qk = qP.Q(k.first);
+    const std::string where = "T_iss^0: gap plateau at K=" + std::to_string(k.first) + ", V=" + fmtd(V / 1e6, 3) +
+                              " MB (median " + fmtd(Tp * 1e6, 3) + " us of " + std::to_string(v.size()) + " points)";
+    if (qpk <= Qk) {
+      accepted[k] = Tp;
+      rep.tiss0_points_used += int(v.size());
+      rep.notes.push_back(where + " used: the burst fits, q_peak = " + fmtd(qpk / 1e6, 3) + " MB <= Q = " +
+                          fmtd(Qk / 1e6, 3) + " MB");
+    } else {
+      ++rep.plateaus_capacity_limited;
+      rep.notes.push_back(where + " not used as T_iss^0: q_peak = " + fmtd(qpk / 1e6, 3) + " MB > Q" +
+                          (rep.q_lower_bound ? " lower bound " : " = ") + fmtd(Qk / 1e6, 3) +
+                          " MB, so the plateau is the capacity-limited T_iss^iso ((V - Q)/R = " +
+                          fmtd((V - Qk) / R * 1e6, 3) + " us)");
     }
-    return num / den;
-  };
+  }
+  for (auto& [k, t] : accepted) P.tiss0_table.push_back({k.first, k.second, t});
+  for (auto& [k, t] : floor_pts)
+    if (!accepted.count(k)) {
+      P.tiss0_table.push_back({k.first, k.second, t});
+      ++rep.tiss0_points_used;
+    }
+  XSTAGE_REQUIRE(!P.tiss0_table.empty(), "cannot determine T_iss^0: no isolated remote points below the knee and "
+                 "no gap plateau of a burst that fits the capacity (", rep.plateaus_capacity_limited,
+                 " plateaus overflow Q)");
+  {
+    std::map<int, double> vmax;
+    for (const auto& e : P.tiss0_table) vmax[e.K] = std::max(vmax[e.K], e.V);
+    for (auto& [K, v] : vmax)
+      rep.notes.push_back("T_iss^0(K=" + std::to_string(K) + ") measured up to V = " + fmtd(v / 1e6, 3) +
+                          " MB; beyond, the model scales the last point in proportion to V (Platform::tiss0)");
+  }
+  P.q_table = qP.q_table;
+
+  // Fit quality of the capacity term: the model's T_iss^iso over the points past each determined knee.
   double q_se = 0;
   int q_n = 0;
-  for (auto& [K, v] : past) {
-    double Q = q_ls(v);
-    // Drop transition points the fitted line puts below the floor, then refit once.
-    std::vector<const Sample*> keep;
-    for (auto* p : v)
-      if ((p->V - Q) / R >= P.tiss0(K, p->V)) keep.push_back(p);
-    if (!keep.empty() && keep.size() != v.size()) Q = q_ls(keep);
-    if (keep.empty()) keep = v;
-    if (Q <= 0) {
-      rep.notes.push_back("Q(K=" + std::to_string(K) + "): fit gave " + fmtd(Q, 0) + " B <= 0; left out");
-      continue;
-    }
-    P.q_table.push_back({K, Q});
-    for (auto* p : keep) {
-      double pred = bg::tiss_iso(p->V, R, P.tiss0(K, p->V), Q), meas = p->tiss_ns * 1e-9;
+  for (const auto& kf : rep.knees) {
+    if (!kf.q_determined) continue;
+    const auto& sw = sweeps[kf.K];
+    for (size_t i = size_t(knee_index[kf.K]); i < sw.size(); ++i) {
+      const double pred = bg::tiss_iso(sw[i].first, R, P.tiss0(kf.K, sw[i].first), kf.Q), meas = sw[i].second;
       q_se += (pred - meas) * (pred - meas) / (meas * meas);
       ++q_n;
     }
-    rep.q_points_used += int(keep.size());
-    rep.notes.push_back("Q(K=" + std::to_string(K) + ") = " + fmtd(Q / 1e6, 3) + " MB from " +
-                        std::to_string(keep.size()) + " isolated points past the knee (first at V = " +
-                        fmtd(v.front()->V, 0) + ")");
   }
-  XSTAGE_REQUIRE(!P.q_table.empty(), "cannot determine Q: no isolated remote points past the knee");
+  rep.q_points_used = q_n;
   rep.q_fit_rel_rmse = q_n ? std::sqrt(q_se / q_n) : 0;
   P.validate();
-
   // --- Prediction error on every remote point, nothing refitted.
   std::vector<double> gap_e, iso_e, zg_e;
   for (const auto& x : s) {
@@ -400,9 +492,10 @@ FitReport fit_platform(const std::vector<Sample>& all, const FitOptions& opt, co
       rep.errors.push_back(e);
       bucket.push_back(e.rel_err);
     };
-    if (x.mode == "gap") {
-      if (x.period_ns > 0) add("period", x.period_ns * 1e-9, bg::t_period(G, x.V, R, T0), gap_e);
-      add("tiss", x.tiss_ns * 1e-9, bg::tiss(G, x.V, R, T0), gap_e);
+    if (x.mode == "gap") {  // capacity-aware law: max(T_iss^0, V/R - G, (V - Q)/R)
+      const double Q = P.Q(x.K);
+      if (x.period_ns > 0) add("period", x.period_ns * 1e-9, bg::t_period_cap(G, x.V, R, T0, Q), gap_e);
+      add("tiss", x.tiss_ns * 1e-9, bg::tiss_cap(G, x.V, R, T0, Q), gap_e);
     } else if (x.mode == "isolated") {
       add("tiss", x.tiss_ns * 1e-9, bg::tiss_iso(x.V, R, T0, P.Q(x.K)), iso_e);
     } else if (x.period_ns > 0) {
@@ -429,7 +522,35 @@ FitReport fit_platform(const std::vector<Sample>& all, const FitOptions& opt, co
   return rep;
 }
 
+KneeCheck knee_check(const std::vector<Sample>& samples, const Platform& p, int K, const FitOptions& opt) {
+  XSTAGE_REQUIRE(K > 0, "knee check: K must be positive, got ", K);
+  std::map<double, std::vector<double>> rem, loc;
+  for (const auto& x : samples)
+    if (x.mode == "isolated" && x.K == K && x.path == opt.path && x.pattern == opt.pattern &&
+        x.producer == opt.producer)
+      (x.target == "remote" ? rem : loc)[x.V].push_back(x.tiss_ns * 1e-9);
+  KneeCheck kc;
+  kc.K = K;
+  for (auto& [V, ts] : rem) {
+    const double T = median(ts), ctl = loc.count(V) ? median(loc.at(V)) : 0;
+    const double ref = ctl > 0 ? ctl : (kc.measured.empty() ? 0 : kc.measured.back());
+    if (kc.measured_knee < 0 && ref > 0 && T > opt.knee_ratio * ref) kc.measured_knee = int(kc.V.size());
+    const double T0 = p.tiss0(K, V), pred = bg::tiss_iso(V, p.R, T0, p.Q(K));
+    if (kc.predicted_knee < 0 && pred > T0 * (1 + 1e-3)) kc.predicted_knee = int(kc.V.size());
+    kc.V.push_back(V);
+    kc.measured.push_back(T);
+    kc.predicted.push_back(pred);
+  }
+  return kc;
+}
+
 nlohmann::json FitReport::to_json() const {
+  nlohmann::json kn = nlohmann::json::array();
+  for (const auto& k : knees)
+    kn.push_back({{"K", k.K}, {"points", k.points}, {"largest_V_MB", k.largest_V / 1e6},
+                  {"last_floor_V_MB", k.last_floor_V / 1e6}, {"knee_V_MB", k.knee_V / 1e6}, {"Q_MB", k.Q / 1e6},
+                  {"Q_at_V_MB", k.Q_at_V / 1e6}, {"Q_determined", k.q_determined}, {"R_iso_GBps", k.R_iso / 1e9},
+                  {"Q_tail_MB", k.Q_tail / 1e6}, {"note", k.note}});
   nlohmann::json errs = nlohmann::json::array();
   for (const auto& e : errors)
     errs.push_back({{"line", e.sample.line}, {"mode", e.sample.mode}, {"K", e.sample.K}, {"B", e.sample.B},
@@ -438,7 +559,9 @@ nlohmann::json FitReport::to_json() const {
   return {{"platform", platform.to_json()},
           {"r_fit", {{"points_used", r_points_used}, {"points_rejected", r_points_rejected},
                      {"rel_rmse", r_fit_rel_rmse}, {"launch_overhead_us", launch_overhead * 1e6}}},
-          {"q_fit", {{"points_used", q_points_used}, {"rel_rmse", q_fit_rel_rmse}}},
+          {"q_fit", {{"points_used", q_points_used}, {"rel_rmse", q_fit_rel_rmse}, {"lower_bound", q_lower_bound},
+                     {"per_K", kn}}},
+          {"plateaus_capacity_limited", plateaus_capacity_limited},
           {"tiss0_points_used", tiss0_points_used},
           {"prediction_error", {{"gap_median", gap_median_err}, {"gap_max", gap_max_err},
                                 {"isolated_median", iso_median_err}, {"isolated_max", iso_max_err},

@@ -1,7 +1,8 @@
 #pragma once
-// Calibration fitting (SPEC §4): R from drain-dominated zero-gap points, T_iss^0 from the large-gap
-// plateau and recovered bursts, Q(K) from the isolated-burst knee; then the model's prediction error
-// on every other point with nothing refitted.
+// Calibration fitting (SPEC §4): R from drain-dominated zero-gap points, T_iss^0 from the isolated floor
+// and from large-gap plateaus of bursts that fit the capacity, Q(K) as the outstanding volume held at the
+// isolated-burst knee; then the model's prediction error on every other point with nothing refitted.
+// Estimators and rules: docs/MODEL.md §7.
 //
 // Sample CSV schema (header row required, columns by name, extra columns ignored):
 //   mode      zerogap | gap | isolated
@@ -19,6 +20,7 @@
 //   pattern   p2p | a2a         (one peer, or every rank to every peer; default p2p)
 //   producer  cta | warp        (default cta)
 //   wrong     bytes that did not land correctly (must be 0)
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -59,6 +61,38 @@ struct FitOptions {
   double drain_ratio = 2.0;      // zero-gap point is drain-dominated if wall_remote >= ratio * wall_local
   double plateau_margin = 1.05;  // gap point is on the plateau if G >= margin * V/R
   double knee_ratio = 1.5;       // isolated point is past the knee if T_iss > ratio * its no-backpressure floor
+  // ... or if T_iss grows from the previous swept point at an issue rate dV/dT below knee_rate_ratio * R
+  // (on the floor issue outruns the drain; past the knee it is paced by the drain, dV/dT = R).
+  double knee_rate_ratio = 2.0;
+};
+
+// The isolated sweep of one K, as the fit read it (docs/MODEL.md §7, step 3).
+struct KneeFit {
+  int K = 0;
+  int points = 0;            // isolated remote points (distinct V) of this K
+  double largest_V = 0;      // bytes
+  double last_floor_V = 0;   // largest V still on the no-backpressure floor (0: none)
+  double knee_V = 0;         // first V past the knee (0: no knee within the sweep)
+  // Q: the largest outstanding volume V - R*T_iss that a burst of the sweep held at the end of its issue,
+  // over the points up to the knee (where the bound is tight). q_determined = false: no knee in the
+  // sweep (or V - R*T_iss still rising at its largest V), Q is only a lower bound.
+  double Q = 0;              // bytes
+  double Q_at_V = 0;         // V of the point that gave Q
+  bool q_determined = false;
+  // Diagnostic: the isolated past-knee slope dV/dT_iss (unweighted least squares over the points from the
+  // knee on) and the intercept of that line, T = (V - Q_tail)/R_iso. 0 when fewer than 3 points.
+  double R_iso = 0, Q_tail = 0;
+  std::string note;          // one line: what was found
+};
+
+// Measured vs predicted isolated knee of one K (calibration's knee check). Indices into V (sorted).
+struct KneeCheck {
+  int K = 0;
+  std::vector<double> V, measured, predicted;  // bytes, seconds, seconds
+  // Measured: first V whose T_iss exceeds knee_ratio x the previous point's (or its local control's).
+  // Predicted: first V whose model T_iss^iso = max(T_iss^0, (V - Q)/R) leaves T_iss^0(K,V) (by > 0.1 %).
+  int measured_knee = -1, predicted_knee = -1;  // -1: none in the sweep
+  int steps_apart() const { return measured_knee >= 0 && predicted_knee >= 0 ? std::abs(measured_knee - predicted_knee) : -1; }
 };
 
 // Model vs measurement for one point, nothing refitted.
@@ -84,12 +118,22 @@ struct FitReport {
   double zerogap_median_err = 0, zerogap_max_err = 0;
   double q_fit_rel_rmse = 0;
   int q_points_used = 0, tiss0_points_used = 0;
+  // Per-K isolated sweeps; q_lower_bound: no K had a knee, so the platform's Q table holds lower bounds.
+  std::vector<KneeFit> knees;
+  bool q_lower_bound = false;
+  // Gap plateaus not used as T_iss^0 because the burst overflows Q (the plateau is (V - Q)/R there).
+  int plateaus_capacity_limited = 0;
   std::vector<std::string> notes;  // rules applied, points rejected and why
   nlohmann::json to_json() const;
 };
 
-// Throws UsageError when the samples cannot determine a parameter (e.g. no zero-gap remote points).
+// Throws UsageError when the samples cannot determine a parameter (no zero-gap remote points, no isolated
+// remote points, no T_iss^0 point). A sweep without a knee is not an error: Q is then a lower bound.
 FitReport fit_platform(const std::vector<Sample>& samples, const FitOptions& opt,
                        const Provenance& provenance);
+
+// Knee check of the isolated remote sweep of K in the samples of opt's path/pattern/producer, with the
+// platform's parameters (nothing refitted). K.V empty when there is no such sweep.
+KneeCheck knee_check(const std::vector<Sample>& samples, const Platform& p, int K, const FitOptions& opt);
 
 }  // namespace xstage::model
