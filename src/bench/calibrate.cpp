@@ -65,10 +65,28 @@ struct Point {
   Result r;
 };
 
-// The isolated-burst knee of one K: the first V of the sweep whose T_iss exceeds kKneeRatio x the
-// sweep's floor (its smallest T_iss), once for the measurements and once for the model's
-// predictions max(T_iss^0, (V - Q)/R) (nothing refitted). Same rule as the fit's knee ratio.
+// Measured isolated knee: the first V of a sweep whose T_iss exceeds kKneeRatio x the previous point's
+// (the same rule as model::knee_check and the fit's FitOptions::knee_ratio).
 constexpr double kKneeRatio = 1.5;
+
+// What the T_iss^0 at (K, V) of a platform is: a measured table point, an interpolation, or the last
+// measured point of the K row scaled by V (Platform::tiss0), with the row's extent.
+std::string tiss0_provenance(const model::Platform& pl, int K, double V) {
+  auto row = model::tiss0_row(pl, K);
+  char buf[256];
+  if (row.empty()) {
+    std::snprintf(buf, sizeof buf, "no T_iss^0 row at K = %d: interpolated in K between the measured rows", K);
+  } else if (V > row.back().V * (1 + 1e-9)) {
+    std::snprintf(buf, sizeof buf,
+                  "model value: T_iss^0 at K = %d is measured up to V = %.3f MB (%.3f us); at V = %.3f MB it is "
+                  "that point scaled by V (Platform::tiss0), since a larger burst overflows Q and its plateau "
+                  "is the capacity-limited (V - Q)/R, not T_iss^0",
+                  K, row.back().V / 1e6, row.back().tiss0 * 1e6, V / 1e6);
+  } else {
+    std::snprintf(buf, sizeof buf, "measured: T_iss^0 table at K = %d covers V = %.3f MB", K, V / 1e6);
+  }
+  return buf;
+}
 
 // Reads back a calibration.csv written by write_csv.
 std::vector<Point> read_points(const std::string& path) {
@@ -297,8 +315,9 @@ int report(const std::string& out_dir, const std::vector<Point>& pts, nlohmann::
   for (auto& p : pts) total_wrong += p.r.wrong;
   std::vector<model::Sample> samples = model::read_samples_csv(csv);
   model::Provenance prov{machine, summary.at("date"), command, "calibration",
-                         "xstage calibrate: R from zero-gap wall time, T_iss^0 from the gap plateau and "
-                         "isolated floor, Q(K) from the isolated knee (st.global, one source to one peer, CTA producers)"};
+                         "xstage calibrate: R from zero-gap wall time, T_iss^0 from the isolated floor and the "
+                         "gap plateaus of bursts that fit Q, Q(K) = largest V - R*T_iss held up to the isolated "
+                         "knee (st.global, one source to one peer, CTA producers); docs/MODEL.md section 7"};
   summary["wrong_bytes"] = total_wrong;
   summary["points"] = pts.size();
   summary["line_rate_GBps_note"] = "NV18 NVLink 4 line rate 478 GB/s per direction (PLATFORM.md)";
@@ -318,29 +337,27 @@ int report(const std::string& out_dir, const std::vector<Point>& pts, nlohmann::
     nlohmann::json vj;
     vj["family"] = fam;
     // Model-free comparison of the families (also when a fit fails): the zero-gap drain rate from
-    // wall time, and the isolated knee (first V with T_iss > 1.5x the sweep's floor; the last V below
-    // it bounds the capacity from below).
+    // wall time, and the isolated knee at K = SMs (warps: 4 x SMs): the first V whose T_iss exceeds
+    // kKneeRatio x the previous point's; the last V below it.
+    const int Kv = fo.producer == "warp" ? 4 * SMs : SMs;
     {
-      double r_wall = 0, floor = 1e30;
+      double r_wall = 0;
       std::vector<std::pair<double, double>> iso;
       for (auto& p : pts) {
         if (p.c.path != fo.path || p.c.pattern != fo.pattern || p.c.producer != fo.producer || p.c.local) continue;
         const double V = double(p.c.K) * p.c.B;
         if (p.c.mode == "zerogap" && p.c.B >= 16384 && p.r.wall_us > 0)
           r_wall = std::max(r_wall, V * p.c.bursts / (p.r.wall_us * 1e-6));
-        if (p.c.mode == "isolated" && p.c.K == (fo.producer == "warp" ? 4 * SMs : SMs)) {
-          iso.push_back({V, p.r.tiss_ns});
-          floor = std::min(floor, p.r.tiss_ns);
-        }
+        if (p.c.mode == "isolated" && p.c.K == Kv) iso.push_back({V, p.r.tiss_ns});
       }
       std::sort(iso.begin(), iso.end());
       double below = 0, knee = 0;
-      for (auto& [V, t] : iso) {
-        if (t > kKneeRatio * floor) {
-          knee = V;
+      for (size_t i = 0; i < iso.size(); ++i) {
+        if (i > 0 && iso[i].second > kKneeRatio * iso[i - 1].second) {
+          knee = iso[i].first;
           break;
         }
-        below = V;
+        below = iso[i].first;
       }
       vj["R_wall_GBps"] = r_wall / 1e9;
       vj["knee_V_MB"] = knee / 1e6;
@@ -348,11 +365,23 @@ int report(const std::string& out_dir, const std::vector<Point>& pts, nlohmann::
     }
     try {
       model::FitReport rep = model::fit_platform(samples, fo, prov);
-      const int Kv = fo.producer == "warp" ? 4 * SMs : SMs;
       vj["R_GBps"] = rep.platform.R / 1e9;
       vj["K"] = Kv;
       vj["Q_MB"] = rep.platform.Q(Kv) / 1e6;
       vj["T_iss0_us_B32KB"] = rep.platform.tiss0(Kv, double(Kv) * 32768) * 1e6;
+      vj["T_iss0_note"] = tiss0_provenance(rep.platform, Kv, double(Kv) * 32768);
+      vj["Q_determined"] = false;
+      vj["Q_note"] = "no isolated sweep at K = " + std::to_string(Kv) + " (Q interpolated in K)";
+      for (const auto& kf : rep.knees)
+        if (kf.K == Kv) {
+          vj["Q_determined"] = kf.q_determined;
+          vj["Q_note"] = kf.note;
+          vj["R_iso_GBps"] = kf.R_iso / 1e9;
+        }
+      const model::KneeCheck kc = model::knee_check(samples, rep.platform, Kv, fo);
+      vj["knee_measured_V_MB"] = kc.measured_knee >= 0 ? kc.V[kc.measured_knee] / 1e6 : -1;
+      vj["knee_predicted_V_MB"] = kc.predicted_knee >= 0 ? kc.V[kc.predicted_knee] / 1e6 : -1;
+      vj["knee_steps_apart"] = kc.steps_apart();
       vj["gap_median_err"] = rep.gap_median_err;
       vj["gap_max_err"] = rep.gap_max_err;
       vj["iso_median_err"] = rep.iso_median_err;
@@ -396,45 +425,44 @@ int report(const std::string& out_dir, const std::vector<Point>& pts, nlohmann::
     }
     summary["R_GBps"] = pl.R / 1e9;
     summary["T_iss0_us"] = pl.tiss0(SMs, double(SMs) * 32768) * 1e6;
+    summary["T_iss0_note"] = tiss0_provenance(pl, SMs, double(SMs) * 32768);
     summary["Q_MB"] = pl.Q(SMs) / 1e6;
+    summary["Q_lower_bound"] = base.q_lower_bound;
     summary["model_median_err"] = base.gap_median_err;
     summary["model_max_err"] = base.gap_max_err;
+    summary["model_err_note"] = "gap sweep (period and T_iss), predicted with the capacity-aware law "
+                                "max(T_iss^0, V/R - G, (V - Q)/R), nothing refitted";
     summary["iso_median_err"] = base.iso_median_err;
     summary["iso_max_err"] = base.iso_max_err;
     summary["R_over_copy_engine"] = pl.R / 1e9 / ce;
     summary["fit_notes"] = base.notes;
 
-    // Knee: measured vs predicted sweep step per K (isolated, base family).
+    // Knee per K (isolated, base family): measured (first V whose T_iss exceeds kKneeRatio x the previous
+    // point's) vs predicted (first V whose max(T_iss^0, (V - Q)/R) leaves T_iss^0), in sweep steps.
     nlohmann::json knees = nlohmann::json::array();
     bool knees_ok = true;
+    model::FitOptions bfo;
+    bfo.knee_ratio = kKneeRatio;
     for (int K : k_sweep(SMs)) {
-      std::vector<const Point*> iso;
-      for (auto& p : pts)
-        if (p.c.mode == "isolated" && p.c.K == K && !p.c.local && p.c.path == "st" && p.c.pattern == "p2p" &&
-            p.c.producer == "cta")
-          iso.push_back(&p);
-      if (iso.empty()) continue;
-      std::sort(iso.begin(), iso.end(), [](auto* a, auto* b) { return a->c.B < b->c.B; });
-      int meas = -1, pred = -1;
-      std::vector<double> tm, tp;
-      for (auto* p : iso) {
-        const double V = double(K) * p->c.B;
-        tm.push_back(p->r.tiss_ns * 1e-9);
-        tp.push_back(model::bg::tiss_iso(V, pl.R, pl.tiss0(K, V), pl.Q(K)));
-      }
-      const double fm = *std::min_element(tm.begin(), tm.end()), fp = *std::min_element(tp.begin(), tp.end());
-      for (int i = 0; i < int(iso.size()); ++i) {
-        if (meas < 0 && tm[i] > kKneeRatio * fm) meas = i;
-        if (pred < 0 && tp[i] > kKneeRatio * fp) pred = i;
-      }
+      const model::KneeCheck kc = model::knee_check(samples, pl, K, bfo);
+      if (kc.V.empty()) continue;
       nlohmann::json kj;
       kj["K"] = K;
       kj["Q_MB"] = pl.Q(K) / 1e6;
+      kj["Q_determined"] = false;
+      kj["Q_note"] = "no isolated sweep fitted at this K (Q interpolated in K)";
+      for (const auto& kf : base.knees)
+        if (kf.K == K) {
+          kj["Q_determined"] = kf.q_determined;
+          kj["Q_note"] = kf.note;
+          kj["R_iso_GBps"] = kf.R_iso / 1e9;
+          kj["Q_held_at_V_MB"] = kf.Q_at_V / 1e6;
+        }
       kj["T_iss0_us_B32KB"] = pl.tiss0(K, double(K) * 32768) * 1e6;
-      kj["knee_measured_B_KB"] = meas >= 0 ? iso[meas]->c.B / 1024.0 : -1;
-      kj["knee_predicted_B_KB"] = pred >= 0 ? iso[pred]->c.B / 1024.0 : -1;
-      kj["knee_steps_apart"] = (meas >= 0 && pred >= 0) ? std::abs(meas - pred) : -1;
-      knees_ok &= meas >= 0 && pred >= 0 && std::abs(meas - pred) <= 1;
+      kj["knee_measured_B_KB"] = kc.measured_knee >= 0 ? kc.V[kc.measured_knee] / K / 1024 : -1;
+      kj["knee_predicted_B_KB"] = kc.predicted_knee >= 0 ? kc.V[kc.predicted_knee] / K / 1024 : -1;
+      kj["knee_steps_apart"] = kc.steps_apart();
+      knees_ok &= kc.steps_apart() >= 0 && kc.steps_apart() <= 1;
       knees.push_back(kj);
     }
     summary["per_K"] = knees;
@@ -442,11 +470,18 @@ int report(const std::string& out_dir, const std::vector<Point>& pts, nlohmann::
 
     std::printf("\n# M_X (st.global, p2p, CTA producers): R = %.1f GB/s (copy engine %.1f GB/s, ratio %.3f; line rate 478)\n",
                 pl.R / 1e9, ce, pl.R / 1e9 / ce);
-    std::printf("%-6s %12s %9s %14s %14s\n", "#K", "Tiss0(us)@32K", "Q(MB)", "knee meas(KB)", "knee pred(KB)");
+    std::printf("%-6s %12s %9s %4s %10s %14s %14s %6s\n", "#K", "Tiss0(us)@32K", "Q(MB)", "det", "R_iso", "knee meas(KB)",
+                "knee pred(KB)", "steps");
     for (auto& kj : knees)
-      std::printf("%-6d %12.3f %9.3f %14.0f %14.0f\n", kj["K"].get<int>(), kj["T_iss0_us_B32KB"].get<double>(),
-                  kj["Q_MB"].get<double>(), kj["knee_measured_B_KB"].get<double>(), kj["knee_predicted_B_KB"].get<double>());
-    std::printf("# validation without refit: gap sweep median %.1f%% max %.1f%%; isolated median %.1f%% max %.1f%%\n",
+      std::printf("%-6d %12.3f %9.3f %4s %10.1f %14.0f %14.0f %6d\n", kj["K"].get<int>(), kj["T_iss0_us_B32KB"].get<double>(),
+                  kj["Q_MB"].get<double>(), kj["Q_determined"].get<bool>() ? "yes" : "no",
+                  kj.value("R_iso_GBps", 0.0), kj["knee_measured_B_KB"].get<double>(),
+                  kj["knee_predicted_B_KB"].get<double>(), kj["knee_steps_apart"].get<int>());
+    for (auto& kj : knees) std::printf("#   %s\n", kj["Q_note"].get<std::string>().c_str());
+    std::printf("# T_iss^0(K=%d, B=32KB) = %.3f us: %s\n", SMs, summary["T_iss0_us"].get<double>(),
+                summary["T_iss0_note"].get<std::string>().c_str());
+    std::printf("# knee predicted within one sweep step at every K: %s\n", knees_ok ? "yes" : "NO");
+    std::printf("# validation without refit: gap sweep median %.1f%% max %.1f%% (capacity-aware law); isolated median %.1f%% max %.1f%%\n",
                 100 * base.gap_median_err, 100 * base.gap_max_err, 100 * base.iso_median_err, 100 * base.iso_max_err);
   }
   std::printf("%-14s %9s %7s %12s %9s %9s\n", "#family", "R(GB/s)", "K", "Tiss0(us)@32K", "Q(MB)", "gap err");
@@ -455,9 +490,11 @@ int report(const std::string& out_dir, const std::vector<Point>& pts, nlohmann::
       std::printf("%-14s not fitted: %s\n", v["family"].get<std::string>().c_str(), v["error"].get<std::string>().c_str());
       continue;
     }
-    std::printf("%-14s %9.1f %7d %12.3f %9.3f %8.1f%%\n", v["family"].get<std::string>().c_str(), v["R_GBps"].get<double>(),
+    std::printf("%-14s %9.1f %7d %12.3f %9.3f %8.1f%% %s\n", v["family"].get<std::string>().c_str(), v["R_GBps"].get<double>(),
                 v["K"].get<int>(), v["T_iss0_us_B32KB"].get<double>(), v["Q_MB"].get<double>(),
-                100 * v["gap_median_err"].get<double>());
+                100 * v["gap_median_err"].get<double>(), v["Q_determined"].get<bool>() ? "" : "(Q: lower bound)");
+    if (!v["Q_determined"].get<bool>())
+      std::printf("%-14s   %s\n", "", v["Q_note"].get<std::string>().c_str());
   }
   {
     std::ofstream f(out_dir + "/summary.json");
