@@ -330,13 +330,16 @@ FitReport fit_platform(const std::vector<Sample>& all, const FitOptions& opt, co
     const int n = int(V.size());
     // Knee: the first point whose T_iss leaves the floor (> knee_ratio x its local control, or without a
     // control x the previous point's), or whose T_iss grows from the previous point at an issue rate
-    // dV/dT below knee_rate_ratio * R (the issue is paced by the drain).
-    auto paced = [&](int i) { return R * (T[i] - T[i - 1]) > (V[i] - V[i - 1]) / opt.knee_rate_ratio; };
+    // dV/dT below knee_rate_ratio * R (the issue is paced by the drain); confirmed by the next point
+    // growing drain-paced too (past the knee every step is; a lone slow point on the floor is noise).
+    auto step_paced = [&](int i) { return R * (T[i] - T[i - 1]) > (V[i] - V[i - 1]) / opt.knee_rate_ratio; };
+    auto confirmed = [&](int i) { return i + 1 == n || step_paced(i + 1); };
+    auto paced = [&](int i) { return step_paced(i) && confirmed(i); };
     int k = -1;
     for (int i = 0; i < n && k < 0; ++i) {
       const double ref = C[i] > 0 ? C[i] : (i > 0 ? T[i - 1] : 0);
       const bool jump = ref > 0 && T[i] > opt.knee_ratio * ref;
-      if (jump || (i > 0 && paced(i))) k = i;
+      if ((jump || (i > 0 && step_paced(i))) && confirmed(i)) k = i;
     }
     KneeFit kf;
     kf.K = K;

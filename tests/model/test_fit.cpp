@@ -206,6 +206,24 @@ TEST(Fit, QIsTheVolumeHeldAtTheKneeWithSlowerTailAndNoControls) {
   }
 }
 
+// One slow floor point (a timing outlier, 2x) must not be read as the knee: past the knee every step is
+// drain-paced, so a slow point followed by a fast one is noise.
+TEST(Fit, OneSlowFloorPointIsNotTheKnee) {
+  std::mt19937_64 rng(11);
+  Truth t{370e9, 1.2e6, 2.2e6, 20e-6};
+  SynthOptions so;
+  so.controls = false;
+  so.fine = true;
+  auto s = synth(t, 0.003, rng, so);
+  for (auto& x : s)
+    if (x.mode == "isolated" && x.K == 132 && x.B == 8192) x.tiss_ns *= 2;
+  auto rep = fit_platform(s, {}, {});
+  const auto& kf = knee_of(rep, 132);
+  EXPECT_TRUE(kf.q_determined) << kf.note;
+  EXPECT_NEAR(kf.Q, t.Q132, 0.03 * t.Q132) << kf.note;
+  EXPECT_GT(kf.last_floor_V, 132 * 8192.0) << kf.note;
+}
+
 // A burst larger than Q + R T_iss^0 overflows the capacity, so its large-gap plateau is (V - Q)/R, not
 // T_iss^0: the fit must not record it as T_iss^0, and must take T_iss^0 from the isolated floor.
 TEST(Fit, CapacityLimitedPlateauIsNotTiss0) {
