@@ -10,6 +10,12 @@ namespace {
 
 constexpr uint32_t kTmaChunk = 4096;  // bytes per cp.async.bulk (PLATFORM: chunking does not move the ceiling)
 
+// The 16 bytes a thread stores at byte `off` of its region in burst `b`.
+__device__ __forceinline__ uint4 fill_v4(const BurstParams& a, int b, int prod, uint32_t off) {
+  const uint32_t seed = fill_seed(a.rank, b, prod), w = (off % a.period_bytes) / 4;
+  return make_uint4(fill_word(seed, w), fill_word(seed, w + 1), fill_word(seed, w + 2), fill_word(seed, w + 3));
+}
+
 template <Path kPath, bool kWarpProducers>
 __global__ void __launch_bounds__(1024) burst_kernel(BurstParams a) {
   extern __shared__ __align__(128) uint32_t stage[];
@@ -33,14 +39,21 @@ __global__ void __launch_bounds__(1024) burst_kernel(BurstParams a) {
     // (after its start stamp): a store between bursts could wait for a free slot behind the
     // outstanding remote stores, and that wait would be counted as gap.
     uint64_t pg0 = 0, pg1 = 0, pc0 = 0, pc1 = 0;
+    // st.global: the data of the thread's next store, loop-carried across stores and bursts. A store
+    // keeps its source registers locked until the memory pipeline takes its data (under
+    // backpressure: when the fabric has room), and bar.sync does not wait for that (measured: the
+    // wait then fell on the first later write to those registers, in the gap). Computing the next
+    // store's data right after each store, into the same registers, puts that wait inside the burst:
+    // after a burst's last store the thread prepares the next burst's first 16 bytes.
+    uint4 v = fill_v4(a, 0, prod, lane * 16u);
     auto put_stamps = [&](int burst) {
       ulonglong2* s = reinterpret_cast<ulonglong2*>(a.stamps + (static_cast<size_t>(burst) * a.K + prod) * 4);
       s[0] = make_ulonglong2(pg0, pg1);
       s[1] = make_ulonglong2(pc0, pc1);
     };
     for (int b = 0; b < a.bursts; ++b) {
-      const uint32_t seed = fill_seed(a.rank, b, prod);
       if constexpr (kPath == Path::Tma) {
+        const uint32_t seed = fill_seed(a.rank, b, prod);
         // Staging happens inside the gap (before `next`), like an epilogue writing its smem tile.
         for (uint32_t w = lane; w < period_words; w += lanes) stage[w] = fill_word(seed, w);
         ptx::fence_proxy_async_shared_cta();
@@ -79,10 +92,11 @@ __global__ void __launch_bounds__(1024) burst_kernel(BurstParams a) {
         if (b > 0) put_stamps(b - 1);  // part of this burst's issue (32 bytes next to B)
       }
       if constexpr (kPath == Path::St) {
+#pragma unroll 1
         for (uint32_t off = lane * 16u; off < a.B; off += lanes * 16u) {
-          const uint32_t w = (off % a.period_bytes) / 4;
-          ptx::st_weak_v4(dst + off, make_uint4(fill_word(seed, w), fill_word(seed, w + 1),
-                                                fill_word(seed, w + 2), fill_word(seed, w + 3)));
+          ptx::st_weak_v4(dst + off, v);
+          const uint32_t next_off = off + lanes * 16u;
+          v = next_off < a.B ? fill_v4(a, b, prod, next_off) : fill_v4(a, b + 1, prod, lane * 16u);
         }
       } else {
         if (lane == 0) {
@@ -96,7 +110,7 @@ __global__ void __launch_bounds__(1024) burst_kernel(BurstParams a) {
           ptx::bulk_wait_group_read_0();
         }
       }
-      psync();  // every store of the burst has been issued (St) / the staging has been read (TMA)
+      psync();  // every store's data taken (St, see `v`) / the staging read by the bulk engine (TMA)
       if (lane == 0) {
         pc1 = ptx::clock_cycles();
         pg1 = ptx::globaltimer_ns();

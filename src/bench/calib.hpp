@@ -50,8 +50,9 @@ struct Result {
 // `tail` bursts: [max_i start_i(warm), min_i start_i(bursts-1-tail)]. Per producer i, P_i = mean
 // start-to-start period of its bursts that start in the window, gap_i = mean end -> next start.
 // Aggregate period = harmonic mean of the P_i (sum_i B/P_i is the aggregate issue rate, = V/period),
-// gap = mean of the gap_i, T_iss = period - gap. A producer with fewer than 2 bursts in the window
-// (drifted far) uses its own bursts [warm, bursts-tail) instead.
+// gap = mean of the gap_i weighted by burst rate 1/P_i (the mean over the bursts issued), T_iss =
+// period - gap (= the rate-weighted mean span). A producer with fewer than 2 bursts in the window
+// (drifted far) uses its own bursts [warm, bursts-1-tail] instead; steady_bursts = 0 or 1 flags it.
 //
 // aligned (isolated: every burst starts together): T_iss = median over bursts [warm, bursts) of
 // last end - first start; period = mean start-to-start of the first starts; gap = median last end ->

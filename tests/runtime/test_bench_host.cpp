@@ -146,6 +146,20 @@ TEST(Stats, PeriodicHarmonicMeanOfProducerPeriods) {
   EXPECT_EQ(r.steady_bursts, 8);
 }
 
+// Producers with different gaps (e.g. one delayed by its own stall): the gap is averaged over the
+// bursts issued (rate-weighted), so period = T_iss + G with T_iss the rate-weighted mean span.
+TEST(Stats, PeriodicGapIsRateWeighted) {
+  Stamps st(2, 40, 2.0);
+  st.run(0, 0, [](int) { return 600.0; }, [](int) { return 400.0; });   // P_0 = 1000
+  st.run(1, 0, [](int) { return 800.0; }, [](int) { return 1200.0; });  // P_1 = 2000
+  Result r = burst_stats(st.s, st.n, st.K, {true, true}, true, 2, 1, st.ghz);
+  const double rate = 1.0 / 1000 + 1.0 / 2000;
+  EXPECT_NEAR(r.period_ns, 2 / rate, 1e-6);
+  EXPECT_NEAR(r.gap_meas_ns, (400.0 / 1000 + 1200.0 / 2000) / rate, 1e-6);
+  EXPECT_NEAR(r.tiss_ns, (600.0 / 1000 + 800.0 / 2000) / rate, 1e-6);
+  EXPECT_GT(r.tiss_ns, 0);  // an unweighted mean gap (800) would give 1333 - 800 here, and < 0 elsewhere
+}
+
 // Warm-up bursts (an empty X-Stage: fast) and the tail (the others have finished: fast again) must
 // not move the steady figures; only the bursts in the common window count.
 TEST(Stats, PeriodicSteadyWindowSkipsWarmupAndTail) {
