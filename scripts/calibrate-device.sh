@@ -2,6 +2,7 @@
 # Runs on the GPU machine (device tool) with a carried build: `xstage calibrate` on every local GPU,
 # the GPU tests, and optionally compute-sanitizer on a tiny sweep. Outputs under $OUT (or ./out).
 #   scripts/calibrate-device.sh BUILD_DIR [calibrate|tests|sanitize|all]...
+# XSTAGE_TEST_STAMPS=FILE (optional) makes the shape test dump the raw stamps of its gap points.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 build=$1
