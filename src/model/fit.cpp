@@ -331,17 +331,9 @@ FitReport fit_platform(const std::vector<Sample>& all, const FitOptions& opt, co
       sweeps[K].push_back({v, T.back()});
     }
     const int n = int(V.size());
-    // Knee: the first point whose T_iss leaves the floor (> knee_ratio x its local control, or without a
-    // control x the previous point's), or whose T_iss grows from the previous point at an issue rate
-    // dV/dT below knee_rate_ratio * R (the issue is paced by the drain) and so does the next point's (past
-    // the knee every step is; one slow step on the floor, without a jump, is timing noise).
+    // Knee: find_knee() (a jump off the floor, or a confirmed drain-paced step).
     auto paced = [&](int i) { return R * (T[i] - T[i - 1]) > (V[i] - V[i - 1]) / opt.knee_rate_ratio; };
-    int k = -1;
-    for (int i = 0; i < n && k < 0; ++i) {
-      const double ref = C[i] > 0 ? C[i] : (i > 0 ? T[i - 1] : 0);
-      const bool jump = ref > 0 && T[i] > opt.knee_ratio * ref;
-      if (jump || (i > 0 && paced(i) && (i + 1 == n || paced(i + 1)))) k = i;
-    }
+    const int k = find_knee(V, T, C, R, opt);
     KneeFit kf;
     kf.K = K;
     kf.points = n;
@@ -422,46 +414,44 @@ FitReport fit_platform(const std::vector<Sample>& all, const FitOptions& opt, co
   XSTAGE_REQUIRE(!qP.q_table.empty(), "cannot determine Q: the isolated bursts never held any outstanding volume "
                  "(V - R*T_iss <= 0 at every point, R = ", fmtd(R / 1e9, 1), " GB/s)");
 
-  // --- T_iss^0: isolated floor points, and large-gap plateaus (G >= margin * V/R: every burst starts
-  // empty, T_iss = T_iss^iso) of bursts that fit the capacity, q_peak = V - R*T_iss^0 <= Q(K). A burst
-  // that overflows Q has the plateau (V - Q)/R, not T_iss^0.
-  Platform floorP;
-  floorP.name = opt.name;
-  floorP.R = R;
-  for (auto& [k, t] : floor_pts) floorP.tiss0_table.push_back({k.first, k.second, t});
+  // --- T_iss^0: large-gap plateaus of periodic bursts (G >= margin * V/R: the drain keeps up, the issue is
+  // the recovered T_iss^0), for every V: free-running producers drift apart, so a periodic burst is never
+  // one aligned burst of V and the capacity term (V - Q)/R does not apply (docs/MODEL.md §3). A plateau
+  // replaces the isolated floor entry at the same (K, V); the floor covers the V without a plateau. A note
+  // says when an aligned burst of the plateau's V would overflow Q(K) (what the capacity bound is about).
   std::map<std::pair<int, double>, std::vector<double>> plateau;
   for (const auto& x : s)
-    if (x.mode == "gap" && x.target == "remote" && x.gap_ns * 1e-9 >= opt.plateau_margin * x.V / R)
+    if (x.mode == "gap" && x.target == "remote" && x.tiss_ns > 0 && x.gap_ns * 1e-9 >= opt.plateau_margin * x.V / R)
       plateau[{x.K, x.V}].push_back(x.tiss_ns * 1e-9);
-  std::map<std::pair<int, double>, double> accepted;
   for (auto& [k, v] : plateau) {
     const double Tp = median(v), V = k.second;
-    const double T0ref = floorP.tiss0_table.empty() ? Tp : floorP.tiss0(k.first, V);
-    const double qpk = bg::q_peak(V, R, T0ref), Qk = qP.Q(k.first);
-    const std::string where = "T_iss^0: gap plateau at K=" + std::to_string(k.first) + ", V=" + fmtd(V / 1e6, 3) +
-                              " MB (median " + fmtd(Tp * 1e6, 3) + " us of " + std::to_string(v.size()) + " points)";
-    if (qpk <= Qk) {
-      accepted[k] = Tp;
-      rep.tiss0_points_used += int(v.size());
-      rep.notes.push_back(where + " used: the burst fits, q_peak = " + fmtd(qpk / 1e6, 3) + " MB <= Q = " +
-                          fmtd(Qk / 1e6, 3) + " MB");
+    const double qpk = bg::q_peak(V, R, Tp), Qk = qP.Q(k.first);
+    FitReport::Tiss0Source src{k.first, V, Tp, "gap plateau", int(v.size()), qpk, Qk, qpk > Qk};
+    P.tiss0_table.push_back({k.first, V, Tp});
+    rep.tiss0_sources.push_back(src);
+    rep.tiss0_points_used += int(v.size());
+    std::string note = "T_iss^0(K=" + std::to_string(k.first) + ", V=" + fmtd(V / 1e6, 3) + " MB) = " +
+                       fmtd(Tp * 1e6, 3) + " us: gap plateau (median of " + std::to_string(v.size()) +
+                       " periodic points with G >= " + fmtd(opt.plateau_margin, 2) + " V/R)";
+    if (src.aligned_overflow) {
+      ++rep.plateaus_aligned_overflow;
+      note += "; an aligned burst of this V would overflow Q" + std::string(rep.q_lower_bound ? " (lower bound)" : "") +
+              " (q_peak = " + fmtd(qpk / 1e6, 3) + " MB > " + fmtd(Qk / 1e6, 3) + " MB): isolated, it issues in " +
+              "(V - Q)/R = " + fmtd((V - Qk) / R * 1e6, 3) + " us";
     } else {
-      ++rep.plateaus_capacity_limited;
-      rep.notes.push_back(where + " not used as T_iss^0: q_peak = " + fmtd(qpk / 1e6, 3) + " MB > Q" +
-                          (rep.q_lower_bound ? " lower bound " : " = ") + fmtd(Qk / 1e6, 3) +
-                          " MB, so the plateau is the capacity-limited T_iss^iso ((V - Q)/R = " +
-                          fmtd((V - Qk) / R * 1e6, 3) + " us)");
+      note += "; an aligned burst of this V fits Q (q_peak = " + fmtd(qpk / 1e6, 3) + " MB <= " + fmtd(Qk / 1e6, 3) + " MB)";
     }
+    rep.notes.push_back(note);
   }
-  for (auto& [k, t] : accepted) P.tiss0_table.push_back({k.first, k.second, t});
   for (auto& [k, t] : floor_pts)
-    if (!accepted.count(k)) {
+    if (!plateau.count(k)) {
       P.tiss0_table.push_back({k.first, k.second, t});
+      rep.tiss0_sources.push_back({k.first, k.second, t, "isolated floor", 1, bg::q_peak(k.second, R, t),
+                                   qP.Q(k.first), false});
       ++rep.tiss0_points_used;
     }
   XSTAGE_REQUIRE(!P.tiss0_table.empty(), "cannot determine T_iss^0: no isolated remote points below the knee and "
-                 "no gap plateau of a burst that fits the capacity (", rep.plateaus_capacity_limited,
-                 " plateaus overflow Q)");
+                 "no gap plateau (G >= ", opt.plateau_margin, " V/R)");
   {
     std::map<int, double> vmax;
     for (const auto& e : P.tiss0_table) vmax[e.K] = std::max(vmax[e.K], e.V);
@@ -496,17 +486,16 @@ FitReport fit_platform(const std::vector<Sample>& all, const FitOptions& opt, co
       rep.errors.push_back(e);
       bucket.push_back(e.rel_err);
     };
-    if (x.mode == "gap") {  // capacity-aware law: max(T_iss^0, V/R - G, (V - Q)/R)
-      const double Q = P.Q(x.K);
-      if (x.period_ns > 0) add("period", x.period_ns * 1e-9, bg::t_period_cap(G, x.V, R, T0, Q), gap_e);
+    if (x.mode == "gap") {  // periodic (free-running) bursts: the Burst-Gap law, no capacity term
+      if (x.period_ns > 0) add("period", x.period_ns * 1e-9, bg::t_period(G, x.V, R, T0), gap_e);
       if (x.tiss_ns > 0) {
-        add("tiss", x.tiss_ns * 1e-9, bg::tiss_cap(G, x.V, R, T0, Q), gap_e);
+        add("tiss", x.tiss_ns * 1e-9, bg::tiss(G, x.V, R, T0), gap_e);
       } else {
         rep.notes.push_back("validation: line " + std::to_string(x.line) + " (gap " + fmtd(x.gap_ns, 1) +
                             " ns) has T_iss = " + fmtd(x.tiss_ns, 1) + " ns <= 0 (period - measured gap); "
                             "its T_iss is not validated, its period is");
       }
-    } else if (x.mode == "isolated") {
+    } else if (x.mode == "isolated") {  // aligned bursts from empty: the capacity law
       add("tiss", x.tiss_ns * 1e-9, bg::tiss_iso(x.V, R, T0, P.Q(x.K)), iso_e);
     } else if (x.period_ns > 0) {
       add("period", x.period_ns * 1e-9, bg::t_period(0, x.V, R, T0), zg_e);
@@ -541,17 +530,33 @@ KneeCheck knee_check(const std::vector<Sample>& samples, const Platform& p, int 
       (x.target == "remote" ? rem : loc)[x.V].push_back(x.tiss_ns * 1e-9);
   KneeCheck kc;
   kc.K = K;
+  std::vector<double> ctl;
   for (auto& [V, ts] : rem) {
-    const double T = median(ts), ctl = loc.count(V) ? median(loc.at(V)) : 0;
-    const double ref = ctl > 0 ? ctl : (kc.measured.empty() ? 0 : kc.measured.back());
-    if (kc.measured_knee < 0 && ref > 0 && T > opt.knee_ratio * ref) kc.measured_knee = int(kc.V.size());
+    const double T = median(ts);
+    ctl.push_back(loc.count(V) ? median(loc.at(V)) : 0);
     const double T0 = p.tiss0(K, V), pred = bg::tiss_iso(V, p.R, T0, p.Q(K));
     if (kc.predicted_knee < 0 && pred > T0 * (1 + 1e-3)) kc.predicted_knee = int(kc.V.size());
     kc.V.push_back(V);
     kc.measured.push_back(T);
     kc.predicted.push_back(pred);
   }
+  kc.measured_knee = find_knee(kc.V, kc.measured, ctl, p.R, opt);
   return kc;
+}
+
+int find_knee(const std::vector<double>& V, const std::vector<double>& T, const std::vector<double>& control,
+              double R, const FitOptions& opt) {
+  XSTAGE_REQUIRE(V.size() == T.size() && control.size() == V.size(), "find_knee: V, T and control differ in length");
+  XSTAGE_REQUIRE(R > 0, "find_knee: R must be positive");
+  const int n = int(V.size());
+  // Drain-paced step: T_iss grows from the previous point at an issue rate dV/dT below knee_rate_ratio x R.
+  auto paced = [&](int i) { return R * (T[i] - T[i - 1]) > (V[i] - V[i - 1]) / opt.knee_rate_ratio; };
+  for (int i = 0; i < n; ++i) {
+    const double ref = control[i] > 0 ? control[i] : (i > 0 ? T[i - 1] : 0);
+    const bool jump = ref > 0 && T[i] > opt.knee_ratio * ref;
+    if (jump || (i > 0 && paced(i) && (i + 1 == n || paced(i + 1)))) return i;
+  }
+  return -1;
 }
 
 nlohmann::json FitReport::to_json() const {
@@ -561,6 +566,11 @@ nlohmann::json FitReport::to_json() const {
                   {"last_floor_V_MB", k.last_floor_V / 1e6}, {"knee_V_MB", k.knee_V / 1e6}, {"Q_MB", k.Q / 1e6},
                   {"Q_at_V_MB", k.Q_at_V / 1e6}, {"Q_determined", k.q_determined}, {"R_iso_GBps", k.R_iso / 1e9},
                   {"Q_tail_MB", k.Q_tail / 1e6}, {"note", k.note}});
+  nlohmann::json t0s = nlohmann::json::array();
+  for (const auto& t : tiss0_sources)
+    t0s.push_back({{"K", t.K}, {"V_MB", t.V / 1e6}, {"tiss0_us", t.tiss0 * 1e6}, {"source", t.source},
+                   {"points", t.points}, {"q_peak_MB", t.q_peak / 1e6}, {"Q_MB", t.Q / 1e6},
+                   {"aligned_overflow", t.aligned_overflow}});
   nlohmann::json errs = nlohmann::json::array();
   for (const auto& e : errors)
     errs.push_back({{"line", e.sample.line}, {"mode", e.sample.mode}, {"K", e.sample.K}, {"B", e.sample.B},
@@ -571,7 +581,8 @@ nlohmann::json FitReport::to_json() const {
                      {"rel_rmse", r_fit_rel_rmse}, {"launch_overhead_us", launch_overhead * 1e6}}},
           {"q_fit", {{"points_used", q_points_used}, {"rel_rmse", q_fit_rel_rmse}, {"lower_bound", q_lower_bound},
                      {"per_K", kn}}},
-          {"plateaus_capacity_limited", plateaus_capacity_limited},
+          {"plateaus_aligned_overflow", plateaus_aligned_overflow},
+          {"tiss0_sources", t0s},
           {"tiss0_points_used", tiss0_points_used},
           {"prediction_error", {{"gap_median", gap_median_err}, {"gap_max", gap_max_err},
                                 {"isolated_median", iso_median_err}, {"isolated_max", iso_max_err},

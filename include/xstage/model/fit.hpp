@@ -1,7 +1,9 @@
 #pragma once
-// Calibration fitting (SPEC §4): R from drain-dominated zero-gap points, T_iss^0 from the isolated floor
-// and from large-gap plateaus of bursts that fit the capacity, Q(K) as the outstanding volume held at the
-// isolated-burst knee; then the model's prediction error on every other point with nothing refitted.
+// Calibration fitting (SPEC §4): R from drain-dominated zero-gap points, T_iss^0 from the large-gap
+// plateaus of periodic bursts (every V: free-running periodic bursts never form one aligned burst, so the
+// capacity term does not apply to them) and from the isolated floor, Q(K) as the outstanding volume held
+// at the isolated (aligned) burst knee; then the model's prediction error on every other point with
+// nothing refitted: periodic points with the Burst-Gap law, isolated points with the capacity law.
 // Estimators and rules: docs/MODEL.md §7.
 //
 // Sample CSV schema (header row required, columns by name, extra columns ignored):
@@ -59,7 +61,7 @@ struct FitOptions {
   int world_size = 0;
   // Added: rules (documented in docs/MODEL.md §Fitting).
   double drain_ratio = 2.0;      // zero-gap point is drain-dominated if wall_remote >= ratio * wall_local
-  double plateau_margin = 1.05;  // gap point is on the plateau if G >= margin * V/R
+  double plateau_margin = 1.05;  // gap point is on the plateau if G >= margin * V/R (then T_iss = T_iss^0)
   double knee_ratio = 1.5;       // isolated point is past the knee if T_iss > ratio * its no-backpressure floor
   // ... or if T_iss grows from the previous swept point at an issue rate dV/dT below knee_rate_ratio * R
   // (on the floor issue outruns the drain; past the knee it is paced by the drain, dV/dT = R).
@@ -85,12 +87,22 @@ struct KneeFit {
   std::string note;          // one line: what was found
 };
 
+// The knee of one isolated sweep (points sorted by V; control[i] = local control's T_iss, 0 = none):
+// index of the first point that leaves the no-backpressure floor, -1 if none. A point leaves it by a jump
+// (T_iss > knee_ratio x its local control, or without a control x the previous point's) or by a
+// drain-paced step (T_iss grows from the previous point at an issue rate dV/dT below knee_rate_ratio x R)
+// confirmed by the next step being drain-paced too (past the knee every step is; one slow floor step is
+// noise). The fit, the knee check and `xstage calibrate` use this one rule (docs/MODEL.md §7).
+int find_knee(const std::vector<double>& V, const std::vector<double>& T, const std::vector<double>& control,
+              double R, const FitOptions& opt);
+
 // Measured vs predicted isolated knee of one K (calibration's knee check). Indices into V (sorted).
 struct KneeCheck {
   int K = 0;
   std::vector<double> V, measured, predicted;  // bytes, seconds, seconds
-  // Measured: first V whose T_iss exceeds knee_ratio x the previous point's (or its local control's).
-  // Predicted: first V whose model T_iss^iso = max(T_iss^0, (V - Q)/R) leaves T_iss^0(K,V) (by > 0.1 %).
+  // Measured: find_knee() on the measured sweep with the platform's R (where the issue leaves the floor
+  // by a jump or becomes drain-paced). Predicted: first V whose model T_iss^iso = max(T_iss^0, (V - Q)/R)
+  // leaves T_iss^0(K,V) (by > 0.1 %), i.e. where the model's issue becomes drain-paced.
   int measured_knee = -1, predicted_knee = -1;  // -1: none in the sweep
   int steps_apart() const { return measured_knee >= 0 && predicted_knee >= 0 ? std::abs(measured_knee - predicted_knee) : -1; }
 };
@@ -121,8 +133,19 @@ struct FitReport {
   // Per-K isolated sweeps; q_lower_bound: no K had a knee, so the platform's Q table holds lower bounds.
   std::vector<KneeFit> knees;
   bool q_lower_bound = false;
-  // Gap plateaus not used as T_iss^0 because the burst overflows Q (the plateau is (V - Q)/R there).
-  int plateaus_capacity_limited = 0;
+  // Where each T_iss^0 table entry came from. Gap plateaus are used for every V; aligned_overflow marks a
+  // V whose aligned (isolated) burst would overflow Q(K) (q_peak = V - R*T_iss^0 > Q): periodic bursts of
+  // that V still issue in T_iss^0 (they drift apart), an aligned one in (V - Q)/R (the capacity bound).
+  struct Tiss0Source {
+    int K = 0;
+    double V = 0, tiss0 = 0;        // bytes, seconds
+    std::string source;             // "gap plateau" | "isolated floor"
+    int points = 0;                 // samples behind it
+    double q_peak = 0, Q = 0;       // bytes
+    bool aligned_overflow = false;
+  };
+  std::vector<Tiss0Source> tiss0_sources;
+  int plateaus_aligned_overflow = 0;  // gap plateaus used whose V would overflow Q as an aligned burst
   std::vector<std::string> notes;  // rules applied, points rejected and why
   nlohmann::json to_json() const;
 };
