@@ -65,25 +65,43 @@ struct Point {
   Result r;
 };
 
-// Measured isolated knee: the first V of a sweep whose T_iss exceeds kKneeRatio x the previous point's
-// (the same rule as model::knee_check and the fit's FitOptions::knee_ratio).
+// Jump ratio of the isolated knee rule (model::find_knee, the same as the fit's FitOptions::knee_ratio).
 constexpr double kKneeRatio = 1.5;
 
-// What the T_iss^0 at (K, V) of a platform is: a measured table point, an interpolation, or the last
-// measured point of the K row scaled by V (Platform::tiss0), with the row's extent.
-std::string tiss0_provenance(const model::Platform& pl, int K, double V) {
+// What the T_iss^0 at (K, V) of a fitted platform is: a gap plateau of periodic bursts or an isolated
+// floor point (with what an aligned burst of that V does), an interpolation, or the last measured point of
+// the K row scaled by V (Platform::tiss0).
+std::string tiss0_provenance(const model::FitReport& rep, int K, double V) {
+  const model::Platform& pl = rep.platform;
   auto row = model::tiss0_row(pl, K);
-  char buf[256];
+  char buf[512];
   if (row.empty()) {
     std::snprintf(buf, sizeof buf, "no T_iss^0 row at K = %d: interpolated in K between the measured rows", K);
-  } else if (V > row.back().V * (1 + 1e-9)) {
+    return buf;
+  }
+  for (const auto& t : rep.tiss0_sources)
+    if (t.K == K && std::fabs(t.V - V) <= 1e-9 * V) {
+      if (t.source == "gap plateau") {
+        std::snprintf(buf, sizeof buf,
+                      "measured: large-gap plateau of periodic bursts at K = %d, V = %.3f MB (median of %d points; "
+                      "the recovered, no-backpressure issue time)%s",
+                      K, V / 1e6, t.points,
+                      t.aligned_overflow
+                          ? "; an aligned (isolated) burst of this V overflows Q, so it issues in (V - Q)/R instead "
+                            "(capacity bound), free-running periodic bursts do not form one"
+                          : "");
+      } else {
+        std::snprintf(buf, sizeof buf, "measured: isolated floor (below the knee) at K = %d, V = %.3f MB", K, V / 1e6);
+      }
+      return buf;
+    }
+  if (V > row.back().V * (1 + 1e-9)) {
     std::snprintf(buf, sizeof buf,
                   "model value: T_iss^0 at K = %d is measured up to V = %.3f MB (%.3f us); at V = %.3f MB it is "
-                  "that point scaled by V (Platform::tiss0), since a larger burst overflows Q and its plateau "
-                  "is the capacity-limited (V - Q)/R, not T_iss^0",
+                  "that point scaled by V (Platform::tiss0)",
                   K, row.back().V / 1e6, row.back().tiss0 * 1e6, V / 1e6);
   } else {
-    std::snprintf(buf, sizeof buf, "measured: T_iss^0 table at K = %d covers V = %.3f MB", K, V / 1e6);
+    std::snprintf(buf, sizeof buf, "interpolated in V in the T_iss^0 table at K = %d (V = %.3f MB)", K, V / 1e6);
   }
   return buf;
 }
@@ -315,8 +333,8 @@ int report(const std::string& out_dir, const std::vector<Point>& pts, nlohmann::
   for (auto& p : pts) total_wrong += p.r.wrong;
   std::vector<model::Sample> samples = model::read_samples_csv(csv);
   model::Provenance prov{machine, summary.at("date"), command, "calibration",
-                         "xstage calibrate: R from zero-gap wall time, T_iss^0 from the isolated floor and the "
-                         "gap plateaus of bursts that fit Q, Q(K) = largest V - R*T_iss held up to the isolated "
+                         "xstage calibrate: R from zero-gap wall time, T_iss^0 from the large-gap plateaus of "
+                         "periodic bursts and the isolated floor, Q(K) = largest V - R*T_iss held up to the isolated "
                          "knee (st.global, one source to one peer, CTA producers); docs/MODEL.md section 7"};
   summary["wrong_bytes"] = total_wrong;
   summary["points"] = pts.size();
@@ -337,8 +355,8 @@ int report(const std::string& out_dir, const std::vector<Point>& pts, nlohmann::
     nlohmann::json vj;
     vj["family"] = fam;
     // Model-free comparison of the families (also when a fit fails): the zero-gap drain rate from
-    // wall time, and the isolated knee at K = SMs (warps: 4 x SMs): the first V whose T_iss exceeds
-    // kKneeRatio x the previous point's; the last V below it.
+    // wall time, and the isolated knee at K = SMs (warps: 4 x SMs) by model::find_knee with that wall
+    // rate (a jump off the floor or a confirmed drain-paced step); the last V below it.
     const int Kv = fo.producer == "warp" ? 4 * SMs : SMs;
     {
       double r_wall = 0;
@@ -351,13 +369,14 @@ int report(const std::string& out_dir, const std::vector<Point>& pts, nlohmann::
         if (p.c.mode == "isolated" && p.c.K == Kv) iso.push_back({V, p.r.tiss_ns});
       }
       std::sort(iso.begin(), iso.end());
-      double below = 0, knee = 0;
-      for (size_t i = 0; i < iso.size(); ++i) {
-        if (i > 0 && iso[i].second > kKneeRatio * iso[i - 1].second) {
-          knee = iso[i].first;
-          break;
-        }
-        below = iso[i].first;
+      double below = iso.empty() ? 0 : iso.back().first, knee = 0;
+      if (r_wall > 0 && !iso.empty()) {
+        std::vector<double> V, T, C(iso.size(), 0.0);
+        for (auto& [v, t] : iso) V.push_back(v), T.push_back(t);
+        model::FitOptions ko;
+        ko.knee_ratio = kKneeRatio;
+        const int k = model::find_knee(V, T, C, r_wall, ko);
+        if (k >= 0) knee = V[k], below = k > 0 ? V[k - 1] : 0;
       }
       vj["R_wall_GBps"] = r_wall / 1e9;
       vj["knee_V_MB"] = knee / 1e6;
@@ -369,7 +388,7 @@ int report(const std::string& out_dir, const std::vector<Point>& pts, nlohmann::
       vj["K"] = Kv;
       vj["Q_MB"] = rep.platform.Q(Kv) / 1e6;
       vj["T_iss0_us_B32KB"] = rep.platform.tiss0(Kv, double(Kv) * 32768) * 1e6;
-      vj["T_iss0_note"] = tiss0_provenance(rep.platform, Kv, double(Kv) * 32768);
+      vj["T_iss0_note"] = tiss0_provenance(rep, Kv, double(Kv) * 32768);
       vj["Q_determined"] = false;
       vj["Q_note"] = "no isolated sweep at K = " + std::to_string(Kv) + " (Q interpolated in K)";
       for (const auto& kf : rep.knees)
@@ -425,20 +444,23 @@ int report(const std::string& out_dir, const std::vector<Point>& pts, nlohmann::
     }
     summary["R_GBps"] = pl.R / 1e9;
     summary["T_iss0_us"] = pl.tiss0(SMs, double(SMs) * 32768) * 1e6;
-    summary["T_iss0_note"] = tiss0_provenance(pl, SMs, double(SMs) * 32768);
+    summary["T_iss0_note"] = tiss0_provenance(base, SMs, double(SMs) * 32768);
     summary["Q_MB"] = pl.Q(SMs) / 1e6;
     summary["Q_lower_bound"] = base.q_lower_bound;
     summary["model_median_err"] = base.gap_median_err;
     summary["model_max_err"] = base.gap_max_err;
-    summary["model_err_note"] = "gap sweep (period and T_iss), predicted with the capacity-aware law "
-                                "max(T_iss^0, V/R - G, (V - Q)/R), nothing refitted";
+    summary["model_err_note"] = "gap sweep (period and T_iss), predicted with the Burst-Gap law "
+                                "T_iss = max(T_iss^0, V/R - G), T_period = max(T_iss^0 + G, V/R) (free-running "
+                                "periodic bursts: no capacity term), nothing refitted; rows with T_iss = period - G "
+                                "<= 0: period only";
+    summary["iso_err_note"] = "isolated (aligned) bursts, predicted with max(T_iss^0, (V - Q)/R)";
     summary["iso_median_err"] = base.iso_median_err;
     summary["iso_max_err"] = base.iso_max_err;
     summary["R_over_copy_engine"] = pl.R / 1e9 / ce;
     summary["fit_notes"] = base.notes;
 
-    // Knee per K (isolated, base family): measured (first V whose T_iss exceeds kKneeRatio x the previous
-    // point's) vs predicted (first V whose max(T_iss^0, (V - Q)/R) leaves T_iss^0), in sweep steps.
+    // Knee per K (isolated, base family): measured (model::find_knee: a jump off the floor or a confirmed
+    // drain-paced step) vs predicted (first V whose max(T_iss^0, (V - Q)/R) leaves T_iss^0), in sweep steps.
     nlohmann::json knees = nlohmann::json::array();
     bool knees_ok = true;
     model::FitOptions bfo;
@@ -481,7 +503,7 @@ int report(const std::string& out_dir, const std::vector<Point>& pts, nlohmann::
     std::printf("# T_iss^0(K=%d, B=32KB) = %.3f us: %s\n", SMs, summary["T_iss0_us"].get<double>(),
                 summary["T_iss0_note"].get<std::string>().c_str());
     std::printf("# knee predicted within one sweep step at every K: %s\n", knees_ok ? "yes" : "NO");
-    std::printf("# validation without refit: gap sweep median %.1f%% max %.1f%% (capacity-aware law); isolated median %.1f%% max %.1f%%\n",
+    std::printf("# validation without refit: gap sweep median %.1f%% max %.1f%% (Burst-Gap law); isolated median %.1f%% max %.1f%%\n",
                 100 * base.gap_median_err, 100 * base.gap_max_err, 100 * base.iso_median_err, 100 * base.iso_max_err);
   }
   std::printf("%-14s %9s %7s %12s %9s %9s\n", "#family", "R(GB/s)", "K", "Tiss0(us)@32K", "Q(MB)", "gap err");
