@@ -372,7 +372,7 @@ int report(const std::string& out_dir, const std::vector<Point>& pts, nlohmann::
       double below = iso.empty() ? 0 : iso.back().first, knee = 0;
       if (r_wall > 0 && !iso.empty()) {
         std::vector<double> V, T, C(iso.size(), 0.0);
-        for (auto& [v, t] : iso) V.push_back(v), T.push_back(t);
+        for (auto& [v, t] : iso) V.push_back(v), T.push_back(t * 1e-9);  // ns -> s
         model::FitOptions ko;
         ko.knee_ratio = kKneeRatio;
         const int k = model::find_knee(V, T, C, r_wall, ko);
