@@ -449,8 +449,11 @@ void add_fit(CLI::App& app) {
     for (const auto& e : tab) t.row({std::to_string(e.K), mb(e.V, 3), us(e.tiss0, 4)});
     t.print(os);
     os << "prediction error with R fixed, nothing refitted (|pred - meas| / meas):\n"
-       << "  gap sweep (period and T_iss): median " << fmt(100 * rep.gap_median_err, 1) << " %, max "
-       << fmt(100 * rep.gap_max_err, 1) << " %\n"
+       << "  gap sweep, period:             median " << fmt(100 * rep.gap_period_median_err, 1) << " %, max "
+       << fmt(100 * rep.gap_period_max_err, 1) << " %\n"
+       << "  gap sweep, T_iss:              median " << fmt(100 * rep.gap_tiss_median_err, 1) << " %, max "
+       << fmt(100 * rep.gap_tiss_max_err, 1) << " % (max |error| " << fmt(rep.gap_tiss_max_abs_err * 1e6, 2)
+       << " us)\n"
        << "  isolated bursts (T_iss):       median " << fmt(100 * rep.iso_median_err, 1) << " %, max "
        << fmt(100 * rep.iso_max_err, 1) << " %\n"
        << "  zero-gap per-producer periods:  median " << fmt(100 * rep.zerogap_median_err, 1) << " %, max "

@@ -477,7 +477,7 @@ FitReport fit_platform(const std::vector<Sample>& all, const FitOptions& opt, co
   rep.q_fit_rel_rmse = q_n ? std::sqrt(q_se / q_n) : 0;
   P.validate();
   // --- Prediction error on every remote point, nothing refitted.
-  std::vector<double> gap_e, iso_e, zg_e;
+  std::vector<double> gap_e, iso_e, zg_e, gap_pe, gap_te;
   for (const auto& x : s) {
     if (x.target != "remote") continue;
     double T0 = P.tiss0(x.K, x.V), G = x.gap_ns * 1e-9;
@@ -487,9 +487,15 @@ FitReport fit_platform(const std::vector<Sample>& all, const FitOptions& opt, co
       bucket.push_back(e.rel_err);
     };
     if (x.mode == "gap") {  // periodic (free-running) bursts: the Burst-Gap law, no capacity term
-      if (x.period_ns > 0) add("period", x.period_ns * 1e-9, bg::t_period(G, x.V, R, T0), gap_e);
+      if (x.period_ns > 0) {
+        add("period", x.period_ns * 1e-9, bg::t_period(G, x.V, R, T0), gap_e);
+        gap_pe.push_back(rep.errors.back().rel_err);
+      }
       if (x.tiss_ns > 0) {
         add("tiss", x.tiss_ns * 1e-9, bg::tiss(G, x.V, R, T0), gap_e);
+        gap_te.push_back(rep.errors.back().rel_err);
+        rep.gap_tiss_max_abs_err =
+            std::max(rep.gap_tiss_max_abs_err, std::fabs(rep.errors.back().predicted - rep.errors.back().measured));
       } else {
         rep.notes.push_back("validation: line " + std::to_string(x.line) + " (gap " + fmtd(x.gap_ns, 1) +
                             " ns) has T_iss = " + fmtd(x.tiss_ns, 1) + " ns <= 0 (period - measured gap); "
@@ -506,6 +512,8 @@ FitReport fit_platform(const std::vector<Sample>& all, const FitOptions& opt, co
     mx = v.empty() ? 0 : *std::max_element(v.begin(), v.end());
   };
   stats(gap_e, rep.gap_median_err, rep.gap_max_err);
+  stats(gap_pe, rep.gap_period_median_err, rep.gap_period_max_err);
+  stats(gap_te, rep.gap_tiss_median_err, rep.gap_tiss_max_err);
   stats(iso_e, rep.iso_median_err, rep.iso_max_err);
   stats(zg_e, rep.zerogap_median_err, rep.zerogap_max_err);
 
@@ -585,6 +593,10 @@ nlohmann::json FitReport::to_json() const {
           {"tiss0_sources", t0s},
           {"tiss0_points_used", tiss0_points_used},
           {"prediction_error", {{"gap_median", gap_median_err}, {"gap_max", gap_max_err},
+                                {"gap_period_median", gap_period_median_err},
+                                {"gap_period_max", gap_period_max_err},
+                                {"gap_tiss_median", gap_tiss_median_err}, {"gap_tiss_max", gap_tiss_max_err},
+                                {"gap_tiss_max_abs_us", gap_tiss_max_abs_err * 1e6},
                                 {"isolated_median", iso_median_err}, {"isolated_max", iso_max_err},
                                 {"zerogap_period_median", zerogap_median_err},
                                 {"zerogap_period_max", zerogap_max_err}}},
