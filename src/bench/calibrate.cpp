@@ -147,8 +147,11 @@ std::vector<Point> read_points(const std::string& path) {
     p.c.path = v[cpa];
     p.c.pattern = v[cpt];
     p.c.producer = v[cpr];
-    p.c.src = std::max(0, std::stoi(v[cs]));
-    p.c.dst = std::max(1, std::stoi(v[cd]));
+    // p2p rows name their pair; a2a rows write -1 (every rank to every peer), kept as the defaults.
+    if (p.c.pattern == "p2p") {
+      p.c.src = std::stoi(v[cs]);
+      p.c.dst = std::stoi(v[cd]);
+    }
     p.r.tiss_ns = std::stod(v[cti]);
     p.r.period_ns = std::stod(v[cp]);
     p.r.wall_us = std::stod(v[cw]);
