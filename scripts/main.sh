@@ -10,7 +10,7 @@ bash scripts/deps.sh
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$build" --target xstage -j "$(nproc)" >/dev/null
 x="$build/src/cli/xstage"
-echo "== platform (embedded preset; probe values until our own calibration replaces them)"
+echo "== platform (embedded preset: our calibration on nvidia-h200-x2, results/calibration/)"
 "$x" platform show h200-nvlink4
 echo
 echo "== design test, world size from the platform (P = 2)"
@@ -19,7 +19,7 @@ echo
 echo "== the same at the paper's world size P = 8 (an extrapolation: R and Q were measured with 2 GPUs)"
 "$x" design paper --platform h200-nvlink4 -P 8 | sed -n '/^1)/,$p'
 echo
-echo "== model check against the probe data (fit with R fixed, then prediction error)"
-"$x" fit tests/data/h200x2-probe-2026-11-29.csv
+echo "== model check against our calibration data (fit, then the prediction error with nothing refitted)"
+"$x" fit results/calibration/calibration.csv
 echo
 echo "No GPU was used: every number above comes from the model and the recorded platform parameters."

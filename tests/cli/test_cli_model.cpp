@@ -62,7 +62,8 @@ TEST(CliModel, PlatformListAndShow) {
   r = xstage("platform show h200-nvlink4 --json");
   ASSERT_EQ(r.code, 0) << r.err;
   auto j = nlohmann::json::parse(r.out);
-  EXPECT_DOUBLE_EQ(j["R_GBps"].get<double>(), 370.0);
+  std::ifstream preset_file(std::string(XSTAGE_SOURCE_DIR) + "/platforms/h200-nvlink4.json");
+  EXPECT_DOUBLE_EQ(j["R_GBps"].get<double>(), nlohmann::json::parse(preset_file)["R_GBps"].get<double>());
   EXPECT_EQ(j["sm_count"].get<int>(), 132);
   r = xstage("platform show paper-b200");
   ASSERT_EQ(r.code, 0) << r.err;
@@ -70,7 +71,8 @@ TEST(CliModel, PlatformListAndShow) {
 }
 
 TEST(CliModel, EvalFollowsTheBurstGapLaw) {
-  auto r = xstage("eval --platform h200-nvlink4 -K 132 -B 32K --gap 0,4us,20000ns --json");
+  auto r = xstage("eval --platform '" + std::string(XSTAGE_SOURCE_DIR) +
+                  "/tests/data/h200-probe-platform.json' -K 132 -B 32K --gap 0,4us,20000ns --json");
   ASSERT_EQ(r.code, 0) << r.err;
   auto j = nlohmann::json::parse(r.out);
   double V = 132 * 32768.0, VR = V / 370e9 * 1e6;
