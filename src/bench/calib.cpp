@@ -351,86 +351,78 @@ Result Bench::run(const Config& c) {
   return out;
 }
 
-double Bench::copy_engine_GBps(size_t bytes, int src, int dst) {
-  auto& I = *impl_;
-  auto& comm = I.comm;
-  runtime::SymmetricWindow w(comm, bytes, "copy-engine anchor");
+namespace {
+// One anchor measurement from rank src into rank dst's symmetric window: `measure(to, from)` returns
+// GB/s on the source rank; every rank joins the reductions even when the source failed.
+template <class Measure>
+double anchor_GBps(runtime::Communicator& comm, const char* what, size_t bytes, int src, int dst, int fill,
+                   Measure&& measure) {
+  auto check = [&](cudaError_t e, const char* call) { runtime::check_cuda(e, call, comm.rank()); };
+  runtime::SymmetricWindow w(comm, bytes, what);
   void* from = nullptr;
-  I.check(cudaMalloc(&from, bytes), "cudaMalloc anchor");
-  I.check(cudaMemset(from, 0x5a, bytes), "cudaMemset anchor");
+  check(cudaMalloc(&from, bytes), "cudaMalloc");
+  check(cudaMemset(from, fill, bytes), "cudaMemset");
   double best = 0;
   std::string failure;
   if (comm.rank() == src) try {
     void** dptr = nullptr;
     void* to = nullptr;
-    I.check(cudaMalloc(&dptr, sizeof(void*)), "cudaMalloc");
+    check(cudaMalloc(&dptr, sizeof(void*)), "cudaMalloc");
     launch_peer_pointer(w.window(), dst, dptr, comm.stream());
-    I.check(cudaMemcpyAsync(&to, dptr, sizeof to, cudaMemcpyDeviceToHost, comm.stream()), "cudaMemcpyAsync");
+    check(cudaMemcpyAsync(&to, dptr, sizeof to, cudaMemcpyDeviceToHost, comm.stream()), "cudaMemcpyAsync");
     comm.sync("peer pointer kernel");
     cudaFree(dptr);
-    std::vector<double> t;
-    for (int i = 0; i < 6; ++i) {
-      I.check(cudaEventRecord(I.ev0, comm.stream()), "cudaEventRecord");
-      I.check(cudaMemcpyAsync(to, from, bytes, cudaMemcpyDeviceToDevice, comm.stream()),
-              "cudaMemcpyAsync to the peer's window (copy engine)");
-      I.check(cudaEventRecord(I.ev1, comm.stream()), "cudaEventRecord");
-      comm.sync("copy-engine anchor");
-      float ms = 0;
-      I.check(cudaEventElapsedTime(&ms, I.ev0, I.ev1), "cudaEventElapsedTime");
-      if (i > 0) t.push_back(bytes / (ms * 1e-3) / 1e9);
-    }
-    best = median(t);
+    best = measure(to, from);
   } catch (const std::exception& e) {
     failure = e.what();
     best = -1;
   }
   cudaFree(from);
-  // Every rank takes part in the reduction even when the source failed, so nobody waits in vain.
   best = comm.allreduce(best, ncclMin) < 0 ? -1 : comm.allreduce(best, ncclMax);
-  XSTAGE_CHECK(best >= 0, "anchor failed on rank ", src, failure.empty() ? "" : ": ", failure);
+  XSTAGE_CHECK(best >= 0, what, " failed on rank ", src, failure.empty() ? "" : ": ", failure);
   return best;
+}
+
+// Median GB/s over timed repetitions (the first is a warm-up) of `launch` between two events.
+template <class Launch>
+double timed_GBps(runtime::Communicator& comm, cudaEvent_t ev0, cudaEvent_t ev1, size_t bytes, int reps,
+                  const char* what, Launch&& launch) {
+  auto check = [&](cudaError_t e, const char* call) { runtime::check_cuda(e, call, comm.rank()); };
+  std::vector<double> t;
+  for (int i = 0; i < reps; ++i) {
+    check(cudaEventRecord(ev0, comm.stream()), "cudaEventRecord");
+    launch();
+    check(cudaEventRecord(ev1, comm.stream()), "cudaEventRecord");
+    comm.sync(what);
+    float ms = 0;
+    check(cudaEventElapsedTime(&ms, ev0, ev1), "cudaEventElapsedTime");
+    if (i > 0) t.push_back(bytes / (ms * 1e-3) / 1e9);
+  }
+  return median(t);
+}
+}  // namespace
+
+double Bench::copy_engine_GBps(size_t bytes, int src, int dst) {
+  auto& I = *impl_;
+  return anchor_GBps(I.comm, "copy-engine anchor", bytes, src, dst, 0x5a, [&](void* to, void* from) {
+    return timed_GBps(I.comm, I.ev0, I.ev1, bytes, 6, "copy-engine anchor", [&] {
+      I.check(cudaMemcpyAsync(to, from, bytes, cudaMemcpyDeviceToDevice, I.comm.stream()),
+              "cudaMemcpyAsync to the peer's window (copy engine)");
+    });
+  });
 }
 
 double Bench::sm_copy_GBps(size_t bytes, int src, int dst) {
   auto& I = *impl_;
-  auto& comm = I.comm;
-  runtime::SymmetricWindow w(comm, bytes, "SM-copy anchor");
-  void* from = nullptr;
-  I.check(cudaMalloc(&from, bytes), "cudaMalloc anchor");
-  I.check(cudaMemset(from, 0x3c, bytes), "cudaMemset anchor");
-  double best = 0;
-  std::string failure;
-  if (comm.rank() == src) try {
-    void** dptr = nullptr;
-    void* to = nullptr;
-    I.check(cudaMalloc(&dptr, sizeof(void*)), "cudaMalloc");
-    launch_peer_pointer(w.window(), dst, dptr, comm.stream());
-    I.check(cudaMemcpyAsync(&to, dptr, sizeof to, cudaMemcpyDeviceToHost, comm.stream()), "cudaMemcpyAsync");
-    comm.sync("peer pointer kernel");
-    cudaFree(dptr);
-    for (int mult : {1, 2, 4}) {
-      std::vector<double> t;
-      for (int i = 0; i < 4; ++i) {
-        I.check(cudaEventRecord(I.ev0, comm.stream()), "cudaEventRecord");
-        launch_sm_copy(to, from, bytes, mult * sm_count_, 512, comm.stream());
+  return anchor_GBps(I.comm, "SM-copy anchor", bytes, src, dst, 0x3c, [&](void* to, void* from) {
+    double best = 0;
+    for (int mult : {1, 2, 4})  // CTAs per SM: the best of three grid sizes
+      best = std::max(best, timed_GBps(I.comm, I.ev0, I.ev1, bytes, 4, "SM-copy anchor", [&] {
+        launch_sm_copy(to, from, bytes, mult * sm_count_, 512, I.comm.stream());
         I.check(cudaGetLastError(), "SM copy launch");
-        I.check(cudaEventRecord(I.ev1, comm.stream()), "cudaEventRecord");
-        comm.sync("SM-copy anchor");
-        float ms = 0;
-        I.check(cudaEventElapsedTime(&ms, I.ev0, I.ev1), "cudaEventElapsedTime");
-        if (i > 0) t.push_back(bytes / (ms * 1e-3) / 1e9);
-      }
-      best = std::max(best, median(t));
-    }
-  } catch (const std::exception& e) {
-    failure = e.what();
-    best = -1;
-  }
-  cudaFree(from);
-  // Every rank takes part in the reduction even when the source failed, so nobody waits in vain.
-  best = comm.allreduce(best, ncclMin) < 0 ? -1 : comm.allreduce(best, ncclMax);
-  XSTAGE_CHECK(best >= 0, "anchor failed on rank ", src, failure.empty() ? "" : ": ", failure);
-  return best;
+      }));
+    return best;
+  });
 }
 
 model::Sample to_sample(const Config& c, const Result& r) {

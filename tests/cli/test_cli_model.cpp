@@ -1,56 +1,21 @@
 // Runs the built `xstage` binary: model subcommands (platform, eval, design, fit).
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <array>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <random>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
+#include "../common/cli_runner.hpp"
+
 namespace {
-
-struct Run {
-  int code = -1;
-  std::string out, err;
-};
-
-std::string tmp(const std::string& stem) {
-  return (std::filesystem::temp_directory_path() / (stem + std::to_string(std::random_device{}()))).string();
-}
-
-Run xstage(const std::string& args) {
-  std::string errf = tmp("xstage_cli_err_");
-  std::string cmd = std::string("'") + XSTAGE_BIN + "' " + args + " 2>'" + errf + "'";
-  Run r;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  int st = pclose(p);
-  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  std::ifstream e(errf);
-  r.err.assign(std::istreambuf_iterator<char>(e), {});
-  std::filesystem::remove(errf);
-  return r;
-}
+using cli_test::CliRun;
+using cli_test::expect_usage;
+using cli_test::xstage;
+std::string tmp(const std::string& stem) { return cli_test::tmp_path(stem); }
 
 std::string probe() { return std::string(XSTAGE_SOURCE_DIR) + "/tests/data/h200x2-probe-2026-11-29.csv"; }
-
-// Bad input: exit code 2, nothing on stdout, exactly one line "xstage: error: ..." naming `needle`.
-void expect_usage(const std::string& args, const std::string& needle) {
-  SCOPED_TRACE(args);
-  auto r = xstage(args);
-  EXPECT_EQ(r.code, 2);
-  EXPECT_EQ(r.out, "");
-  EXPECT_EQ(r.err.rfind("xstage: error: ", 0), 0u) << r.err;
-  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
-  EXPECT_NE(r.err.find(needle), std::string::npos) << r.err;
-}
 
 }  // namespace
 

@@ -1,55 +1,21 @@
 // Runs the built `xstage` binary: `xstage simulate moe` (exit codes, table, JSON, error lines).
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
 #include <algorithm>
-#include <array>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <random>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
+#include "../common/cli_runner.hpp"
+
 namespace {
-
-struct CliRun {
-  int code = -1;
-  std::string out, err;
-};
-
-CliRun xstage(const std::string& args) {
-  const std::string errf =
-      (std::filesystem::temp_directory_path() / ("xstage_sim_err_" + std::to_string(std::random_device{}())))
-          .string();
-  const std::string cmd = std::string("'") + XSTAGE_BIN + "' " + args + " 2>'" + errf + "'";
-  CliRun r;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  const int st = pclose(p);
-  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  std::ifstream e(errf);
-  r.err.assign(std::istreambuf_iterator<char>(e), {});
-  std::filesystem::remove(errf);
-  return r;
-}
+using cli_test::CliRun;
+using cli_test::expect_usage;
+using cli_test::xstage;
 
 const std::string kMoe = "simulate moe --hidden 4096 --inter 1024 --experts 32 --topk 8 --tokens 2048";
-
-// Bad input: exit code 2, nothing on stdout, one line "xstage: error: ..." containing `needle`.
-void expect_usage(const std::string& args, const std::string& needle) {
-  SCOPED_TRACE(args);
-  const CliRun r = xstage(args);
-  EXPECT_EQ(r.code, 2);
-  EXPECT_EQ(r.out, "");
-  EXPECT_EQ(r.err.rfind("xstage: error: ", 0), 0u) << r.err;
-  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
-  EXPECT_NE(r.err.find(needle), std::string::npos) << r.err;
-}
 
 TEST(CliSimulate, HelpListsOptions) {
   const CliRun r = xstage("simulate moe --help");
