@@ -39,6 +39,19 @@ double recovery_gap(double V, const SweepContext& ctx) { return 2.0 * V / ctx.R_
 struct Variant {
   std::string path = "st", pattern = "p2p", producer = "cta";
   std::string tag() const { return path + "_" + pattern + "_" + producer; }
+  // One point of this variant's sweep.
+  Config config(const char* mode, bool local, int K, uint32_t B, double gap_ns) const {
+    Config c;
+    c.mode = mode;
+    c.local = local;
+    c.path = path;
+    c.pattern = pattern;
+    c.producer = producer;
+    c.K = K;
+    c.B = B;
+    c.gap_ns = gap_ns;
+    return c;
+  }
 };
 
 std::vector<int> producers(const Variant& v, const SweepContext& ctx, bool all_k) {
@@ -70,16 +83,7 @@ class ZeroGap : public TestCase {
         if (v_.producer == "warp" && B > 32 * KiB) continue;
         for (bool local : {false, true}) {
           if (local && K != ks.back()) continue;
-          Config c;
-          c.mode = "zerogap";
-          c.local = local;
-          c.path = v_.path;
-          c.pattern = v_.pattern;
-          c.producer = v_.producer;
-          c.K = K;
-          c.B = B;
-          c.gap_ns = 0;
-          out.push_back(c);
+          out.push_back(v_.config("zerogap", local, K, B, 0));
         }
       }
     return out;
@@ -110,16 +114,7 @@ class GapSweep : public TestCase {
       for (double g : gap_grid(static_cast<double>(K) * B, ctx))
         for (bool local : {false, true}) {
           if (local && K != ks.back()) continue;
-          Config c;
-          c.mode = "gap";
-          c.local = local;
-          c.path = v_.path;
-          c.pattern = v_.pattern;
-          c.producer = v_.producer;
-          c.K = K;
-          c.B = B;
-          c.gap_ns = g;
-          out.push_back(c);
+          out.push_back(v_.config("gap", local, K, B, g));
         }
     return out;
   }
@@ -145,15 +140,8 @@ class Isolated : public TestCase {
     for (int K : producers(v_, ctx, all_k_))
       for (uint32_t B : isolated_B(ctx.quick)) {
         if (v_.producer == "warp" && B > 32 * KiB) continue;
-        Config c;
-        c.mode = "isolated";
-        c.path = v_.path;
-        c.pattern = v_.pattern;
-        c.producer = v_.producer;
-        c.K = K;
-        c.B = B;
+        Config c = v_.config("isolated", false, K, B, recovery_gap(static_cast<double>(K) * B, ctx));
         c.bursts = 6;
-        c.gap_ns = recovery_gap(static_cast<double>(K) * B, ctx);
         out.push_back(c);
       }
     return out;
