@@ -211,7 +211,9 @@ std::string lower(std::string s) {
 }
 }  // namespace
 
-double parse_size(const std::string& text, const std::string& what, bool binary_k) {
+namespace {
+// "32K" -> (32, "k"): the leading number and the lower-cased unit after it.
+std::pair<double, std::string> number_and_unit(const std::string& text, const std::string& what) {
   size_t pos = 0;
   double v = 0;
   try {
@@ -219,7 +221,12 @@ double parse_size(const std::string& text, const std::string& what, bool binary_
   } catch (...) {
     throw UsageError(what + ": '" + text + "' is not a number");
   }
-  std::string suf = lower(text.substr(pos));
+  return {v, lower(text.substr(pos))};
+}
+}  // namespace
+
+double parse_size(const std::string& text, const std::string& what, bool binary_k) {
+  const auto [v, suf] = number_and_unit(text, what);
   double base = binary_k ? 1024.0 : 1000.0;
   double mult = 0;
   if (suf.empty() || suf == "b") mult = 1;
@@ -232,14 +239,7 @@ double parse_size(const std::string& text, const std::string& what, bool binary_
 }
 
 double parse_time(const std::string& text, const std::string& what) {
-  size_t pos = 0;
-  double v = 0;
-  try {
-    v = std::stod(text, &pos);
-  } catch (...) {
-    throw UsageError(what + ": '" + text + "' is not a number");
-  }
-  std::string suf = lower(text.substr(pos));
+  const auto [v, suf] = number_and_unit(text, what);
   double mult = 0;
   if (suf.empty() || suf == "us") mult = 1e-6;
   else if (suf == "ns") mult = 1e-9;

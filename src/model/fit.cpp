@@ -8,6 +8,7 @@
 #include <map>
 #include <sstream>
 
+#include "xstage/common/atomic_file.hpp"
 #include "xstage/common/error.hpp"
 #include "xstage/model/burst_gap.hpp"
 
@@ -184,25 +185,14 @@ std::vector<Sample> read_samples_csv(const std::string& path, int default_bursts
 }
 
 void write_samples_csv(const std::string& path, const std::vector<Sample>& samples) {
-  std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp);
-    XSTAGE_REQUIRE(out, "cannot write sample file '", path, "'");
+  write_file_atomic(path, "sample file", [&](std::ostream& out) {
     out << "mode,target,K,B,V,gap_ns,tiss_ns,period_ns,wall_us,bursts,path,pattern,producer,wrong\n";
     out.precision(10);
     for (const auto& s : samples)
       out << s.mode << ',' << s.target << ',' << s.K << ',' << s.B << ',' << s.V << ',' << s.gap_ns << ','
           << s.tiss_ns << ',' << s.period_ns << ',' << s.wall_us << ',' << s.bursts << ',' << s.path << ','
           << s.pattern << ',' << s.producer << ',' << s.wrong << '\n';
-    out.close();
-    XSTAGE_REQUIRE(out, "cannot write sample file '", path, "'");
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::filesystem::remove(tmp, ec);
-    throw UsageError("cannot write sample file '" + path + "'");
-  }
+  });
 }
 
 FitReport fit_platform(const std::vector<Sample>& all, const FitOptions& opt, const Provenance& provenance) {

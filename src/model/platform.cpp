@@ -9,6 +9,7 @@
 #include <map>
 #include <sstream>
 
+#include "xstage/common/atomic_file.hpp"
 #include "xstage/common/error.hpp"
 
 namespace xstage::model {
@@ -226,21 +227,7 @@ Platform Platform::load(const std::string& name_or_path) {
 
 void Platform::save(const std::string& path) const {
   validate();
-  // Write a sibling temp file and rename it, so a failure leaves nothing half-written.
-  std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp);
-    XSTAGE_REQUIRE(out, "cannot write platform file '", path, "'");
-    out << to_json().dump(2) << "\n";
-    out.close();
-    XSTAGE_REQUIRE(out, "cannot write platform file '", path, "'");
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::filesystem::remove(tmp, ec);
-    throw UsageError("cannot write platform file '" + path + "'");
-  }
+  write_file_atomic(path, "platform file", [&](std::ostream& out) { out << to_json().dump(2) << "\n"; });
 }
 
 }  // namespace xstage::model
