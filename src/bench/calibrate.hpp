@@ -1,6 +1,7 @@
 #pragma once
 // `xstage calibrate`: run the microbenchmark sweeps on every rank, write the raw CSV, fit M_X
-// (model::fit_platform), validate it without refitting, write the platform JSON, summary and plots.
+// (model::fit_platform), validate it without refitting, write the platform JSON, summary and plots
+// (the host half, calib::report in src/calib_host; `--refit` calls it without CUDA).
 #include <string>
 #include <vector>
 
@@ -16,8 +17,7 @@ struct CalibrateOptions {
   std::string machine;                 // provenance; default: GPU name x world size
   bool plots = true;
   int anchor_mb = 256;                 // copy-engine / SM-copy anchor size
-  bool list = false;                   // print the test cases and exit
-  std::string refit;                   // folder of a finished run: fit, validate and plot again (no GPU)
+  bool list = false;                   // print the test cases (those --only selects) and exit
 };
 
 // Returns the process exit code. Collective over the ranks of one launch.

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include "xstage/common/atomic_file.hpp"
@@ -164,6 +165,11 @@ std::vector<Sample> parse_samples_csv(const std::string& text, const std::string
     if (col.count("path")) s.path = word("path", {"st", "tma"});
     if (col.count("pattern")) s.pattern = word("pattern", {"p2p", "a2a"});
     if (col.count("producer")) s.producer = word("producer", {"cta", "warp"});
+    if (col.count("gap_req_ns") && s.mode == "gap") {
+      s.gap_req_ns = number("gap_req_ns");
+      XSTAGE_REQUIRE(s.gap_req_ns >= 0, where("gap_req_ns"), ": requested gap must be >= 0, got ",
+                     f[col.at("gap_req_ns")]);
+    }
     if (col.count("wrong")) {
       s.wrong = (long long)integer("wrong");
       XSTAGE_REQUIRE(s.wrong == 0, where("wrong"), ": ", s.wrong,
@@ -177,6 +183,11 @@ std::vector<Sample> parse_samples_csv(const std::string& text, const std::string
 }
 
 std::vector<Sample> read_samples_csv(const std::string& path, int default_bursts) {
+  std::error_code ec;
+  XSTAGE_REQUIRE(!path.empty(), "sample file: empty path");
+  XSTAGE_REQUIRE(std::filesystem::exists(path, ec), "sample file '", path, "' does not exist");
+  XSTAGE_REQUIRE(!std::filesystem::is_directory(path, ec), "sample file '", path,
+                 "' is a directory, not a CSV file");
   std::ifstream in(path);
   XSTAGE_REQUIRE(in, "cannot read sample file '", path, "'");
   std::stringstream ss;
@@ -193,6 +204,25 @@ void write_samples_csv(const std::string& path, const std::vector<Sample>& sampl
           << s.tiss_ns << ',' << s.period_ns << ',' << s.wall_us << ',' << s.bursts << ',' << s.path << ','
           << s.pattern << ',' << s.producer << ',' << s.wrong << '\n';
   });
+}
+
+ErrStats ErrStats::of(std::vector<double> v) {
+  ErrStats e;
+  e.n = int(v.size());
+  if (v.empty()) return e;
+  e.median = ::xstage::model::median(v);
+  e.max = *std::max_element(v.begin(), v.end());
+  return e;
+}
+
+nlohmann::json ErrStats::to_json() const {
+  if (n == 0) return {{"n", 0}, {"median", nullptr}, {"max", nullptr}};
+  return {{"n", n}, {"median", median}, {"max", max}};
+}
+
+std::string ErrStats::text() const {
+  if (n == 0) return "n/a (no points)";
+  return "median " + fmtd(100 * median, 1) + " %, max " + fmtd(100 * max, 1) + " % (n = " + std::to_string(n) + ")";
 }
 
 FitReport fit_platform(const std::vector<Sample>& all, const FitOptions& opt, const Provenance& provenance) {
@@ -299,6 +329,8 @@ FitReport fit_platform(const std::vector<Sample>& all, const FitOptions& opt, co
   P.R = R;
   int maxK = 0;
   for (const auto& x : s) maxK = std::max(maxK, x.K);
+  XSTAGE_REQUIRE(opt.sm_count <= 0 || opt.sm_count >= maxK, "SM count ", opt.sm_count, " is below the largest K = ",
+                 maxK, " in the samples (one producer per SM at most): give --sm-count >= ", maxK, " or leave it out");
   P.sm_count = opt.sm_count > 0 ? opt.sm_count : maxK;
   P.world_size = opt.world_size;
 
@@ -410,14 +442,17 @@ FitReport fit_platform(const std::vector<Sample>& all, const FitOptions& opt, co
   // replaces the isolated floor entry at the same (K, V); the floor covers the V without a plateau. A note
   // says when an aligned burst of the plateau's V would overflow Q(K) (what the capacity bound is about).
   std::map<std::pair<int, double>, std::vector<double>> plateau;
+  auto on_plateau = [&](const Sample& x) {
+    return x.mode == "gap" && x.target == "remote" && x.tiss_ns > 0 && x.gap_ns * 1e-9 >= opt.plateau_margin * x.V / R;
+  };
   for (const auto& x : s)
-    if (x.mode == "gap" && x.target == "remote" && x.tiss_ns > 0 && x.gap_ns * 1e-9 >= opt.plateau_margin * x.V / R)
-      plateau[{x.K, x.V}].push_back(x.tiss_ns * 1e-9);
+    if (on_plateau(x)) plateau[{x.K, x.V}].push_back(x.tiss_ns * 1e-9);
+  std::set<int> plateau_K;
+  for (auto& [k, v] : plateau) plateau_K.insert(k.first);
   for (auto& [k, v] : plateau) {
     const double Tp = median(v), V = k.second;
     const double qpk = bg::q_peak(V, R, Tp), Qk = qP.Q(k.first);
-    FitReport::Tiss0Source src{k.first, V, Tp, "gap plateau", int(v.size()), qpk, Qk, qpk > Qk};
-    P.tiss0_table.push_back({k.first, V, Tp});
+    FitReport::Tiss0Source src{k.first, V, Tp, "gap plateau", int(v.size()), qpk, Qk, qpk > Qk, true, Tp};
     rep.tiss0_sources.push_back(src);
     rep.tiss0_points_used += int(v.size());
     std::string note = "T_iss^0(K=" + std::to_string(k.first) + ", V=" + fmtd(V / 1e6, 3) + " MB) = " +
@@ -433,13 +468,48 @@ FitReport fit_platform(const std::vector<Sample>& all, const FitOptions& opt, co
     }
     rep.notes.push_back(note);
   }
-  for (auto& [k, t] : floor_pts)
-    if (!plateau.count(k)) {
-      P.tiss0_table.push_back({k.first, k.second, t});
-      rep.tiss0_sources.push_back({k.first, k.second, t, "isolated floor", 1, bg::q_peak(k.second, R, t),
-                                   qP.Q(k.first), false});
-      ++rep.tiss0_points_used;
+  int floors_apart = 0;
+  for (auto& [k, t] : floor_pts) {
+    const bool in_table = !plateau_K.count(k.first);  // one source per K row
+    rep.tiss0_sources.push_back({k.first, k.second, t, "isolated floor", 1, bg::q_peak(k.second, R, t),
+                                 qP.Q(k.first), false, in_table, t});
+    if (in_table) ++rep.tiss0_points_used;
+    else ++floors_apart;
+  }
+  if (floors_apart)
+    rep.notes.push_back("T_iss^0: " + std::to_string(floors_apart) + " isolated floor points kept out of the table: "
+                        "their K rows have gap plateaus (aligned bursts issue slower than free-running periodic "
+                        "ones; the two sources are not mixed in one row); they are validated out of sample");
+  // One row per K, non-decreasing in V: pool adjacent violators, weighted by the points behind each entry.
+  {
+    std::map<int, std::vector<FitReport::Tiss0Source*>> rows;
+    for (auto& t : rep.tiss0_sources)
+      if (t.in_table) rows[t.K].push_back(&t);
+    for (auto& [K, row] : rows) {
+      std::sort(row.begin(), row.end(), [](auto* a, auto* b) { return a->V < b->V; });
+      struct Block { double sum_wt, w; size_t first, last; };
+      std::vector<Block> st;
+      for (size_t i = 0; i < row.size(); ++i) {
+        st.push_back({row[i]->measured * row[i]->points, double(row[i]->points), i, i});
+        while (st.size() > 1 && st[st.size() - 2].sum_wt / st[st.size() - 2].w > st.back().sum_wt / st.back().w) {
+          Block b = st.back();
+          st.pop_back();
+          st.back().sum_wt += b.sum_wt;
+          st.back().w += b.w;
+          st.back().last = b.last;
+        }
+      }
+      int pooled = 0;
+      for (const Block& b : st) {
+        for (size_t i = b.first; i <= b.last; ++i) row[i]->tiss0 = b.sum_wt / b.w;
+        if (b.last > b.first) pooled += int(b.last - b.first + 1);
+      }
+      if (pooled)
+        rep.notes.push_back("T_iss^0(K=" + std::to_string(K) + "): " + std::to_string(pooled) + " entries pooled "
+                            "to keep the row non-decreasing in V (measured values fell with V: noise)");
+      for (auto* t : row) P.tiss0_table.push_back({t->K, t->V, t->tiss0});
     }
+  }
   XSTAGE_REQUIRE(!P.tiss0_table.empty(), "cannot determine T_iss^0: no isolated remote points below the knee and "
                  "no gap plateau (G >= ", opt.plateau_margin, " V/R)");
   {
@@ -466,35 +536,58 @@ FitReport fit_platform(const std::vector<Sample>& all, const FitOptions& opt, co
   rep.q_points_used = q_n;
   rep.q_fit_rel_rmse = q_n ? std::sqrt(q_se / q_n) : 0;
   P.validate();
-  // --- Prediction error on every remote point, nothing refitted.
+  // --- Prediction error on every remote point, nothing refitted. A point used to fit the parameter that
+  // decides its prediction is in sample (PointError::in_sample) and reported apart.
+  std::set<std::pair<int, double>> iso_fit;  // isolated (K, V) behind a table floor entry or behind Q
+  for (const auto& t : rep.tiss0_sources)
+    if (t.in_table && t.source == "isolated floor") iso_fit.insert({t.K, t.V});
+  for (const auto& kf : rep.knees)
+    for (const auto& q : P.q_table)
+      if (q.K == kf.K && kf.Q > 0) iso_fit.insert({kf.K, kf.Q_at_V});
   std::vector<double> gap_e, iso_e, zg_e, gap_pe, gap_te;
+  std::vector<double> pin, pout, tin, tout, preq, treq, iin, iout;
   for (const auto& x : s) {
     if (x.target != "remote") continue;
     double T0 = P.tiss0(x.K, x.V), G = x.gap_ns * 1e-9;
-    auto add = [&](const char* q, double meas, double pred, std::vector<double>& bucket) {
-      PointError e{x, q, meas, pred, std::fabs(pred - meas) / meas};
+    auto add = [&](const char* q, double meas, double pred, bool in_sample, std::vector<double>& bucket) {
+      PointError e{x, q, meas, pred, std::fabs(pred - meas) / meas, in_sample};
       rep.errors.push_back(e);
       bucket.push_back(e.rel_err);
+      return &rep.errors.back();
+    };
+    auto with_req = [&](PointError* e, double pred_req, std::vector<double>& bucket) {
+      if (x.gap_req_ns < 0) return;
+      e->predicted_req = pred_req;
+      e->rel_err_req = std::fabs(pred_req - e->measured) / e->measured;
+      if (!e->in_sample) bucket.push_back(e->rel_err_req);
     };
     if (x.mode == "gap") {  // periodic (free-running) bursts: the Burst-Gap law, no capacity term
+      const bool in = on_plateau(x);
+      const double Gr = x.gap_req_ns * 1e-9;
+      if (!in) ++rep.oos_points;
       if (x.period_ns > 0) {
-        add("period", x.period_ns * 1e-9, bg::t_period(G, x.V, R, T0), gap_e);
-        gap_pe.push_back(rep.errors.back().rel_err);
+        PointError* e = add("period", x.period_ns * 1e-9, bg::t_period(G, x.V, R, T0), in, gap_e);
+        gap_pe.push_back(e->rel_err);
+        (in ? pin : pout).push_back(e->rel_err);
+        with_req(e, bg::t_period(Gr, x.V, R, T0), preq);
       }
       if (x.tiss_ns > 0) {
-        add("tiss", x.tiss_ns * 1e-9, bg::tiss(G, x.V, R, T0), gap_e);
-        gap_te.push_back(rep.errors.back().rel_err);
-        rep.gap_tiss_max_abs_err =
-            std::max(rep.gap_tiss_max_abs_err, std::fabs(rep.errors.back().predicted - rep.errors.back().measured));
+        PointError* e = add("tiss", x.tiss_ns * 1e-9, bg::tiss(G, x.V, R, T0), in, gap_e);
+        gap_te.push_back(e->rel_err);
+        (in ? tin : tout).push_back(e->rel_err);
+        with_req(e, bg::tiss(Gr, x.V, R, T0), treq);
+        rep.gap_tiss_max_abs_err = std::max(rep.gap_tiss_max_abs_err, std::fabs(e->predicted - e->measured));
       } else {
         rep.notes.push_back("validation: line " + std::to_string(x.line) + " (gap " + fmtd(x.gap_ns, 1) +
                             " ns) has T_iss = " + fmtd(x.tiss_ns, 1) + " ns <= 0 (period - measured gap); "
                             "its T_iss is not validated, its period is");
       }
     } else if (x.mode == "isolated") {  // aligned bursts from empty: the capacity law
-      add("tiss", x.tiss_ns * 1e-9, bg::tiss_iso(x.V, R, T0, P.Q(x.K)), iso_e);
+      const bool in = iso_fit.count({x.K, x.V}) > 0;
+      PointError* e = add("tiss", x.tiss_ns * 1e-9, bg::tiss_iso(x.V, R, T0, P.Q(x.K)), in, iso_e);
+      (in ? iin : iout).push_back(e->rel_err);
     } else if (x.period_ns > 0) {
-      add("period", x.period_ns * 1e-9, bg::t_period(0, x.V, R, T0), zg_e);
+      add("period", x.period_ns * 1e-9, bg::t_period(0, x.V, R, T0), false, zg_e);
     }
   }
   auto stats = [](const std::vector<double>& v, double& med, double& mx) {
@@ -506,6 +599,14 @@ FitReport fit_platform(const std::vector<Sample>& all, const FitOptions& opt, co
   stats(gap_te, rep.gap_tiss_median_err, rep.gap_tiss_max_err);
   stats(iso_e, rep.iso_median_err, rep.iso_max_err);
   stats(zg_e, rep.zerogap_median_err, rep.zerogap_max_err);
+  rep.gap_period_in = ErrStats::of(pin);
+  rep.gap_period_oos = ErrStats::of(pout);
+  rep.gap_tiss_in = ErrStats::of(tin);
+  rep.gap_tiss_oos = ErrStats::of(tout);
+  rep.gap_period_oos_req = ErrStats::of(preq);
+  rep.gap_tiss_oos_req = ErrStats::of(treq);
+  rep.iso_in = ErrStats::of(iin);
+  rep.iso_oos = ErrStats::of(iout);
 
   // Local control: recovery must come from the remote path, so local T_iss should not depend on G.
   std::vector<double> lt;
@@ -568,12 +669,14 @@ nlohmann::json FitReport::to_json() const {
   for (const auto& t : tiss0_sources)
     t0s.push_back({{"K", t.K}, {"V_MB", t.V / 1e6}, {"tiss0_us", t.tiss0 * 1e6}, {"source", t.source},
                    {"points", t.points}, {"q_peak_MB", t.q_peak / 1e6}, {"Q_MB", t.Q / 1e6},
-                   {"aligned_overflow", t.aligned_overflow}});
+                   {"aligned_overflow", t.aligned_overflow}, {"in_table", t.in_table},
+                   {"measured_us", t.measured * 1e6}});
   nlohmann::json errs = nlohmann::json::array();
   for (const auto& e : errors)
     errs.push_back({{"line", e.sample.line}, {"mode", e.sample.mode}, {"K", e.sample.K}, {"B", e.sample.B},
                     {"gap_ns", e.sample.gap_ns}, {"quantity", e.quantity}, {"measured_us", e.measured * 1e6},
-                    {"predicted_us", e.predicted * 1e6}, {"rel_err", e.rel_err}});
+                    {"predicted_us", e.predicted * 1e6}, {"rel_err", e.rel_err}, {"in_sample", e.in_sample},
+                    {"predicted_requested_gap_us", e.predicted_req >= 0 ? nlohmann::json(e.predicted_req * 1e6) : nlohmann::json(nullptr)}});
   return {{"platform", platform.to_json()},
           {"r_fit", {{"points_used", r_points_used}, {"points_rejected", r_points_rejected},
                      {"rel_rmse", r_fit_rel_rmse}, {"launch_overhead_us", launch_overhead * 1e6}}},
@@ -590,6 +693,13 @@ nlohmann::json FitReport::to_json() const {
                                 {"isolated_median", iso_median_err}, {"isolated_max", iso_max_err},
                                 {"zerogap_period_median", zerogap_median_err},
                                 {"zerogap_period_max", zerogap_max_err}}},
+          {"validation",
+           {{"gap_period_in_sample", gap_period_in.to_json()}, {"gap_period_oos", gap_period_oos.to_json()},
+            {"gap_tiss_in_sample", gap_tiss_in.to_json()}, {"gap_tiss_oos", gap_tiss_oos.to_json()},
+            {"gap_period_oos_requested_gap", gap_period_oos_req.to_json()},
+            {"gap_tiss_oos_requested_gap", gap_tiss_oos_req.to_json()},
+            {"isolated_in_sample", iso_in.to_json()}, {"isolated_oos", iso_oos.to_json()},
+            {"oos_points", oos_points}}},
           {"errors", errs}, {"notes", notes}};
 }
 

@@ -225,38 +225,48 @@ TEST(Csv, SampleColumnsFollowTheFitSchema) {
   EXPECT_EQ(s.target, "remote");
 }
 
-// --refit: the report half of `xstage calibrate` (fit, validation without refit, knee check,
-// summary keys) on the committed H200 run, without a GPU.
+// --refit: the host half of `xstage calibrate` (calib::refit: fit, validation in and out of sample, knee
+// check, summary) on the committed H200 run, without a GPU. The numbers are the committed run's
+// (results/calibration/summary.json); tolerances: 0.1 GB/s, 1 kB, 1 ns, 0.05 percentage points.
 #include <filesystem>
 #include <fstream>
 
 #include <nlohmann/json.hpp>
 
-#include "calibrate.hpp"
+#include "report.hpp"
 
-TEST(Refit, CommittedRunGivesEverySummaryKey) {
+TEST(Refit, CommittedRunGivesTheCommittedNumbers) {
   namespace fs = std::filesystem;
   const fs::path src = fs::path(XSTAGE_SOURCE_DIR) / "results" / "calibration";
-  if (!fs::exists(src / "calibration.csv")) GTEST_SKIP() << "no committed calibration run at " << src;
+  ASSERT_TRUE(fs::exists(src / "calibration.csv")) << "no committed calibration run at " << src;
   const fs::path dir = fs::temp_directory_path() / ("xstage-refit-" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  fs::copy_file(src / "calibration.csv", dir / "calibration.csv", fs::copy_options::overwrite_existing);
-  fs::copy_file(src / "summary.json", dir / "summary.json", fs::copy_options::overwrite_existing);
-  CalibrateOptions o;
-  o.refit = dir.string();
-  o.plots = false;
-  EXPECT_EQ(calibrate(o), 0);
+  fs::remove_all(dir);
+  EXPECT_EQ(xstage::calib::refit(src.string(), dir.string(), false), 0);
   nlohmann::json s = nlohmann::json::parse(std::ifstream(dir / "summary.json"));
-  for (const char* k : {"R_GBps", "copy_engine_GBps", "T_iss0_us", "Q_MB", "model_median_err", "model_max_err",
-                        "machine", "command"})
-    EXPECT_TRUE(s.contains(k)) << k;
-  EXPECT_GT(s["R_GBps"].get<double>(), 0);
-  EXPECT_LT(s["R_GBps"].get<double>(), 478);  // an aggregate above NVLink line rate would be a bug
+  EXPECT_NEAR(s["R_GBps"].get<double>(), 363.71, 0.1);
+  EXPECT_NEAR(s["Q_MB"].get<double>(), 2.0067, 0.001);
+  EXPECT_NEAR(s["T_iss0_us"].get<double>(), 0.6643, 0.001);
+  EXPECT_NEAR(s["model_period_oos_median_err"].get<double>(), 0.0145, 0.0005);
+  EXPECT_NEAR(s["model_period_oos_max_err"].get<double>(), 0.1027, 0.0005);
+  EXPECT_NEAR(s["model_tiss_oos_median_err"].get<double>(), 0.0253, 0.0005);
+  EXPECT_NEAR(s["model_tiss_oos_max_err"].get<double>(), 0.3587, 0.0005);
+  EXPECT_EQ(s["oos_points"].get<int>(), 65);
+  EXPECT_EQ(s["insample_points"].get<int>(), 31);
+  EXPECT_NEAR(s["model_period_oos_reqgap_median_err"].get<double>(), 0.0184, 0.0005);
+  EXPECT_NEAR(s["iso_oos_median_err"].get<double>(), 0.2641, 0.0005);
   EXPECT_EQ(s["wrong_bytes"].get<long long>(), 0);
-  EXPECT_EQ(s["per_K"].size(), 3u);
+  ASSERT_EQ(s["per_K"].size(), 3u);
+  const double q[] = {0.4806, 1.1032, 2.0067};
+  const int steps[] = {2, 1, 1};  // knee check (in sample): predicted with the plateau T_iss^0
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_NEAR(s["per_K"][i]["Q_MB"].get<double>(), q[i], 0.001) << i;
+    EXPECT_EQ(s["per_K"][i]["knee_steps_apart"].get<int>(), steps[i]) << i;
+  }
+  // The warp family has no gap sweep: no error, not 0 %.
+  EXPECT_TRUE(s["variants"][3]["gap_median_err"].is_null());
   EXPECT_TRUE(fs::exists(dir / "platform.json"));
   EXPECT_TRUE(fs::exists(dir / "validation.csv"));
+  EXPECT_TRUE(fs::exists(dir / "calibration.csv"));
   fs::remove_all(dir);
-  o.refit = (dir / "missing").string();
-  EXPECT_THROW(calibrate(o), xstage::UsageError);
+  EXPECT_THROW(xstage::calib::refit((dir / "missing").string(), "", false), xstage::UsageError);
 }

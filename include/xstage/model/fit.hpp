@@ -22,6 +22,7 @@
 //   pattern   p2p | a2a         (one peer, or every rank to every peer; default p2p)
 //   producer  cta | warp        (default cta)
 //   wrong     bytes that did not land correctly (must be 0)
+//   gap_req_ns the requested producer-side gap of a gap row, ns (the validation also predicts with it)
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -40,6 +41,7 @@ struct Sample {
   int bursts = 0;
   std::string path = "st", pattern = "p2p", producer = "cta";
   long long wrong = 0;
+  double gap_req_ns = -1;  // requested gap of a gap row (column gap_req_ns); -1: not recorded
   int line = 0;  // 1-based line in the CSV (for error messages)
 };
 
@@ -111,8 +113,22 @@ struct KneeCheck {
 struct PointError {
   Sample sample;
   std::string quantity;  // "period" or "tiss"
-  double measured = 0, predicted = 0;  // seconds
+  double measured = 0, predicted = 0;  // seconds; predicted with the measured gap (gap rows)
   double rel_err = 0;                  // |pred - meas| / meas
+  // in_sample: the point was used to fit the parameter that decides its prediction (a gap plateau point
+  // behind a T_iss^0 table entry, an isolated floor point in the table, the isolated point that gave Q):
+  // its error is not a validation. Gap rows with a requested gap: the prediction from it (-1: none).
+  bool in_sample = false;
+  double predicted_req = -1, rel_err_req = -1;
+};
+
+// Median and maximum of a set of relative errors; n = 0: no data ("n/a", JSON null).
+struct ErrStats {
+  int n = 0;
+  double median = 0, max = 0;
+  static ErrStats of(std::vector<double> v);
+  nlohmann::json to_json() const;  // {"n", "median", "max"}, median/max null when n = 0
+  std::string text() const;        // "median 1.4 %, max 10.3 % (n = 25)" or "n/a (no points)"
 };
 
 struct FitReport {
@@ -134,12 +150,22 @@ struct FitReport {
   double zerogap_median_err = 0, zerogap_max_err = 0;
   double q_fit_rel_rmse = 0;
   int q_points_used = 0, tiss0_points_used = 0;
+  // In-sample vs out-of-sample (PointError::in_sample). Gap sweep with the measured gap (period, T_iss),
+  // and out of sample with the requested gap (what a user of the model knows); isolated bursts.
+  ErrStats gap_period_in, gap_period_oos, gap_tiss_in, gap_tiss_oos, gap_period_oos_req, gap_tiss_oos_req;
+  ErrStats iso_in, iso_oos;
+  int oos_points = 0;  // gap-sweep points out of sample (each gives a period and, if T_iss > 0, a T_iss)
   // Per-K isolated sweeps; q_lower_bound: no K had a knee, so the platform's Q table holds lower bounds.
   std::vector<KneeFit> knees;
   bool q_lower_bound = false;
   // Where each T_iss^0 table entry came from. Gap plateaus are used for every V; aligned_overflow marks a
   // V whose aligned (isolated) burst would overflow Q(K) (q_peak = V - R*T_iss^0 > Q): periodic bursts of
   // that V still issue in T_iss^0 (they drift apart), an aligned one in (V - Q)/R (the capacity bound).
+  // Sources are kept apart: a K row of the table holds the gap plateaus when that K has any (periodic
+  // bursts: the Burst-Gap law's T_iss^0), else the isolated floor (aligned bursts, a higher floor); the
+  // isolated floor points of a plateau row are listed with in_table = false. Each row is then made
+  // non-decreasing in V (pool-adjacent-violators, weighted by points): tiss0 is the table value, measured
+  // the median before that.
   struct Tiss0Source {
     int K = 0;
     double V = 0, tiss0 = 0;        // bytes, seconds
@@ -147,6 +173,8 @@ struct FitReport {
     int points = 0;                 // samples behind it
     double q_peak = 0, Q = 0;       // bytes
     bool aligned_overflow = false;
+    bool in_table = true;
+    double measured = 0;            // seconds (before the monotone fit)
   };
   std::vector<Tiss0Source> tiss0_sources;
   int plateaus_aligned_overflow = 0;  // gap plateaus used whose V would overflow Q as an aligned burst
