@@ -34,8 +34,43 @@ void parse_tile(const std::string& t, int& bm, int& bn) {
 
 int parse_count(const std::string& text, const std::string& what) {
   double v = parse_size(text, what);
-  XSTAGE_REQUIRE(v == std::floor(v) && v < 2e9, what, " must be an integer, got '", text, "'");
+  XSTAGE_REQUIRE(v == std::floor(v), what, " must be a whole number, got '", text, "'");
+  XSTAGE_REQUIRE(v <= 2147483647.0, what, " ", text, " is too large (at most 2147483647)");
   return int(v);
+}
+
+// A rate in TFLOP/s; empty: 0 (the platform's). Given: positive and finite.
+double parse_tflops(const std::string& text, const std::string& what) {
+  if (text.empty()) return 0;
+  size_t pos = 0;
+  double v = 0;
+  try {
+    v = std::stod(text, &pos);
+  } catch (...) {
+    pos = std::string::npos;
+  }
+  XSTAGE_REQUIRE(pos == text.size(), what, " must be a number (TFLOP/s), got '", text, "'");
+  XSTAGE_REQUIRE(v > 0 && std::isfinite(v) && v <= 1e6, what,
+                 " must be a positive, finite rate (at most 1e6 TFLOP/s), got '", text, "'");
+  return v;
+}
+
+// Comma-separated list items (repeatable option): an empty item is an error, not skipped.
+std::vector<std::string> items(const std::vector<std::string>& args, const std::string& what) {
+  std::vector<std::string> out;
+  for (const auto& a : args) {
+    std::string cur;
+    for (size_t i = 0; i <= a.size(); ++i) {
+      if (i == a.size() || a[i] == ',') {
+        XSTAGE_REQUIRE(!cur.empty(), what, ": empty item in '", a, "'");
+        out.push_back(cur);
+        cur.clear();
+      } else {
+        cur += a[i];
+      }
+    }
+  }
+  return out;
 }
 
 void print_platform_summary(std::ostream& os, const Platform& p) {
@@ -115,17 +150,23 @@ void add_eval(CLI::App& app) {
   c->add_option("--platform", o->platform, "Preset name or platform JSON file")->capture_default_str();
   c->add_option("-K,--producers", o->K, "Concurrent producers K (default: the platform's SM count)");
   c->add_option("-B,--bytes", o->B, "Bytes per producer per burst (K suffix = 1024)")->required();
-  c->add_option("-G,--gap", o->gaps, "Producer-side gap(s) between bursts (ns|us|ms; plain = us)")
-      ->delimiter(',')->capture_default_str();
+  c->add_option("-G,--gap", o->gaps, "Producer-side gap(s) between bursts, comma-separated (ns|us|ms; plain = us)")
+      ->capture_default_str();
   c->add_flag("--json", o->json, "Print JSON");
   c->callback([o] {
     auto p = Platform::load(o->platform);
     int K = o->K.empty() ? p.sm_count : parse_count(o->K, "-K");
     XSTAGE_REQUIRE(K > 0, "-K must be positive, got ", K);
     double B = parse_size(o->B, "-B");
+    XSTAGE_REQUIRE(B == std::floor(B), "-B must be a whole number of bytes, got '", o->B, "'");
+    XSTAGE_REQUIRE(B <= 1073741824.0, "-B ", o->B, " is too large: at most 1 GiB per producer per burst (the "
+                   "model is calibrated up to 128 KB)");
     double V = K * B, R = p.R, T0 = p.tiss0(K, V), Q = p.Q(K);
     std::vector<double> G;
-    for (const auto& g : o->gaps) G.push_back(parse_time(g, "--gap"));
+    for (const auto& g : items(o->gaps, "--gap")) {
+      G.push_back(parse_time(g, "--gap"));
+      XSTAGE_REQUIRE(G.back() <= 1.0, "--gap ", g, " is too large (at most 1 s)");
+    }
     nlohmann::json j = {{"platform", p.name}, {"K", K}, {"B_bytes", B}, {"V_bytes", V}, {"R_GBps", R / 1e9},
                         {"tiss0_us", T0 * 1e6}, {"Q_bytes", Q}, {"V_over_R_us", V / R * 1e6},
                         {"g_star_us", bg::g_star(V, R, T0) * 1e6}, {"q_peak_bytes", bg::q_peak(V, R, T0)},
@@ -177,7 +218,7 @@ std::string capacity_caveat(const DesignTest& d) {
 struct MoeOpts {
   std::string hidden, inter, tokens = "4096", tile = "128x128", dtype = "fp8", K, P, staging = "0", name = "moe";
   int experts = 0, topk = 0;
-  double tflops = 0;
+  std::string tflops;
 };
 void add_moe_options(CLI::App* c, MoeOpts& o) {
   c->add_option("--hidden", o.hidden, "Hidden size")->required();
@@ -202,8 +243,7 @@ MoeConfig moe_config(const MoeOpts& o) {
   c.tokens = parse_count(o.tokens, "--tokens");
   parse_tile(o.tile, c.b_m, c.b_n);
   c.dtype = o.dtype;
-  XSTAGE_REQUIRE(o.tflops >= 0, "--tflops must be positive, got ", o.tflops);
-  c.tc_rate = o.tflops * 1e12;
+  c.tc_rate = parse_tflops(o.tflops, "--tflops") * 1e12;
   c.K = o.K.empty() ? 0 : parse_count(o.K, "-K");
   c.P = o.P.empty() ? 0 : parse_count(o.P, "-P");
   c.staging = parse_time(o.staging, "--staging");
@@ -226,13 +266,13 @@ void print_moe(std::ostream& os, const std::vector<MoeDesign>& ds) {
 }
 
 struct AttnOpts {
-  std::vector<std::string> seq{"8K", "16K", "32K", "64K"};
+  std::vector<std::string> seq{"8K,16K,32K,64K"};
   std::string tile = "128x128", K, P, sigma, staging = "0";
   int d = 128, out_bytes = 2;
-  double tflops = 0;
+  std::string tflops, tflops_name = "--tflops";
 };
 void add_attn_options(CLI::App* c, AttnOpts& o) {
-  c->add_option("--seq", o.seq, "KV sequence length(s) M (K suffix = 1024)")->delimiter(',')->capture_default_str();
+  c->add_option("--seq", o.seq, "KV sequence length(s) M, comma-separated (K suffix = 1024)")->capture_default_str();
   c->add_option("--head-dim", o.d, "Head dimension d")->capture_default_str();
   c->add_option("--tile", o.tile, "Tile b_m x b_n")->capture_default_str();
   c->add_option("--out-bytes", o.out_bytes, "Output element size s_out")->capture_default_str();
@@ -244,8 +284,8 @@ void add_attn_options(CLI::App* c, AttnOpts& o) {
 }
 std::vector<AttnDesign> attn_designs(const Platform& p, const AttnOpts& o) {
   std::vector<AttnDesign> out;
-  XSTAGE_REQUIRE(o.tflops >= 0, "--tflops must be positive, got ", o.tflops);
-  for (const auto& m : o.seq) {
+  const double tflops = parse_tflops(o.tflops, o.tflops_name);
+  for (const auto& m : items(o.seq, "--seq")) {
     AttnConfig c;
     c.M = parse_count(m, "--seq");
     c.d = o.d;
@@ -253,9 +293,10 @@ std::vector<AttnDesign> attn_designs(const Platform& p, const AttnOpts& o) {
     c.out_bytes = o.out_bytes;
     if (!o.sigma.empty()) {
       c.sigma = parse_time(o.sigma, "--sigma");
-      XSTAGE_REQUIRE(c.sigma > 0, "--sigma must be positive, got '", o.sigma, "'");
+      XSTAGE_REQUIRE(c.sigma >= 1e-9, "--sigma must be at least 1 ns per KV tile, got '", o.sigma, "'");
+      XSTAGE_REQUIRE(c.sigma <= 1.0, "--sigma ", o.sigma, " is too large (at most 1 s per KV tile)");
     }
-    c.attn_rate = o.tflops * 1e12;
+    c.attn_rate = tflops * 1e12;
     c.K = o.K.empty() ? 0 : parse_count(o.K, "-K");
     c.P = o.P.empty() ? 0 : parse_count(o.P, "-P");
     c.staging = parse_time(o.staging, "--staging");
@@ -344,18 +385,24 @@ void add_design(CLI::App& app) {
   auto* paper = des->add_subcommand("paper", "The paper's two kernels on a platform: MegaMoE combine bursts "
                                              "(fine-grained experts) and FlashAttention-A2A at M = 8K..64K");
   auto pp = std::make_shared<std::string>();
+  auto ptf = std::make_shared<std::string>(), patf = std::make_shared<std::string>();
   paper->add_option("--platform", *plat, "Preset name or platform JSON file")->capture_default_str();
   paper->add_option("-P,--world-size", *pp, "World size P (default: the platform's)");
+  paper->add_option("--tflops", *ptf, "MoE dense fp8 tensor-core rate per GPU, TFLOP/s (default: the platform's)");
+  paper->add_option("--attn-tflops", *patf, "Attention rate per GPU, TFLOP/s (default: the platform's)");
   paper->add_flag("--json", *json, "Print JSON");
-  paper->callback([plat, pp, json] {
+  paper->callback([plat, pp, ptf, patf, json] {
     auto p = Platform::load(*plat);
     std::vector<MoeDesign> moes;
     for (auto o : paper_moe_shapes()) {
       o.P = *pp;
+      o.tflops = *ptf;
       moes.push_back(design_moe(p, moe_config(o)));
     }
     AttnOpts ao;
     ao.P = *pp;
+    ao.tflops = *patf;
+    ao.tflops_name = "--attn-tflops";
     auto atts = attn_designs(p, ao);
     if (*json) {
       nlohmann::json j = {{"platform", p.to_json()}, {"gpu_used", false}, {"moe", nlohmann::json::array()},
@@ -394,7 +441,7 @@ void add_fit(CLI::App& app) {
   auto o = std::make_shared<Opts>();
   auto* c = app.add_subcommand("fit", "Fit a platform M_X (R, T_iss^0(K,V), Q(K)) from a sample CSV (docs/CSV.md)");
   c->add_option("csv", o->csv, "Sample CSV")->required();
-  c->add_option("-o,--out", o->out, "Write the fitted platform JSON here");
+  auto* out = c->add_option("-o,--out", o->out, "Write the fitted platform JSON here (a symlink: its target)");
   c->add_option("--name", o->name, "Name of the fitted platform")->capture_default_str();
   c->add_option("--machine", o->machine, "Provenance: machine");
   c->add_option("--date", o->date, "Provenance: date of the measurement");
@@ -408,7 +455,8 @@ void add_fit(CLI::App& app) {
   c->add_option("--producer", o->producer, "Which producer to fit: cta | warp")->capture_default_str();
   c->add_flag("--errors", o->errors, "Print the prediction error of every point");
   c->add_flag("--json", o->json, "Print JSON");
-  c->callback([o] {
+  c->callback([o, out] {
+    XSTAGE_REQUIRE(!out->count() || !o->out.empty(), "-o: empty file name");
     XSTAGE_REQUIRE(o->bursts > 0, "--bursts must be positive, got ", o->bursts);
     XSTAGE_REQUIRE(o->sm_count >= 0, "--sm-count must be positive, got ", o->sm_count);
     XSTAGE_REQUIRE(o->world_size >= 0, "--world-size must be >= 0, got ", o->world_size);
@@ -443,12 +491,30 @@ void add_fit(CLI::App& app) {
        << fmt(100 * rep.q_fit_rel_rmse, 1) << " %\n";
     for (int K : {p.sm_count})
       os << "T_iss^0(K=" << K << ", B=32KB) = " << us(p.tiss0(K, K * 32768.0), 3) << " us\n";
-    Table t({"K", "V MB", "T_iss^0 us"});
-    auto tab = p.tiss0_table;
-    std::sort(tab.begin(), tab.end(), [](auto& a, auto& b) { return a.K != b.K ? a.K < b.K : a.V < b.V; });
-    for (const auto& e : tab) t.row({std::to_string(e.K), mb(e.V, 3), us(e.tiss0, 4)});
+    os << "T_iss^0(K, V) table (one source per K row: gap plateaus of periodic bursts, else the isolated floor):\n";
+    Table t({"K", "V MB", "T_iss^0 us", "measured us", "source", "points"});
+    auto src = rep.tiss0_sources;
+    std::sort(src.begin(), src.end(), [](auto& a, auto& b) { return a.K != b.K ? a.K < b.K : a.V < b.V; });
+    int apart = 0;
+    for (const auto& e : src) {
+      if (!e.in_table) {
+        ++apart;
+        continue;
+      }
+      t.row({std::to_string(e.K), mb(e.V, 3), us(e.tiss0, 4), us(e.measured, 4), e.source, std::to_string(e.points)});
+    }
     t.print(os);
-    os << "prediction error with R fixed, nothing refitted (|pred - meas| / meas):\n"
+    if (apart)
+      os << "(" << apart << " isolated floor points kept out of rows that have gap plateaus; --json lists them)\n";
+    os << "out of sample (points not used to fit T_iss^0 or Q), R, T_iss^0, Q fixed (|pred - meas| / meas):\n"
+       << "  gap sweep, period, measured G:   " << rep.gap_period_oos.text() << "\n"
+       << "  gap sweep, period, requested G:  " << rep.gap_period_oos_req.text() << "\n"
+       << "  gap sweep, T_iss, measured G:    " << rep.gap_tiss_oos.text() << "\n"
+       << "  gap sweep, T_iss, requested G:   " << rep.gap_tiss_oos_req.text() << "\n"
+       << "  isolated bursts (T_iss):         " << rep.iso_oos.text() << "\n"
+       << "in sample (the plateau points behind T_iss^0, the floor and Q points): gap period "
+       << rep.gap_period_in.text() << "; isolated " << rep.iso_in.text() << "\n";
+    os << "every point, in and out of sample (|pred - meas| / meas):\n"
        << "  gap sweep, period:             median " << fmt(100 * rep.gap_period_median_err, 1) << " %, max "
        << fmt(100 * rep.gap_period_max_err, 1) << " %\n"
        << "  gap sweep, T_iss:              median " << fmt(100 * rep.gap_tiss_median_err, 1) << " %, max "

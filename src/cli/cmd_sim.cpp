@@ -1,5 +1,8 @@
 // Simulation subcommands: simulate moe (a MoE layer under the Expert-Wave and Interleaved schedules).
 // The callback computes everything first and prints last, so bad input prints only the error line.
+#include <unistd.h>
+
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <iostream>
@@ -22,8 +25,16 @@ std::string mb(double b, int d = 2) { return fmt(b / 1e6, d); }
 
 int count(const std::string& text, const std::string& what) {
   const double v = model::parse_size(text, what);
-  XSTAGE_REQUIRE(v == std::floor(v) && std::abs(v) < 2e9, what, " must be an integer, got '", text, "'");
+  XSTAGE_REQUIRE(v == std::floor(v), what, " must be a whole number, got '", text, "'");
+  XSTAGE_REQUIRE(v <= 2147483647.0, what, " ", text, " is too large (at most 2147483647)");
   return int(v);
+}
+
+// Bytes a simulation may take: half of this machine's memory, at most 4 GB.
+double memory_limit() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
+  const double phys = pages > 0 && page > 0 ? double(pages) * double(page) : 8e9;
+  return std::min(phys / 2, 4e9);
 }
 
 // A plain integer (no size suffix), so that 0 and negatives reach the checks that explain them.
@@ -42,7 +53,7 @@ struct SimMoeOpts {
   int experts = 0, topk = 0, out_bytes = 2, roles = 1, depth = 2, experts_per_wave = 0;
   int K = 0, P = 0;
   double tflops = 0, skew = 1.0;
-  unsigned long long seed = 1;
+  std::string seed = "1";
   bool json = false, tiles = false;
 };
 
@@ -92,24 +103,24 @@ void add_simulate_moe(CLI::App* sim) {
   c->add_option("--tokens", o->tokens, "Tokens per rank")->capture_default_str();
   c->add_option("--routing", o->routing, "balanced | skewed")->capture_default_str();
   c->add_option("--skew", o->skew, "Zipf exponent of expert popularity (skewed routing)")->capture_default_str();
-  c->add_option("--seed", o->seed, "Seed of the skewed routing")->capture_default_str();
+  c->add_option("--seed", o->seed, "Seed of the skewed routing (0 .. 2^64-1)")->capture_default_str();
   c->add_option("--tile", o->tile, "Tile b_m x b_n")->capture_default_str();
   c->add_option("--dtype", o->dtype, "MMA dtype: fp8 | bf16 (picks the platform's tensor-core rate)")
       ->capture_default_str();
   c->add_option("--out-bytes", o->out_bytes, "Combine output element size")->capture_default_str();
-  c->add_option("--tflops", o->tflops, "Dense tensor-core rate per GPU, TFLOP/s (default: the platform's)");
-  c->add_option("-K,--producers", o->K, "Producers K, one CTA per SM (default: the platform's SM count)");
-  c->add_option("-P,--world-size", o->P, "World size / EP degree P (default: the platform's)");
+  auto* tflops = c->add_option("--tflops", o->tflops, "Dense tensor-core rate per GPU, TFLOP/s (default: the platform's)");
+  auto* Kopt = c->add_option("-K,--producers", o->K, "Producers K, one CTA per SM (default: the platform's SM count)");
+  auto* Popt = c->add_option("-P,--world-size", o->P, "World size / EP degree P (default: the platform's)");
   c->add_option("--roles", o->roles, "CTAs per scheduler instance (1, or 2 for CTA pairs)")->capture_default_str();
   c->add_option("-D,--lead", o->lead, "Interleaved lead D in rows (default: D_knee)");
-  c->add_option("--experts-per-wave", o->experts_per_wave,
+  auto* epw = c->add_option("--experts-per-wave", o->experts_per_wave,
                 "Expert-Wave grouping (default: enough experts to give every instance an L1 tile)");
   c->add_option("--depth", o->depth, "Local staging depth between MMA and epilogue")->capture_default_str();
   c->add_option("--staging", o->staging, "Fixed epilogue staging cost per tile (ns|us; plain = us)")
       ->capture_default_str();
   c->add_flag("--json", o->json, "Print JSON");
   c->add_flag("--tiles", o->tiles, "With --json: every tile's timeline (mainloop, waits, epilogue, issue span)");
-  c->callback([o] {
+  c->callback([o, tflops, Kopt, Popt, epw] {
     XSTAGE_REQUIRE(!o->tiles || o->json, "--tiles needs --json");
     const model::Platform p = model::Platform::load(o->platform);
     sim::MoeLayerConfig m;
@@ -120,7 +131,16 @@ void add_simulate_moe(CLI::App* sim) {
     m.tokens_per_rank = count(o->tokens, "--tokens");
     m.routing = o->routing;
     m.skew = o->skew;
-    m.seed = o->seed;
+    {
+      unsigned long long seed = 0;
+      const char* end = o->seed.data() + o->seed.size();
+      const auto [ptr, ec] = std::from_chars(o->seed.data(), end, seed);
+      XSTAGE_REQUIRE(!o->seed.empty() && ec != std::errc::invalid_argument && ptr == end, "--seed must be a whole "
+                     "number in 0..18446744073709551615, got '", o->seed, "'");
+      XSTAGE_REQUIRE(ec != std::errc::result_out_of_range, "--seed ", o->seed, " is too large (at most "
+                     "18446744073709551615)");
+      m.seed = seed;
+    }
     const auto x = o->tile.find('x');
     XSTAGE_REQUIRE(x != std::string::npos, "--tile must look like 128x128, got '", o->tile, "'");
     m.b_m = count(o->tile.substr(0, x), "--tile rows");
@@ -128,14 +148,15 @@ void add_simulate_moe(CLI::App* sim) {
     XSTAGE_REQUIRE(o->dtype == "fp8" || o->dtype == "bf16", "--dtype must be fp8 or bf16, got '", o->dtype, "'");
     m.dtype_bytes = o->dtype == "fp8" ? 1 : 2;
     m.out_bytes = o->out_bytes;
-    XSTAGE_REQUIRE(o->tflops >= 0, "--tflops must be positive, got ", o->tflops);
+    XSTAGE_REQUIRE(!tflops->count() || (o->tflops > 0 && std::isfinite(o->tflops) && o->tflops <= 1e6),
+                   "--tflops must be a positive, finite rate (at most 1e6 TFLOP/s), got ", o->tflops);
     m.tc_rate = o->tflops * 1e12;
     XSTAGE_REQUIRE(m.tc_rate > 0 || (m.dtype_bytes == 1 ? p.tc_fp8 : p.tc_bf16) > 0, "platform '", p.name,
                    "' records no ", o->dtype, " tensor-core rate: give --tflops");
-    XSTAGE_REQUIRE(o->K >= 0, "-K must be positive, got ", o->K);
+    XSTAGE_REQUIRE(!Kopt->count() || o->K > 0, "-K must be positive, got ", o->K);
     m.sms = o->K;  // 0: the platform's
     m.world = o->P > 0 ? o->P : p.world_size;
-    XSTAGE_REQUIRE(o->P >= 0, "-P must be >= 1, got ", o->P);
+    XSTAGE_REQUIRE(!Popt->count() || o->P >= 1, "-P must be >= 1, got ", o->P);
     XSTAGE_REQUIRE(m.world >= 1, "platform '", p.name, "' records no world size: give -P");
     m.roles = o->roles;
     const long long lead = o->lead.empty() ? -1 : plain_int(o->lead, "--lead");
@@ -143,10 +164,13 @@ void add_simulate_moe(CLI::App* sim) {
                    " (D = 0 lets an instance emit L2 of a row before its own L1 tiles: an in-order kernel "
                    "deadlocks; docs/SCHEDULERS.md)");
     m.lead = int(lead);
-    XSTAGE_REQUIRE(o->experts_per_wave >= 0, "--experts-per-wave must be positive, got ", o->experts_per_wave);
+    XSTAGE_REQUIRE(!epw->count() || o->experts_per_wave > 0, "--experts-per-wave must be positive, got ",
+                   o->experts_per_wave);
     m.experts_per_wave = o->experts_per_wave;
     m.staging = o->depth;
     m.epi_time = model::parse_time(o->staging, "--staging");
+    m.memory_limit = memory_limit();
+    m.json_tiles = o->tiles;
     const sim::MoeSimReport r = sim::simulate_moe(p, m);
     std::ostringstream os;
     if (o->json)

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <exception>
 #include <iostream>
+#include <string>
 
 #include <CLI/CLI.hpp>
 
@@ -17,6 +18,23 @@ int main(int argc, char** argv) {
   xstage::cli::register_sim_commands(app);
   xstage::cli::register_gpu_commands(app);
   try {
+    // A word where a subcommand is required must name one (CLI11 would only say "A subcommand is required").
+    CLI::App* cur = &app;
+    for (int i = 1; i < argc && cur->get_require_subcommand_min() > 0; ++i) {
+      const std::string w = argv[i];
+      if (!w.empty() && w[0] == '-') break;
+      CLI::App* sub = nullptr;
+      std::string names;
+      for (CLI::App* a : cur->get_subcommands({})) {
+        names += (names.empty() ? "" : ", ") + a->get_name();
+        if (a->check_name(w)) sub = a;
+      }
+      if (!sub) {
+        const std::string where = cur == &app ? "xstage" : "xstage ... " + cur->get_name();
+        throw xstage::UsageError("unknown command '" + w + "' for " + where + " (commands: " + names + ")");
+      }
+      cur = sub;
+    }
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);

@@ -48,6 +48,22 @@ double num(const nlohmann::json& j, const char* key, const std::string& where) {
   return v;
 }
 
+// A whole number in [lo, hi] (checked before the conversion, so 2^64 is reported as itself).
+int whole(const nlohmann::json& j, const char* key, const std::string& where, double lo, double hi) {
+  const double v = num(j, key, where);
+  XSTAGE_REQUIRE(v == std::floor(v) && v >= lo && v <= hi, "platform JSON: field '", key, "' in ", where,
+                 " must be a whole number in ", lo, "..", hi, ", got ", j.at(key).dump());
+  return int(v);
+}
+
+// A number in (0, hi] given in the JSON's unit (so 1e308 GB/s is reported as itself, not as inf bytes/s).
+double positive(const nlohmann::json& j, const char* key, const std::string& where, double hi, const char* unit) {
+  const double v = num(j, key, where);
+  XSTAGE_REQUIRE(v > 0 && v <= hi, "platform JSON: field '", key, "' in ", where, " must be in (0, ", hi, "] ",
+                 unit, ", got ", j.at(key).dump());
+  return v;
+}
+
 std::string str(const nlohmann::json& j, const char* key) {
   if (!j.contains(key)) return {};
   XSTAGE_REQUIRE(j.at(key).is_string(), "platform JSON: field '", key, "' must be a string");
@@ -157,32 +173,31 @@ Platform Platform::from_json(const nlohmann::json& j) {
     p.provenance = {str(pr, "machine"), str(pr, "date"), str(pr, "command"), str(pr, "source"),
                     str(pr, "note")};
   }
-  double sm = num(j, "sm_count", "the top level");
-  XSTAGE_REQUIRE(sm == std::floor(sm), "platform JSON: sm_count must be an integer, got ", sm);
-  p.sm_count = int(sm);
-  if (j.contains("world_size")) p.world_size = int(num(j, "world_size", "the top level"));
-  p.R = num(j, "R_GBps", "the top level") * 1e9;
+  p.sm_count = whole(j, "sm_count", "the top level", 1, 1e6);
+  if (j.contains("world_size")) p.world_size = whole(j, "world_size", "the top level", 0, 1e6);
+  p.R = positive(j, "R_GBps", "the top level", 1e6, "GB/s") * 1e9;
   XSTAGE_REQUIRE(j.contains("tiss0_table") && j.at("tiss0_table").is_array(),
                  "platform JSON: 'tiss0_table' must be an array");
   int i = 0;
   for (const auto& e : j.at("tiss0_table")) {
     std::string where = "tiss0_table[" + std::to_string(i++) + "]";
-    p.tiss0_table.push_back({int(num(e, "K", where)), num(e, "V_bytes", where), num(e, "tiss0_us", where) * 1e-6});
+    p.tiss0_table.push_back({whole(e, "K", where, 1, 1e8), positive(e, "V_bytes", where, 1e15, "bytes"),
+                             positive(e, "tiss0_us", where, 1e9, "us") * 1e-6});
   }
   XSTAGE_REQUIRE(j.contains("q_table") && j.at("q_table").is_array(),
                  "platform JSON: 'q_table' must be an array");
   i = 0;
   for (const auto& e : j.at("q_table")) {
     std::string where = "q_table[" + std::to_string(i++) + "]";
-    p.q_table.push_back({int(num(e, "K", where)), num(e, "Q_bytes", where)});
+    p.q_table.push_back({whole(e, "K", where, 1, 1e8), positive(e, "Q_bytes", where, 1e15, "bytes")});
   }
   if (j.contains("tensor_core_tflops")) {
     const auto& tc = j.at("tensor_core_tflops");
     XSTAGE_REQUIRE(tc.is_object(), "platform JSON: 'tensor_core_tflops' must be an object");
-    if (tc.contains("bf16")) p.tc_bf16 = num(tc, "bf16", "tensor_core_tflops") * 1e12;
-    if (tc.contains("fp8")) p.tc_fp8 = num(tc, "fp8", "tensor_core_tflops") * 1e12;
+    if (tc.contains("bf16")) p.tc_bf16 = positive(tc, "bf16", "tensor_core_tflops", 1e6, "TFLOP/s") * 1e12;
+    if (tc.contains("fp8")) p.tc_fp8 = positive(tc, "fp8", "tensor_core_tflops", 1e6, "TFLOP/s") * 1e12;
     if (tc.contains("attention_bf16"))
-      p.attn_bf16 = num(tc, "attention_bf16", "tensor_core_tflops") * 1e12;
+      p.attn_bf16 = positive(tc, "attention_bf16", "tensor_core_tflops", 1e6, "TFLOP/s") * 1e12;
   }
   p.validate();
   return p;
@@ -207,7 +222,15 @@ Platform Platform::load(const std::string& name_or_path) {
   for (const auto& p : kPresets)
     if (name_or_path == p.name) return preset(name_or_path);
   std::error_code ec;
-  if (!std::filesystem::is_regular_file(name_or_path, ec)) return preset(name_or_path);  // throws
+  namespace fs = std::filesystem;
+  if (!fs::exists(name_or_path, ec)) {
+    XSTAGE_REQUIRE(name_or_path.find('/') == std::string::npos && name_or_path.find(".json") == std::string::npos,
+                   "platform file '", name_or_path, "' does not exist");
+    return preset(name_or_path);  // throws: unknown preset
+  }
+  XSTAGE_REQUIRE(fs::is_regular_file(name_or_path, ec), "platform file '", name_or_path, "' is ",
+                 fs::is_directory(name_or_path, ec) ? "a folder" : "not a regular file", " (give a preset name "
+                 "or a platform JSON file)");
   std::ifstream in(name_or_path);
   XSTAGE_REQUIRE(in, "cannot read platform file '", name_or_path, "'");
   std::stringstream ss;

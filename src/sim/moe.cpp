@@ -122,6 +122,15 @@ MoeSimReport simulate_moe(const model::Platform& platform, MoeLayerConfig c) {
   rep.mean_rank_tokens = double(c.tokens_per_rank) * c.topk;  // P*T*k pairs over P ranks
   sched::MoeLayoutStorage layout(rep.local_tokens, c.b_m, rep.l1_ntiles, rep.l2_ntiles);
   rep.rows = layout.rows();
+  if (c.memory_limit > 0) {
+    const long long tiles = (long long)rep.rows * (rep.l1_ntiles + rep.l2_ntiles);
+    const double need = moe_sim_bytes(tiles, c.json_tiles);
+    XSTAGE_REQUIRE(need <= c.memory_limit, "--tokens ", c.tokens_per_rank, ": the simulation would need about ",
+                   std::ceil(need / 1e8) / 10, " GB (", tiles, " tiles per schedule",
+                   c.json_tiles ? ", every one printed as JSON" : "", "), more than the ",
+                   std::floor(c.memory_limit / 1e8) / 10, " GB allowed (half of this machine's memory, at most 4 GB); "
+                   "simulate fewer tokens");
+  }
 
   // Mainloops from the per-SM share of the GPU's dense rate (measured with every SM busy).
   const double per_sm = c.tc_rate / platform.sm_count;
@@ -161,6 +170,13 @@ MoeSimReport simulate_moe(const model::Platform& platform, MoeLayerConfig c) {
   rep.interleaved.sim = simulate(sc, moe_tiles<sched::MoeInterleavedScheduler>(ip, layout, rep.t_l1, rep.t_l2,
                                                                                 c.epi_time, bytes_per_token));
   return rep;
+}
+
+double moe_sim_bytes(long long tiles_per_schedule, bool json_tiles) {
+  // ~125 B per tile measured (7.4 GB for 10M tokens, 6e7 tiles); 2.1 KB more per tile for --json --tiles
+  // (12 GB for 1M tokens); both rounded up.
+  const double per_tile = 160 + (json_tiles ? 2500 : 0);
+  return 2.0 * double(tiles_per_schedule) * per_tile + 64e6;
 }
 
 nlohmann::json MoeSimReport::to_json(bool with_tiles) const {

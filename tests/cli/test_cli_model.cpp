@@ -125,7 +125,7 @@ TEST(CliModel, BadInputIsOneErrorLineAndExitCode2) {
   expect_usage("design moe --hidden 4096 --inter 1024 --experts 127 --topk 8", "not divisible");
   expect_usage("design attention --seq 0", "must be positive");
   expect_usage("design attention -P 1", "world size");
-  expect_usage("fit /nonexistent.csv", "cannot read");
+  expect_usage("fit /nonexistent.csv", "'/nonexistent.csv' does not exist");
   std::string bad = tmp("xstage_bad_") + ".csv";
   std::ofstream(bad) << "mode,target,K,B,V,gap_ns,tiss_ns,period_ns,wall_us\nzerogap,remote,x,1,1,0,1,1,1\n";
   expect_usage("fit '" + bad + "'", bad + ":2:3 (column 'K')");

@@ -2,6 +2,7 @@
 // Runs the built `xstage` binary (path in XSTAGE_BIN) for end-to-end CLI tests: exit code, stdout, stderr.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
@@ -9,7 +10,6 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
-#include <random>
 #include <string>
 
 namespace cli_test {
@@ -20,7 +20,9 @@ struct CliRun {
 };
 
 inline std::string tmp_path(const std::string& stem) {
-  return (std::filesystem::temp_directory_path() / (stem + std::to_string(std::random_device{}()))).string();
+  static int n = 0;  // unique within the process; the pid across processes
+  return (std::filesystem::temp_directory_path() / (stem + std::to_string(::getpid()) + "_" + std::to_string(n++)))
+      .string();
 }
 
 inline CliRun xstage(const std::string& args) {

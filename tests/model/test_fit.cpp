@@ -6,6 +6,10 @@
 #include <cmath>
 #include <filesystem>
 #include <random>
+
+#include <unistd.h>
+
+#include "test_seed.hpp"
 #include <stdexcept>
 
 #include "xstage/common/error.hpp"
@@ -119,8 +123,8 @@ const char* kHeader = "mode,target,K,B,V,gap_ns,tiss_ns,period_ns,wall_us\n";
 }  // namespace
 
 TEST(Fit, RecoversSyntheticParametersUnderNoise) {
-  auto seed = std::random_device{}();
-  SCOPED_TRACE("seed " + std::to_string(seed));
+  const auto seed = test_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed) + " (XSTAGE_TEST_SEED overrides)");
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<double> uR(250e9, 800e9), uQ(1e6, 4e6);
   for (int trial = 0; trial < 5; ++trial) {
@@ -169,8 +173,8 @@ TEST(Fit, RecoversSyntheticParametersUnderNoise) {
 // points past the knee fell far below the knee; the held-volume estimator must still give Q (the
 // volume held at the knee) and put the knee within one sweep step, and report R_iso.
 TEST(Fit, QIsTheVolumeHeldAtTheKneeWithSlowerTailAndNoControls) {
-  auto seed = std::random_device{}();
-  SCOPED_TRACE("seed " + std::to_string(seed));
+  const auto seed = test_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed) + " (XSTAGE_TEST_SEED overrides)");
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<double> uR(300e9, 500e9), uQ(1e6, 3e6);
   SynthOptions so;
@@ -261,7 +265,16 @@ TEST(Fit, PlateauIsTiss0EvenWhereAnAlignedBurstWouldOverflowQ) {
   EXPECT_NEAR(p.tiss0(132, V8), t.floor(V8), 0.02 * t.floor(V8));
   // Nothing refitted: the plain law on the gap sweep, the capacity law on the isolated sweep.
   EXPECT_LT(rep.gap_max_err, 0.03);
-  EXPECT_LT(rep.iso_max_err, 0.03);
+  // The K = 132 row holds the two gap plateaus only (sources kept apart): isolated bursts from V8 on are
+  // predicted within 3 % (linear floor between the plateaus, the capacity law past the knee); below V8 the
+  // row's first value is used, an overestimate of the smaller bursts' floor.
+  int checked = 0;
+  for (const auto& e : rep.errors)
+    if (e.sample.mode == "isolated" && e.sample.K == 132 && e.sample.V >= V8) {
+      EXPECT_LT(e.rel_err, 0.03) << "V = " << e.sample.V;
+      ++checked;
+    }
+  EXPECT_GT(checked, 5);
   // The same gap data predicted with the capacity term would be far off at V32 (what the old rule did).
   EXPECT_GT(bg::tiss_cap(30e-6, V32, p.R, p.tiss0(132, V32), p.Q(132)), 5 * t.floor(V32));
 }
@@ -411,9 +424,10 @@ TEST(Fit, OwnH200RunGivesTheKneeCapacity) {
     EXPECT_LE(kc.steps_apart(), 1);
   }
   EXPECT_DOUBLE_EQ(knee_of(rep, 132).knee_V, 132 * 18432.0);
-  // No gap plateau here: T_iss^0 at B = 32 KB is the isolated floor (0.474 us at 16 KB) scaled by V,
-  // 0.95 us, near the local control's 0.87 us at the same K, B (zero gap, local destination).
-  EXPECT_NEAR(p.tiss0(132, 132 * 32768.0), 0.949e-6, 0.01e-6);
+  // No gap plateau here: T_iss^0 at B = 32 KB is the isolated floor at 16 KB scaled by V. The row is made
+  // non-decreasing in V, which pools the 16 KB point (0.474 us) with a higher one before it (0.483 us),
+  // so 0.966 us, near the local control's 0.87 us at the same K, B (zero gap, local destination).
+  EXPECT_NEAR(p.tiss0(132, 132 * 32768.0), 0.966e-6, 0.005e-6);
   EXPECT_TRUE(has_note(rep, "beyond, the model scales the last point in proportion to V"));
 }
 
@@ -467,7 +481,7 @@ TEST(Fit, OwnH200RunSoftKneeAtK33) {
 
 TEST(Fit, CsvRoundTrip) {
   auto s = read_samples_csv(fixture());
-  auto path = (std::filesystem::temp_directory_path() / ("xstage_samples_" + std::to_string(std::random_device{}()) + ".csv")).string();
+  auto path = (std::filesystem::temp_directory_path() / ("xstage_samples_" + std::to_string(::getpid()) + ".csv")).string();
   write_samples_csv(path, s);
   auto r = read_samples_csv(path);
   ASSERT_EQ(r.size(), s.size());

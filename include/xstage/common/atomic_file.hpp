@@ -1,5 +1,10 @@
 #pragma once
-// Writes a file through a sibling temp file and a rename, so a failure leaves nothing half-written.
+// Writes a file through a temp file next to it and a rename, so a failure leaves nothing half-written
+// and no temp file behind. A symlink is followed (its target is written, the link stays a link); an
+// existing path that is not a regular file (a device, a folder, a FIFO) is refused.
+#include <unistd.h>
+
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -12,20 +17,47 @@ namespace xstage {
 // `write(std::ostream&)` fills the file; `what` names it in errors ("platform file", "sample file").
 template <class Write>
 void write_file_atomic(const std::string& path, const char* what, Write&& write) {
-  const std::string tmp = path + ".tmp";
+  namespace fs = std::filesystem;
+  XSTAGE_REQUIRE(!path.empty(), "cannot write ", what, ": empty file name");
+  std::error_code ec;
+  fs::path target = path;
+  for (int hops = 0; fs::is_symlink(fs::symlink_status(target, ec)); ++hops) {  // follow the chain, dangling too
+    XSTAGE_REQUIRE(hops < 40, "cannot write ", what, " '", path, "': too many levels of symlinks");
+    const fs::path next = fs::read_symlink(target, ec);
+    XSTAGE_REQUIRE(!ec, "cannot write ", what, " '", path, "': cannot read the symlink (", ec.message(), ")");
+    target = next.is_absolute() ? next : target.parent_path() / next;
+  }
+  const fs::file_status st = fs::status(target, ec);
+  XSTAGE_REQUIRE(!fs::exists(st) || fs::is_regular_file(st), "cannot write ", what, " '", path, "': ",
+                 fs::is_directory(st) ? "it is a folder" : "it exists and is not a regular file", " (",
+                 target.string(), ")");
+  const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
+  XSTAGE_REQUIRE(fs::is_directory(dir, ec), "cannot write ", what, " '", path, "': folder '", dir.string(),
+                 "' does not exist");
+  const std::string tmp = target.string() + ".tmp" + std::to_string(::getpid());
+  auto fail = [&](const std::string& why) {
+    std::error_code rm;
+    fs::remove(tmp, rm);
+    throw UsageError("cannot write " + std::string(what) + " '" + path + "': " + why);
+  };
   {
     std::ofstream out(tmp);
-    XSTAGE_REQUIRE(out, "cannot write ", what, " '", path, "'");
-    write(out);
+    if (!out) fail("cannot create a file in '" + dir.string() + "'");
+    try {
+      write(out);
+    } catch (...) {
+      out.close();
+      std::error_code rm;
+      fs::remove(tmp, rm);
+      throw;
+    }
+    out.flush();
     out.close();
-    XSTAGE_REQUIRE(out, "cannot write ", what, " '", path, "'");
+    if (!out) fail("write failed (disk full?)");
   }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::filesystem::remove(tmp, ec);
-    throw UsageError("cannot write " + std::string(what) + " '" + path + "'");
-  }
+  if (fs::exists(st)) fs::permissions(tmp, fs::status(target, ec).permissions(), ec);  // keep the mode
+  fs::rename(tmp, target, ec);
+  if (ec) fail(ec.message());
 }
 
 }  // namespace xstage

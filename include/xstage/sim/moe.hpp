@@ -42,7 +42,15 @@ struct MoeLayerConfig {
   int experts_per_wave = 0;          // Expert-Wave grouping; 0: enough experts that L1 fills every instance
   int staging = 2;                   // local staging depth (double buffer)
   double epi_time = 0;               // fixed per-tile epilogue staging cost, s
+  // Memory guard: refuse (UsageError, before simulating) a layer whose simulation would need more than
+  // memory_limit bytes (0: no limit); json_tiles: the caller will also print every tile as JSON.
+  double memory_limit = 0;
+  bool json_tiles = false;
 };
+
+// Bytes the simulation of one layer needs, from its tile count (both schedules): the tile records, and
+// with json_tiles the JSON tree and text of every tile. Measured on x86-64 (docs/SIMULATOR.md).
+double moe_sim_bytes(long long tiles_per_schedule, bool json_tiles);
 
 // Tokens per expert (all E experts) after top-k routing of world * tokens_per_rank tokens.
 // balanced: token t takes experts (t*topk + j) mod E, j < topk (exactly even up to one token);
