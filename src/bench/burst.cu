@@ -3,6 +3,8 @@
 #include "xstage/runtime/device.cuh"
 
 #include "xstage/ptx/store.cuh"
+#include "xstage/ptx/sync.cuh"
+#include "xstage/ptx/tma.cuh"
 #include "xstage/ptx/timer.cuh"
 
 namespace xstage::bench {
@@ -70,15 +72,10 @@ __global__ void __launch_bounds__(1024) burst_kernel(BurstParams a) {
           uint32_t got;
           while ((got = ptx::ld_relaxed_gpu_u32(a.arrive + b)) < static_cast<uint32_t>(a.active)) {
             if (ptx::globaltimer_ns() - t0 > a.timeout_ns) {
-              if (atomicCAS(&a.err->code, 0, 2) == 0) {
-                a.err->rank = a.rank;
-                a.err->peer = a.rank;
-                a.err->index = b;
-                a.err->expected = a.active;
-                a.err->got = got;
+              if (runtime::record_device_error(a.err, runtime::DeviceErrorCode::kBurstBarrierTimeout, a.rank, a.rank,
+                                               b, a.active, got))
                 printf("xstage: rank %d: burst-start barrier of burst %d timed out: %u of %d producers arrived\n",
                        a.rank, b, got, a.active);
-              }
               break;
             }
           }
@@ -102,12 +99,12 @@ __global__ void __launch_bounds__(1024) burst_kernel(BurstParams a) {
         if (lane == 0) {
           for (uint32_t off = 0; off < a.B; off += kTmaChunk) {
             const uint32_t n = min(kTmaChunk, a.B - off);
-            ptx::tma_store_bulk(dst + off, reinterpret_cast<const char*>(stage) + off % a.period_bytes, n);
+            ptx::bulk_store(dst + off, reinterpret_cast<const char*>(stage) + off % a.period_bytes, n);
           }
           ptx::bulk_commit_group();
           // Sender-visible end of a TMA burst: the staging buffer may be reused (the bulk engine has
           // read it, which it can only do as fast as the fabric accepts the writes).
-          ptx::bulk_wait_group_read_0();
+          ptx::bulk_wait_group_read<0>();
         }
       }
       psync();  // every store's data taken (St, see `v`) / the staging read by the bulk engine (TMA)
@@ -121,7 +118,7 @@ __global__ void __launch_bounds__(1024) burst_kernel(BurstParams a) {
     }
     if (lane == 0) put_stamps(a.bursts - 1);
     if constexpr (kPath == Path::Tma) {
-      if (lane == 0) ptx::bulk_wait_group_0();  // writes performed before the release below
+      if (lane == 0) ptx::bulk_wait_group<0>();  // writes performed before the release below
     }
   }
   // Release our stores / acquire the peers': after this barrier the destination is complete.

@@ -151,13 +151,8 @@ struct Bench::Impl {
   void check_device_error(const std::string& what) {
     runtime::DeviceError e{};
     check(cudaMemcpy(&e, err, sizeof e, cudaMemcpyDeviceToHost), "cudaMemcpy device error");
-    if (e.code == 1)
-      throw RuntimeError(detail::concat("rank ", e.rank, ": ", what, ": LSA barrier ", e.index,
-                                        " timed out waiting for rank ", e.peer, " (inbox ", e.got, ", expected ",
-                                        e.expected, ")"));
-    if (e.code == 2)
-      throw RuntimeError(detail::concat("rank ", e.rank, ": ", what, ": burst-start barrier of burst ", e.index,
-                                        " timed out: ", e.got, " of ", e.expected, " producers arrived"));
+    if (e.code != int(runtime::DeviceErrorCode::kNone))
+      throw RuntimeError(detail::concat(what, ": ", runtime::describe(e)));
   }
 };
 

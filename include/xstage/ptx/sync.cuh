@@ -1,5 +1,5 @@
 #pragma once
-// Named barriers, register reallocation and proxy fences (sm_90a).
+// Named barriers, register reallocation, proxy fences and the fast exp2 (sm_90a).
 #include <cstdint>
 
 namespace xstage::ptx {

@@ -36,15 +36,10 @@ struct TimedLsaBarrierCta : ncclLsaBarrierSession<ncclCoopCta> {
         uint32_t got = inbox.load(nccl::utility::acquireOrderOf(order));
         if (got - (this->epoch + 1) <= uint32_t(-1) >> 1) break;
         if (ptx::globaltimer_ns() - t0 > timeout_ns) {
-          if (atomicCAS(&err->code, 0, 1) == 0) {
-            err->rank = this->team.rank;
-            err->peer = peer_rank;
-            err->index = this->index;
-            err->expected = this->epoch + 1;
-            err->got = got;
+          if (record_device_error(err, DeviceErrorCode::kLsaBarrierTimeout, this->team.rank, peer_rank, this->index,
+                                  this->epoch + 1, got))
             printf("xstage: rank %d: LSA barrier %d timed out waiting for rank %d (inbox %u, expected %u)\n",
                    this->team.rank, this->index, peer_rank, got, this->epoch + 1);
-          }
           ok = false;
           break;
         }

@@ -7,7 +7,9 @@
 // row p (and on nothing else).
 //
 // MoeLayout is a trivially copyable view (it can be a kernel argument); row_offset points at
-// num_experts + 1 prefix sums in host or device memory. MoeLayoutStorage (host only) owns them.
+// num_experts + 1 prefix sums and tokens at num_experts token counts, in host or device memory (a
+// kernel gets a view rebased onto device copies of the two arrays: MoeLayout::rebased).
+// MoeLayoutStorage (host only) owns the host arrays.
 #include "xstage/common/hd.hpp"
 
 #ifndef __CUDA_ARCH__
@@ -36,6 +38,16 @@ struct MoeLayout {
   const int* row_offset = nullptr;  // O_0 = 0, ..., O_E = rows; non-decreasing (empty experts repeat)
   int l1_ntiles = 0;                // N-tiles of one Linear-1 row (2 h_inter / b_n)
   int l2_ntiles = 0;                // N-tiles of one Linear-2 row (hidden / b_n)
+  const int* tokens = nullptr;      // tokens routed to each local expert (num_experts entries)
+  int b_m = 0;                      // token rows per tile row
+
+  // The same layout over other copies of the two arrays (e.g. device memory for a kernel).
+  XSTAGE_HD MoeLayout rebased(const int* row_offset_copy, const int* tokens_copy) const {
+    MoeLayout l = *this;
+    l.row_offset = row_offset_copy;
+    l.tokens = tokens_copy;
+    return l;
+  }
 
   XSTAGE_HD int rows() const { return row_offset[num_experts]; }
   XSTAGE_HD int ntiles(MoeTileKind k) const { return k == MoeTileKind::L1 ? l1_ntiles : l2_ntiles; }
@@ -65,6 +77,13 @@ struct MoeLayout {
     t.n = n;
     return t;
   }
+
+  // Tokens actually present in row p (the last row of an expert may be partial). Requires 0 <= p < rows().
+  XSTAGE_HD int tokens_in_row(int p) const {
+    const int e = expert_of_row(p);
+    const int left = tokens[e] - (p - row_offset[e]) * b_m;
+    return left < b_m ? left : b_m;
+  }
 };
 
 #ifndef __CUDA_ARCH__
@@ -92,11 +111,11 @@ class MoeLayoutStorage {
     view_.row_offset = offsets_.data();
     view_.l1_ntiles = l1_ntiles;
     view_.l2_ntiles = l2_ntiles;
+    view_.tokens = tokens_.data();
+    view_.b_m = b_m;
   }
   MoeLayoutStorage(const MoeLayoutStorage& o)
-      : tokens_(o.tokens_), offsets_(o.offsets_), b_m_(o.b_m_), view_(o.view_) {
-    view_.row_offset = offsets_.data();
-  }
+      : tokens_(o.tokens_), offsets_(o.offsets_), b_m_(o.b_m_), view_(o.view_.rebased(offsets_.data(), tokens_.data())) {}
   MoeLayoutStorage& operator=(const MoeLayoutStorage&) = delete;
 
   const MoeLayout& view() const { return view_; }
@@ -104,13 +123,7 @@ class MoeLayoutStorage {
   const std::vector<int>& tokens() const { return tokens_; }
   int b_m() const { return b_m_; }
   int rows() const { return view_.rows(); }
-  // Tokens actually present in row p (the last row of an expert may be partial).
-  int tokens_in_row(int p) const {
-    const int e = view_.expert_of_row(p);
-    const int m = p - offsets_[e];
-    const int left = tokens_[e] - m * b_m_;
-    return left < b_m_ ? left : b_m_;
-  }
+  int tokens_in_row(int p) const { return view_.tokens_in_row(p); }
 
  private:
   std::vector<int> tokens_;

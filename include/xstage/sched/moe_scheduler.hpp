@@ -4,11 +4,12 @@
 // the scheduler type and swapping Expert-Wave for Interleaved is a change of one type:
 //
 //   typename Sched::Params params{layout, instances, roles, ...};
-//   Sched sched(params, instance, role);           // instance g in [0, instances), role r in [0, roles)
+//   Sched sched(params, cta);                      // CTA c = instance c / roles, role c % roles
 //   for (auto w = sched.get_initial_work(); w.is_valid(); w = sched.get_next_work(w)) use(w.tile);
 //
-// A scheduler object is immutable; the cursor state travels in WorkTileInfo (as in FA3), so the
-// producer warps (TMA) and consumer warps (MMA, epilogue) can each walk the same sequence.
+// (the interface of sched/work_tile.hpp: grid_size(params) = instances * roles). A scheduler object is
+// immutable; the cursor state travels in WorkTileInfo (as in FA3), so the producer warps (TMA) and
+// consumer warps (MMA, epilogue) can each walk the same sequence.
 //
 // Instances and roles: `instances` scheduler instances run concurrently (one per CTA on Hopper, one
 // per CTA pair with 2-CTA MMA); each has `roles` CTAs, and role r takes N-tile 2*j + r of tile pair j
@@ -18,6 +19,7 @@
 // count: instances and roles are parameters. See docs/SCHEDULERS.md for the ordering guarantees.
 #include "xstage/common/hd.hpp"
 #include "xstage/sched/moe_layout.hpp"
+#include "xstage/sched/work_tile.hpp"
 
 #ifndef __CUDA_ARCH__
 #include "xstage/common/error.hpp"
@@ -55,14 +57,12 @@ class MoeInterleavedScheduler {
     int roles = 1;      // CTAs per instance (1 on Hopper per-CTA, 2 for CTA pairs)
     int lead = 1;       // D: L1 rows the instance's L1 cursor must lead the L2 cursor by
   };
-  struct WorkTileInfo {
-    MoeTile tile;
-    int k1 = 0, k2 = 0;  // cursors after this tile
-    XSTAGE_HD bool is_valid() const { return tile.is_valid; }
-  };
+  using WorkTileInfo = sched::WorkTileInfo<MoeTile>;  // cursor = {k1, k2} after this tile
 
   XSTAGE_HD MoeInterleavedScheduler(const Params& p, int instance, int role)
       : p_(p), g_(instance), r_(role) {}
+  XSTAGE_HD MoeInterleavedScheduler(const Params& p, int cta) : p_(p), g_(cta / p.roles), r_(cta % p.roles) {}
+  XSTAGE_HD static int grid_size(const Params& p) { return p.instances * p.roles; }
 
 #ifndef __CUDA_ARCH__
   // Host-side validation with named values (kernels validate once on the host before launch).
@@ -73,7 +73,7 @@ class MoeInterleavedScheduler {
 #endif
 
   XSTAGE_HD WorkTileInfo get_initial_work() const { return step(g_, g_); }
-  XSTAGE_HD WorkTileInfo get_next_work(const WorkTileInfo& cur) const { return step(cur.k1, cur.k2); }
+  XSTAGE_HD WorkTileInfo get_next_work(const WorkTileInfo& cur) const { return step(cur.cursor[0], cur.cursor[1]); }
 
  private:
   XSTAGE_HD WorkTileInfo step(int k1, int k2) const {
@@ -82,8 +82,8 @@ class MoeInterleavedScheduler {
     const int rows = l.rows();
     const int T1 = rows * P1, T2 = rows * P2;
     WorkTileInfo w;
-    w.k1 = k1;
-    w.k2 = k2;
+    w.cursor[0] = k1;
+    w.cursor[1] = k2;
     if (k1 >= T1 && k2 >= T2) return w;  // invalid: both streams done
     const bool l1_done = k1 >= T1;
     const int p1 = l1_done ? 0 : k1 / P1;  // p1 = +inf when l1_done (handled by the flag)
@@ -91,10 +91,10 @@ class MoeInterleavedScheduler {
     // p2 + D <= p1, written as p1 - p2 >= D so a large D cannot overflow.
     if (k2 < T2 && (l1_done || p1 - p2 >= p_.lead)) {
       w.tile = l.tile(MoeTileKind::L2, p2, p_.roles * (k2 % P2) + r_);
-      w.k2 = k2 + p_.instances;
+      w.cursor[1] = k2 + p_.instances;
     } else {
       w.tile = l.tile(MoeTileKind::L1, p1, p_.roles * (k1 % P1) + r_);
-      w.k1 = k1 + p_.instances;
+      w.cursor[0] = k1 + p_.instances;
     }
     return w;
   }
@@ -118,13 +118,11 @@ class MoeExpertWaveScheduler {
     int roles = 1;
     int experts_per_wave = 1;
   };
-  struct WorkTileInfo {
-    MoeTile tile;
-    int k = 0;  // position in the global wave order
-    XSTAGE_HD bool is_valid() const { return tile.is_valid; }
-  };
+  using WorkTileInfo = sched::WorkTileInfo<MoeTile>;  // cursor[0] = position k in the global wave order
 
   XSTAGE_HD MoeExpertWaveScheduler(const Params& p, int instance, int role) : p_(p), g_(instance), r_(role) {}
+  XSTAGE_HD MoeExpertWaveScheduler(const Params& p, int cta) : p_(p), g_(cta / p.roles), r_(cta % p.roles) {}
+  XSTAGE_HD static int grid_size(const Params& p) { return p.instances * p.roles; }
 
 #ifndef __CUDA_ARCH__
   static void validate(const Params& p) {
@@ -139,7 +137,7 @@ class MoeExpertWaveScheduler {
   }
 
   XSTAGE_HD WorkTileInfo get_initial_work() const { return at(g_); }
-  XSTAGE_HD WorkTileInfo get_next_work(const WorkTileInfo& cur) const { return at(cur.k + p_.instances); }
+  XSTAGE_HD WorkTileInfo get_next_work(const WorkTileInfo& cur) const { return at(cur.cursor[0] + p_.instances); }
 
  private:
   XSTAGE_HD int wave_first_row(int w) const {
@@ -150,7 +148,7 @@ class MoeExpertWaveScheduler {
     const MoeLayout& l = p_.layout;
     const int P1 = l.l1_ntiles / p_.roles, P2 = l.l2_ntiles / p_.roles;
     WorkTileInfo w;
-    w.k = k;
+    w.cursor[0] = k;
     if (k >= l.rows() * (P1 + P2)) return w;  // invalid: past the last wave
     // The wave holding position k: the largest w with first_row(w) * (P1 + P2) <= k (empty waves have
     // an empty range, so the largest such w is the one that holds k).

@@ -9,6 +9,7 @@
 #include <string>
 #include <utility>
 
+#include "api_internal.hpp"
 #include "sm90_fwd.hpp"
 #include "xstage/attention.h"
 
@@ -92,13 +93,15 @@ int check_output_disjoint(const int64_t* s, const int extent[3], int head_dim) {
   return XSTAGE_OK;
 }
 
-int check(const xstage_attn_fwd_params* p) {
+// with_output = false: the output is not p->o (the peer-store path writes team buffers); o is not checked.
+int check(const xstage_attn_fwd_params* p, bool with_output = true) {
   if (p == nullptr) return fail(XSTAGE_ERR_INVALID, "params is NULL");
   const struct {
     const char* name;
     const void* ptr;
   } ptrs[4] = {{"q", p->q}, {"k", p->k}, {"v", p->v}, {"o", p->o}};
   for (const auto& t : ptrs) {
+    if (!with_output && &t == &ptrs[3]) continue;
     if (t.ptr == nullptr) return fail(XSTAGE_ERR_INVALID, "%s is NULL", t.name);
     if (reinterpret_cast<uintptr_t>(t.ptr) % kTmaAlign != 0)
       return fail(XSTAGE_ERR_INVALID, "%s = %p is not 16-byte aligned, as TMA requires", t.name, t.ptr);
@@ -137,6 +140,7 @@ int check(const xstage_attn_fwd_params* p) {
   if (int rc = check_strides("q", p->q_stride, ext_q)) return rc;
   if (int rc = check_strides("k", p->k_stride, ext_kv)) return rc;
   if (int rc = check_strides("v", p->v_stride, ext_kv)) return rc;
+  if (!with_output) return XSTAGE_OK;
   if (int rc = check_strides("o", p->o_stride, ext_q)) return rc;
   if (int rc = check_output_disjoint(p->o_stride, ext_q, p->head_dim)) return rc;
 
@@ -161,20 +165,19 @@ int check(const xstage_attn_fwd_params* p) {
   return XSTAGE_OK;
 }
 
+}  // namespace
+
+namespace xstage::attention::capi {
+int set_error(int code, const std::string& message) {
+  g_last_error = message;
+  return code;
+}
+void clear_error() { g_last_error.clear(); }
 int cuda_fail(const char* what, cudaError_t e) {
   return fail(XSTAGE_ERR_CUDA, "%s: %s (%s)", what, cudaGetErrorString(e), cudaGetErrorName(e));
 }
-
-}  // namespace
-
-extern "C" int xstage_attn_fwd_check(const xstage_attn_fwd_params* params) {
-  const int rc = check(params);
-  if (rc == XSTAGE_OK) g_last_error.clear();
-  return rc;
-}
-
-extern "C" int xstage_attn_fwd(const xstage_attn_fwd_params* params, void* stream) {
-  if (int rc = check(params)) return rc;
+int check_params(const xstage_attn_fwd_params* params, bool with_output) { return check(params, with_output); }
+int check_device() {
   int dev = 0, major = 0, minor = 0;
   if (cudaError_t e = cudaGetDevice(&dev); e != cudaSuccess) return cuda_fail("cudaGetDevice", e);
   if (cudaError_t e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev); e != cudaSuccess)
@@ -187,6 +190,21 @@ extern "C" int xstage_attn_fwd(const xstage_attn_fwd_params* params, void* strea
     return fail(XSTAGE_ERR_UNSUPPORTED, "device %d (%s) has compute capability %d.%d; the kernel needs 9.0 (sm_90a)",
                 dev, name, major, minor);
   }
+  return XSTAGE_OK;
+}
+}  // namespace xstage::attention::capi
+
+using xstage::attention::capi::cuda_fail;
+
+extern "C" int xstage_attn_fwd_check(const xstage_attn_fwd_params* params) {
+  const int rc = check(params);
+  if (rc == XSTAGE_OK) g_last_error.clear();
+  return rc;
+}
+
+extern "C" int xstage_attn_fwd(const xstage_attn_fwd_params* params, void* stream) {
+  if (int rc = check(params)) return rc;
+  if (int rc = xstage::attention::capi::check_device()) return rc;
   const cudaError_t e = xstage::attention::run_fwd_sm90(*params, static_cast<cudaStream_t>(stream));
   if (e == cudaErrorNotSupported)  // the kernel's way to say "this variant is not built"
     return fail(XSTAGE_ERR_UNSUPPORTED, "the sm90 kernel does not support this variant (dtype = %d, head_dim = %d, "

@@ -1,114 +1,161 @@
 #pragma once
-// Epilogues of the sm_90a attention forward kernel. The mainloop hands over one finished b_m x d output
-// tile per consumer warpgroup (64 x d, normalised, fp32 wgmma fragments) and never learns what happens
-// to it. Interface of an epilogue E:
-//   struct E::Params;                        host-built, lives in the kernel parameters
-//   E::store(params, smem, o, lse, coord, wg, tid)  all 128 threads of consumer warpgroup `wg`
-//   E::init(wg)                              once per warpgroup before the first tile
-//   E::finish(params, tid)                    once per warpgroup before the kernel ends
-//   E::kSharedStaging                         false: one 64 x d staging buffer per consumer warpgroup;
-//                                             true: one buffer taken in turns by two warpgroups
+// Epilogues of the sm_90a attention forward kernel. The mainloop hands over one finished 64 x d output
+// tile per consumer warpgroup (normalised fp32 wgmma fragments) and never learns what happens to it.
+// Interface of an epilogue E (the kernel is templated on it):
+//   struct E::Params;                                   host-built (E::make_* in sm90_fwd.cu), in the kernel params
+//   E::kSharedStaging                                   must equal the config's (one staging buffer per
+//                                                       consumer warpgroup, or one taken in turns by two)
+//   E::init(params, wg)                                 once per consumer warpgroup before its first tile
+//   E::store(params, smem, o, lse, tile, row0, wg, tid) all 128 threads of consumer warpgroup `wg`
+//   E::finish(params, wg, tid, cta)                     once per consumer warpgroup after its last tile
 // `smem` is the warpgroup's staging buffer (64 x d elements, 1024-byte aligned, 128 B swizzle).
-// The next issue swaps LocalTmaEpilogue for one that stores the tile to a peer rank (Ulysses all-to-all).
+//
+// Both epilogues stage the tile in shared memory the same way (stage_tile) and differ only in where the
+// TMA stores go: LocalTmaEpilogue writes the local output; PeerStoreEpilogue writes each tile straight
+// into the destination rank's output (Ulysses post-attention all-to-all) and signals completion.
 #include <cuda.h>
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
 
 #include <cstdint>
-#include <type_traits>
 
+#include "sm90_fwd_config.cuh"
+#include "xstage/kernel/barrier.cuh"
+#include "xstage/kernel/fragment.cuh"
+#include "xstage/kernel/signal.cuh"
+#include "xstage/layout/ulysses.hpp"
+#include "xstage/ptx/store.cuh"
 #include "xstage/ptx/sync.cuh"
 #include "xstage/ptx/tma.cuh"
+#include "xstage/runtime/peer_table.hpp"
 #include "xstage/sched/attention_scheduler.cuh"
 
 namespace xstage::attention::sm90 {
 
-// Named barriers (0 is __syncthreads); "+ wg" ids take one slot per consumer warpgroup (at most 3).
-enum class NamedBarrier : uint32_t {
-  kEpilogueWG0 = 1,  // + wg: consumer warpgroup wg's staging buffer is free / filled (128 threads)
-  kMmaTurnWG0 = 4,   // + wg: consumer warpgroup wg may issue its GEMMs (ping-pong, 256 threads)
-  kStagingWG0 = 7,   // + wg: a staging buffer shared by two warpgroups is wg's to fill (256 threads)
-};
-
-template <class Element>
-__device__ __forceinline__ uint32_t pack2(float a, float b) {
-  if constexpr (std::is_same_v<Element, __nv_bfloat16>) {
-    __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
-    return *reinterpret_cast<uint32_t*>(&h);
+// Stages the fragment tile in `smem` and has thread 0 call issue() (the TMA stores, from the staged
+// panels), then writes the LSE rows. With kSharedStaging the two warpgroups take turns on one buffer
+// (warpgroup 0 first each tile), else each reuses its own once the previous tile's stores have read it.
+template <class C, class Issue>
+__device__ __forceinline__ void stage_tile(typename C::Element* smem, const float (&o)[C::kHeadDim / 2],
+                                           const float (&lse)[2], float* lse_out, int seqlen_q, int lse_row_base,
+                                           int row0, int wg, int tid, Issue&& issue) {
+  if constexpr (C::kSharedStaging) {
+    kernel::bar_sync(Bar::kStagingWG0, 256, wg);  // the other warpgroup's store has read the buffer
   } else {
-    __half2 h = __floats2half2_rn(a, b);
-    return *reinterpret_cast<uint32_t*>(&h);
+    if (tid == 0) ptx::bulk_wait_group_read<0>();  // previous tile's store has left the buffer
+    kernel::bar_sync(Bar::kEpilogueWG0, 128, wg);
   }
-}
-
-// Writes the 64 x kHeadDim fragment tile into `smem` as 64-column panels of 64 rows x 128 B, 16-byte
-// chunks XOR-swizzled by row (the TMA 128 B swizzle); conflict-free for the wgmma fragment layout.
-template <class Element, int kHeadDim>
-__device__ __forceinline__ void fragment_to_smem_sw128(Element* smem, const float (&o)[kHeadDim / 2], int tid) {
-  const int warp = tid / 32, lane = tid % 32;
-  uint8_t* base = reinterpret_cast<uint8_t*>(smem);
+  kernel::fragment_to_smem_sw128<typename C::Element, C::kHeadDim>(smem, o, tid);
+  ptx::fence_proxy_async_shared_cta();
+  kernel::bar_sync(Bar::kEpilogueWG0, 128, wg);
+  if (tid == 0) {
+    issue();
+    ptx::bulk_commit_group();
+  }
+  if constexpr (C::kSharedStaging) {  // hand the buffer over once the store has read it (thread 0 arrives last)
+    if (tid == 0) ptx::bulk_wait_group_read<0>();
+    kernel::bar_arrive(Bar::kStagingWG0, 256, 1 - wg);
+  }
+  if (lse_out != nullptr && tid % 4 == 0) {
 #pragma unroll
-  for (int i = 0; i < kHeadDim / 2; i += 2) {
-    const int row = 16 * warp + lane / 4 + 8 * ((i / 2) % 2);
-    const int col = 8 * (i / 4) + 2 * (lane % 4);
-    const int panel = col / 64, byte = (col % 64) * 2;
-    const int off = panel * 64 * 128 + row * 128 + (((byte / 16) ^ (row % 8)) * 16) + byte % 16;
-    *reinterpret_cast<uint32_t*>(base + off) = pack2<Element>(o[i], o[i + 1]);
+    for (int r = 0; r < 2; ++r) {
+      const int row = row0 + kernel::frag_row(2 * r, tid);
+      if (row < seqlen_q) lse_out[int64_t(lse_row_base) * seqlen_q + row] = lse[r];
+    }
   }
 }
 
-// Local store: staging in shared memory, then one TMA store per 64-column panel (rows past seqlen_q
-// are clipped by the tensor map). LSE written by the quad leaders. With kSharedStaging (shared memory
-// too tight for two buffers) the warpgroups take turns on one buffer, warpgroup 0 first each tile.
-template <class Element, int kHeadDim, bool kSharedStaging_>
+// Before the first tile: with a shared buffer, warpgroup 0 gets it first.
+template <class C>
+__device__ __forceinline__ void staging_init(int wg) {
+  if constexpr (C::kSharedStaging)
+    if (wg == 1) kernel::bar_arrive(Bar::kStagingWG0, 256, 0);
+}
+
+// ---------------------------------------------------------------- local output
+template <class C>
 struct LocalTmaEpilogue {
-  static constexpr bool kSharedStaging = kSharedStaging_;  // one buffer for two warpgroups, else one each
+  static constexpr bool kSharedStaging = C::kSharedStaging;
   struct Params {
-    CUtensorMap tma_o;  // (d, seqlen_q, heads, batch), box {64, 64, 1, 1}
+    CUtensorMap tma_o;  // (d, seqlen_q, heads, batch), box {64, 64, 1, 1}; rows past seqlen_q are clipped
     float* lse;         // [batch, heads, seqlen_q] or null
     int seqlen_q, heads;
   };
 
-  __device__ static void store(const Params& p, Element* smem, const float (&o)[kHeadDim / 2],
-                               const float (&lse)[2], sched::AttnBlockCoord c, int row0, int wg, int tid) {
-    const uint32_t bar = uint32_t(NamedBarrier::kEpilogueWG0) + wg;
-    if constexpr (kSharedStaging) {
-      ptx::named_barrier_sync(uint32_t(NamedBarrier::kStagingWG0) + wg, 256);  // the other one's store has read it
-    } else {
-      if (tid == 0) ptx::tma_store_wait_read();  // previous tile's store has left the buffer
-      ptx::named_barrier_sync(bar, 128);
-    }
-    fragment_to_smem_sw128<Element, kHeadDim>(smem, o, tid);
-    ptx::fence_proxy_async_shared_cta();
-    ptx::named_barrier_sync(bar, 128);
-    if (tid == 0) {
+  __device__ static void init(const Params&, int wg) { staging_init<C>(wg); }
+
+  __device__ static void store(const Params& p, typename C::Element* smem, const float (&o)[C::kHeadDim / 2],
+                               const float (&lse)[2], const sched::AttnTile& t, int row0, int wg, int tid) {
+    stage_tile<C>(smem, o, lse, p.lse, p.seqlen_q, t.batch * p.heads + t.head, row0, wg, tid, [&] {
 #pragma unroll
-      for (int panel = 0; panel < kHeadDim / 64; ++panel)
-        ptx::tma_store_4d(&p.tma_o, smem + panel * 64 * 64, panel * 64, row0, c.head, c.batch);
-      ptx::tma_store_commit();
-    }
-    if constexpr (kSharedStaging) {  // hand the buffer over once the store has read it (thread 0 arrives last)
-      if (tid == 0) ptx::tma_store_wait_read();
-      ptx::named_barrier_arrive(uint32_t(NamedBarrier::kStagingWG0) + (1 - wg), 256);
-    }
-    if (p.lse != nullptr && tid % 4 == 0) {
-      const int warp = tid / 32, lane = tid % 32;
+      for (int panel = 0; panel < C::kPanels; ++panel)
+        ptx::tma_store_4d(&p.tma_o, smem + panel * 64 * 64, panel * 64, row0, t.head, t.batch);
+    });
+  }
+
+  __device__ static void finish(const Params&, int, int tid, int) {
+    if (tid == 0) ptx::bulk_wait_group<0>();
+  }
+};
+
+// ---------------------------------------------------------------- peer output (Ulysses all-to-all)
+// Source rank s computes attention over the full sequence (seqlen_q = world * seq_per_rank rows) for its
+// heads_per_rank heads. Row r of head h belongs to destination rank d = r / seq_per_rank, at row
+// r - d * seq_per_rank and head s * heads_per_rank + h of d's output [batch, seq_per_rank, heads_total, d].
+// A 64-row tile that straddles two destinations is stored to both; each destination's tensor map clips the
+// rows outside its range (TMA skips out-of-bound rows, negative coordinates included).
+//
+// Completion: per CTA. After its last tile each consumer warpgroup waits for its own bulk stores to be
+// complete (they have drained during the mainloop of every later tile, so only the tail waits), then one
+// thread raises counter (slot, s) on every destination by one, with release semantics. A receiver that
+// has seen ctas_per_group * epoch on every source's counter holds the whole output of that launch.
+// (Signalling per tile instead would put a release, i.e. a wait for the tile's remote completion, right
+// behind every tile's stores: the completion coupling the X-Stage design avoids.)
+template <class C>
+struct PeerStoreEpilogue {
+  static constexpr bool kSharedStaging = C::kSharedStaging;
+  struct Params {
+    CUtensorMap dst[runtime::kMaxRanks];  // rank d's output (d, seq_per_rank, heads_total, batch), box {64,64,1,1}
+    runtime::PeerTable signal;             // rank d's signal counters; counter (slot, src) at word slot*world + src
+    float* lse;                            // source-layout LSE [launch batch, heads, seqlen_q] or null
+    int seqlen_q, heads;                   // source shape: full sequence, heads per rank
+    int world, first_rank, batch;          // batch: per rank (the launch holds groups * batch)
+    int seq_per_rank;
+    int ctas_per_group;
+    int slot;
+  };
+
+  __device__ static void init(const Params& p, int wg) {
+    staging_init<C>(wg);
+    if (threadIdx.x == 128)
+      for (int d = 0; d < p.world; ++d) ptx::prefetch_tma_map(&p.dst[d]);
+  }
+
+  __device__ static void store(const Params& p, typename C::Element* smem, const float (&o)[C::kHeadDim / 2],
+                               const float (&lse)[2], const sched::AttnTile& t, int row0, int wg, int tid) {
+    stage_tile<C>(smem, o, lse, p.lse, p.seqlen_q, t.batch * p.heads + t.head, row0, wg, tid, [&] {
+      const int src = p.first_rank + t.group, b = t.batch - t.group * p.batch;
+      const layout::UlyssesOut map{p.world, p.seq_per_rank, p.heads};
+      int first, last;
+      map.dst_range(row0, 64, &first, &last);
+      for (int d = first; d <= last; ++d) {
 #pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        const int row = row0 + 16 * warp + lane / 4 + 8 * r;
-        if (row < p.seqlen_q) p.lse[(int64_t(c.batch) * p.heads + c.head) * p.seqlen_q + row] = lse[r];
+        for (int panel = 0; panel < C::kPanels; ++panel)
+          ptx::tma_store_4d(&p.dst[d], smem + panel * 64 * 64, panel * 64, map.dst_row(row0, d),
+                            map.dst_head(src, t.head), b);
       }
+    });
+  }
+
+  __device__ static void finish(const Params& p, int wg, int tid, int cta) {
+    if (tid == 0) {
+      ptx::bulk_wait_group<0>();         // this warpgroup's stores are complete (performed at the peer)
+      ptx::fence_proxy_async_global();  // ... and ordered before the generic-proxy release below
     }
-  }
-
-  // Before the first tile: warpgroup 0 gets the shared buffer first.
-  __device__ static void init(int wg) {
-    if constexpr (kSharedStaging)
-      if (wg == 1) ptx::named_barrier_arrive(uint32_t(NamedBarrier::kStagingWG0), 256);
-  }
-
-  __device__ static void finish(const Params&, int tid) {
-    if (tid == 0) ptx::tma_store_wait_all();
+    kernel::bar_sync(Bar::kConsumersDone, 128 * C::kConsumerWGs);
+    if (wg == 0 && tid == 0) {
+      const int src = p.first_rank + cta / p.ctas_per_group;
+      for (int d = 0; d < p.world; ++d)
+        kernel::signal_add_release(p.signal.template at<uint32_t>(d, runtime::signal_offset(p.world, p.slot, src)));
+    }
   }
 };
 

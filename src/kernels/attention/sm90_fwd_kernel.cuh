@@ -1,82 +1,26 @@
 #pragma once
-// sm_90a FlashAttention forward kernel: config -> shared storage and params -> kernel.
+// sm_90a FlashAttention forward kernel: params -> consumer math -> kernel.
 // Warp-specialised: warpgroup 0 produces (one thread issues TMA loads of Q, K, V), warpgroups 1..n
 // consume (n = 2, or 3 as a D = 64 option), each owning 64 rows of the Q tile. Per K/V block a consumer issues S = Q K^T for
 // block n before it finishes the softmax of block n-1's P V (intra-warpgroup overlap), and the
 // consumers take turns issuing GEMMs (named barriers) so one's softmax runs under another's GEMMs.
-// The tile scheduler and the epilogue are template parameters; the mainloop sees neither's insides.
+// The tile scheduler and the epilogue are template parameters (sched/work_tile.hpp; the epilogue
+// interface is described in sm90_epilogue.cuh); the mainloop sees neither's insides.
 #include <cuda.h>
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
 
 #include <cstdint>
-#include <type_traits>
 
-#include "sm90_epilogue.cuh"
+#include "sm90_fwd_config.cuh"
+#include "xstage/kernel/barrier.cuh"
+#include "xstage/kernel/fragment.cuh"
+#include "xstage/kernel/pipeline.cuh"
 #include "xstage/ptx/sync.cuh"
 #include "xstage/ptx/tma.cuh"
 #include "xstage/ptx/wgmma.cuh"
-#include "xstage/sched/attention_scheduler.cuh"
-
-// Compile-time knobs, overridable with -D for the device script's variant builds; the defaults are the
-// best measured on H200 (results/attention/call3, call5): D = 128: 2 consumer warpgroups, K/V block 176
-// (+2-4 % over 128); D = 64: 3 consumer warpgroups (192-row tile), K/V block 128 (+5-15 % over two
-// warpgroups with block 192; block 160 would spill within 160 registers); ping-pong on.
-#ifndef XSTAGE_ATTN_BLOCK_N_D128
-#define XSTAGE_ATTN_BLOCK_N_D128 176
-#endif
-#ifndef XSTAGE_ATTN_BLOCK_N_D64
-#define XSTAGE_ATTN_BLOCK_N_D64 128
-#endif
-#ifndef XSTAGE_ATTN_D64_CONSUMER_WGS
-#define XSTAGE_ATTN_D64_CONSUMER_WGS 3
-#endif
-#ifndef XSTAGE_ATTN_PINGPONG
-#define XSTAGE_ATTN_PINGPONG 1
-#endif
 
 namespace xstage::attention::sm90 {
 
-// ---------------------------------------------------------------- config
-template <class Element_, int kHeadDim_>
-struct FwdConfig {
-  using Element = Element_;
-  static constexpr int kHeadDim = kHeadDim_;
-  static constexpr int kConsumerWGs = kHeadDim == 64 ? XSTAGE_ATTN_D64_CONSUMER_WGS : 2;
-  static constexpr int kBlockM = 64 * kConsumerWGs;  // 64 rows (the wgmma M) per consumer warpgroup
-  static constexpr int kBlockN = kHeadDim == 128 ? XSTAGE_ATTN_BLOCK_N_D128 : XSTAGE_ATTN_BLOCK_N_D64;
-  static constexpr int kStages = kHeadDim == 64 ? 3 : 2;  // K and V pipelines (D 128: smem allows 2)
-  static constexpr int kPanels = kHeadDim / 64;   // 128 B swizzle: TMA boxes are 64 elements wide
-  static constexpr int kThreads = 128 * (1 + kConsumerWGs);
-  // 64K registers per SM: 128*24 + 256*240 (two consumers) or 128*24 + 384*160 (three).
-  static constexpr int kProducerRegs = 24, kConsumerRegs = kConsumerWGs == 3 ? 160 : 240;
-  static_assert(kConsumerWGs == 2 || kConsumerWGs == 3, "two or three consumer warpgroups");
-  static constexpr bool kPingPong = XSTAGE_ATTN_PINGPONG != 0;
-  static constexpr ptx::MmaType kMma =
-      std::is_same_v<Element, __nv_bfloat16> ? ptx::MmaType::kBF16 : ptx::MmaType::kF16;
-  static constexpr uint32_t kQBytes = kBlockM * kHeadDim * sizeof(Element);
-  static constexpr uint32_t kKVBytes = kBlockN * kHeadDim * sizeof(Element);
-  static_assert(kHeadDim == 64 || kHeadDim == 128, "head dim 64 or 128");
-  // One 64 x d epilogue staging buffer per consumer warpgroup when shared memory allows, else one shared
-  // (227 KB: the sm_90 opt-in maximum; the host still checks the device's own limit).
-  static constexpr int kTileBytes = (kBlockM + 2 * kStages * kBlockN) * kHeadDim * int(sizeof(Element));
-  static constexpr bool kSharedStaging = kTileBytes + kBlockM * kHeadDim * int(sizeof(Element)) + 2048 > 227 * 1024;
-  static_assert(!kSharedStaging || kConsumerWGs == 2, "a shared staging buffer serves two warpgroups");
-};
-
-// ---------------------------------------------------------------- shared storage and params
-// Tiles are stored as 64-column panels (rows x 128 B each, TMA 128 B swizzle), panel after panel.
-template <class C>
-struct SharedStorage {
-  using E = typename C::Element;
-  alignas(1024) E q[C::kBlockM * C::kHeadDim];
-  alignas(1024) E k[C::kStages][C::kBlockN * C::kHeadDim];
-  alignas(1024) E v[C::kStages][C::kBlockN * C::kHeadDim];
-  alignas(1024) E o[(C::kSharedStaging ? 1 : C::kConsumerWGs) * 64 * C::kHeadDim];  // epilogue staging
-  uint64_t q_full, q_empty;
-  uint64_t k_full[C::kStages], k_empty[C::kStages], v_full[C::kStages], v_empty[C::kStages];
-};
-
+// ---------------------------------------------------------------- params
 template <class Scheduler, class Epilogue>
 struct FwdParams {
   CUtensorMap tma_q;  // (d, seqlen_q, heads, batch), box {64, kBlockM, 1, 1}
@@ -87,17 +31,6 @@ struct FwdParams {
   int causal;        // bottom-right aligned: query i sees keys j <= i + seqlen_kv - seqlen_q
   typename Scheduler::Params sched;
   typename Epilogue::Params epi;
-};
-
-// Pipeline position: stage index and the parity of its current phase.
-template <int kStages>
-struct PipeState {
-  int stage = 0;
-  uint32_t phase = 0;
-  __device__ __forceinline__ void advance() {
-    stage = stage + 1 == kStages ? 0 : stage + 1;
-    phase ^= (stage == 0);
-  }
 };
 
 // Number of K/V blocks query block m_block attends to (0 only for causal rows with no visible key).
@@ -112,11 +45,7 @@ __host__ __device__ __forceinline__ int n_blocks_for(int m_block, int seqlen_q, 
 }
 
 // ---------------------------------------------------------------- consumer math
-// Fragment of an m64nN fp32 wgmma accumulator: element i of thread (warp, lane) sits at
-// row 16*warp + lane/4 + 8*((i/2)%2), column 8*(i/4) + 2*(lane%4) + i%2. Each thread holds 2 rows.
-__device__ __forceinline__ int frag_row(int i, int tid) { return 16 * (tid / 32) + (tid % 32) / 4 + 8 * ((i / 2) % 2); }
-__device__ __forceinline__ int frag_col(int i, int tid) { return 8 * (i / 4) + 2 * (tid % 4) + (i % 2); }
-
+// Accumulator fragments: element i of a thread sits at (kernel::frag_row(i), kernel::frag_col(i)).
 template <class C>
 struct Consumer {
   using E = typename C::Element;
@@ -148,7 +77,7 @@ struct Consumer {
     const int col0 = n_block * C::kBlockN;
 #pragma unroll
     for (int i = 0; i < kS; ++i) {
-      const int col = col0 + frag_col(i, tid), row = row0 + frag_row(i, tid);
+      const int col = col0 + kernel::frag_col(i, tid), row = row0 + kernel::frag_row(i, tid);
       if (col >= seqlen_kv || (causal && col > row + seqlen_kv - seqlen_q)) s[i] = -INFINITY;
     }
   }
@@ -184,7 +113,7 @@ struct Consumer {
 #pragma unroll
     for (int kk = 0; kk < kPK; ++kk)
 #pragma unroll
-      for (int j = 0; j < 4; ++j) p[kk][j] = pack2<E>(s[8 * kk + 2 * j], s[8 * kk + 2 * j + 1]);
+      for (int j = 0; j < 4; ++j) p[kk][j] = kernel::pack2<E>(s[8 * kk + 2 * j], s[8 * kk + 2 * j + 1]);
   }
 
   template <int N>
@@ -203,12 +132,12 @@ struct Consumer {
 // Consumer warpgroups take turns issuing their GEMMs (no-op without ping-pong).
 template <class C>
 __device__ __forceinline__ void mma_turn_wait(int wg) {
-  if constexpr (C::kPingPong) ptx::named_barrier_sync(uint32_t(NamedBarrier::kMmaTurnWG0) + wg, 256);
+  if constexpr (C::kPingPong) kernel::bar_sync(Bar::kMmaTurnWG0, 256, wg);
 }
 template <class C>
 __device__ __forceinline__ void mma_turn_pass(int wg) {
   const int next = wg + 1 == C::kConsumerWGs ? 0 : wg + 1;
-  if constexpr (C::kPingPong) ptx::named_barrier_arrive(uint32_t(NamedBarrier::kMmaTurnWG0) + next, 256);
+  if constexpr (C::kPingPong) kernel::bar_arrive(Bar::kMmaTurnWG0, 256, next);
 }
 
 // ---------------------------------------------------------------- kernel
@@ -244,11 +173,11 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     ptx::prefetch_tma_map(&params.tma_q);
     ptx::prefetch_tma_map(&params.tma_k);
     ptx::prefetch_tma_map(&params.tma_v);
-    PipeState<C::kStages> kv;
+    kernel::PipeState<C::kStages> kv;
     uint32_t q_phase = 0;
-    for (auto w = Scheduler::get_initial_work(params.sched, blockIdx.x); w.is_valid;
-         w = Scheduler::get_next_work(params.sched, w)) {
-      const auto c = w.coord;
+    const Scheduler sched(params.sched, blockIdx.x);
+    for (auto w = sched.get_initial_work(); w.is_valid(); w = sched.get_next_work(w)) {
+      const auto& c = w.tile;
       const int n_blocks = n_blocks_for<C>(c.m_block, params.seqlen_q, params.seqlen_kv, params.causal);
       ptx::mbar_wait_acquire_cta(&sh.q_empty, q_phase ^ 1);
       ptx::mbar_arrive_expect_tx_release_cta(&sh.q_full, C::kQBytes);
@@ -280,14 +209,14 @@ __global__ void __launch_bounds__(C::kThreads, 1)
   const E* q_wg = sh.q + wg * 64 * 64;  // this warpgroup's 64 rows inside each Q panel
   static_assert(Epilogue::kSharedStaging == C::kSharedStaging, "epilogue and config agree on staging");
   E* o_stage = sh.o + (C::kSharedStaging ? 0 : wg * 64 * C::kHeadDim);
-  PipeState<C::kStages> kp, vp;
+  kernel::PipeState<C::kStages> kp, vp;
   uint32_t q_phase = 0;
   if (wg == C::kConsumerWGs - 1) mma_turn_pass<C>(wg);  // warpgroup 0 issues first
-  Epilogue::init(wg);
+  Epilogue::init(params.epi, wg);
 
-  for (auto w = Scheduler::get_initial_work(params.sched, blockIdx.x); w.is_valid;
-       w = Scheduler::get_next_work(params.sched, w)) {
-    const auto c = w.coord;
+  const Scheduler sched(params.sched, blockIdx.x);
+  for (auto w = sched.get_initial_work(); w.is_valid(); w = sched.get_next_work(w)) {
+    const auto& c = w.tile;
     const int n_blocks = n_blocks_for<C>(c.m_block, params.seqlen_q, params.seqlen_kv, params.causal);
     const int row0 = c.m_block * C::kBlockM + wg * 64;
     // First block that may hold masked keys: the kv tail, or (causal) the block holding the last key
@@ -385,7 +314,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     for (int i = 0; i < Cons::kO; ++i) o[i] *= corr[(i / 2) % 2];
     Epilogue::store(params.epi, o_stage, o, lse, c, row0, wg, tid);
   }
-  Epilogue::finish(params.epi, tid);
+  Epilogue::finish(params.epi, wg, tid, blockIdx.x);
 }
 
 }  // namespace xstage::attention::sm90

@@ -1,0 +1,58 @@
+/* xstage teams: the ranks a distributed kernel runs over, through the C ABI of libxstage_attention.so.
+ * A team is real (one process per GPU over NCCL 2.28: every rank calls xstage_team_create_nccl with the
+ * same unique id, e.g. exchanged through a torch.distributed group) or emulated (P ranks on one GPU in
+ * one process). Symmetric buffers are allocated per team; kernels address every rank's copy.
+ * Errors: a non-zero xstage_status and xstage_last_error() naming the bad value (attention.h). */
+#ifndef XSTAGE_TEAM_H
+#define XSTAGE_TEAM_H
+#include <stddef.h>
+#include <stdint.h>
+
+#include "xstage/attention.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define XSTAGE_NCCL_ID_BYTES 128
+
+typedef struct xstage_team_s* xstage_team;
+typedef struct xstage_buffer_s* xstage_buffer;
+
+/* A fresh NCCL unique id (rank 0 makes it, every rank passes the same bytes to create_nccl). */
+int xstage_nccl_unique_id(unsigned char* out, int out_bytes);
+/* Real team: this process is `rank` of `world` on CUDA device `device`; collective over all ranks.
+ * Fails (XSTAGE_ERR_INVALID) when the ranks cannot reach each other by load/store (no NVLink/P2P). */
+int xstage_team_create_nccl(int rank, int world, int device, const unsigned char* id, int id_bytes, double timeout_s,
+                            xstage_team* out);
+/* Emulated team: `world` ranks on CUDA device `device` (< 0: the current one), each with SMs / world SMs. */
+int xstage_team_create_emulated(int world, int device, double timeout_s, xstage_team* out);
+void xstage_team_destroy(xstage_team team);
+/* world size, first rank served here, ranks served here (1 real, world emulated), emulated flag, SMs per rank. */
+int xstage_team_info(xstage_team team, int* world, int* first_rank, int* local_ranks, int* emulated, int* sms_per_rank);
+/* One line describing the team ("emulated: ... (no NVLink ...)"); copied into buf (NUL-terminated). */
+int xstage_team_label(xstage_team team, char* buf, int buf_bytes);
+/* Waits for the team's work on `stream` (NULL: the team's stream) and reports a device-side failure
+ * (e.g. a signal that never came: the message names the rank, the peer and the slot). */
+int xstage_team_check(xstage_team team, void* stream, const char* what);
+
+/* A zero-filled buffer of `bytes` per rank (collective for real teams). */
+int xstage_buffer_alloc(xstage_team team, size_t bytes, const char* name, xstage_buffer* out);
+void xstage_buffer_free(xstage_buffer buf);
+/* This process's copy of rank `rank` (a local rank), or NULL (see xstage_last_error). */
+void* xstage_buffer_ptr(xstage_buffer buf, int rank);
+
+/* Attention with the Ulysses post-attention all-to-all fused into the epilogue, for every rank this
+ * process serves. p: the head-partitioned attention of all local ranks (batch = local ranks x per-rank
+ * batch; rank first_rank + g owns batch entries [g*b, (g+1)*b); seqlen_q = world * seq_per_rank; p->heads
+ * per rank; p->o ignored). out: a team buffer holding, per rank, the contiguous output
+ * [b, seq_per_rank, world * p->heads, head_dim]. Every finished tile is stored to its destination rank;
+ * then (same stream) each local rank waits until every source's tiles have landed (completion signal
+ * `epoch`: 1 for the first call on a team, then 2, ...). */
+int xstage_attn_fwd_to_peers(const xstage_attn_fwd_params* p, xstage_team team, xstage_buffer out, int seq_per_rank,
+                             uint32_t epoch, void* stream);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
