@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what xstage needs when it is missing: Debian packages (compiler, CMake, GoogleTest,
-# nlohmann-json, CLI11, gnuplot) and the PyPI package nvidia-cutlass (CuTe/CUTLASS headers).
+# nlohmann-json, CLI11, python3-matplotlib for the calibration plots) and the PyPI package nvidia-cutlass
+# (CuTe/CUTLASS headers).
 # The CUDA toolkit (nvcc, NCCL 2.28 headers and library) must already be installed.
 set -euo pipefail
 need=()
@@ -11,7 +12,8 @@ command -v ninja >/dev/null   || need+=(ninja-build)
 have_hdr gtest/gtest.h        || need+=(libgtest-dev)
 have_hdr nlohmann/json.hpp    || need+=(nlohmann-json3-dev)
 have_hdr CLI/CLI.hpp          || need+=(libcli11-dev)
-command -v gnuplot >/dev/null || need+=(gnuplot-nox)
+# The calibration plots (xstage calibrate, scripts/plot_calibration.py): Debian's matplotlib for /usr/bin/python3.
+{ /usr/bin/python3 -c "import matplotlib" 2>/dev/null || python3 -c "import matplotlib" 2>/dev/null; } || need+=(python3-matplotlib)
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     echo "deps: installing ${need[*]}"

@@ -7,8 +7,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${XSTAGE_BUILD_DIR:-build}
 bash scripts/deps.sh
-cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build "$build" --target xstage -j "$(nproc)" >/dev/null
+# Quiet when it works; on a failure the build's own output is printed (expect ~1 min for the CPU target).
+log="$build.log"
+mkdir -p "$(dirname "$log")"
+if ! { cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release && cmake --build "$build" --target xstage -j "$(nproc)"; } >"$log" 2>&1; then
+  cat "$log" >&2
+  echo "main.sh: the build failed (output above, also in $log)" >&2
+  exit 1
+fi
 x="$build/src/cli/xstage"
 echo "== platform (embedded preset: our calibration on nvidia-h200-x2, results/calibration/)"
 "$x" platform show h200-nvlink4
