@@ -1,0 +1,131 @@
+// NVML, read-only, through dlopen("libnvidia-ml.so.1") (no link-time dependency): SM clock, power and
+// temperature of one GPU, and a Sampler that reads them in a background thread beside a timed block.
+// Absent library or device: available() is false and every reading is nullopt. Only getters are called.
+// Link: ${CMAKE_DL_LIBS} and Threads::Threads.
+#pragma once
+
+#include <dlfcn.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "xstage/bench/protocol.hpp"
+
+namespace xstage::bench {
+
+class NvmlReader {
+ public:
+  explicit NvmlReader(int device = 0, const char* libname = "libnvidia-ml.so.1") {
+    lib_ = dlopen(libname, RTLD_NOW | RTLD_LOCAL);
+    if (!lib_) {
+      const char* e = dlerror();
+      error_ = e ? e : "dlopen failed";
+      return;
+    }
+    auto init = sym<int (*)()>("nvmlInit_v2");
+    auto by_index = sym<int (*)(unsigned, void**)>("nvmlDeviceGetHandleByIndex_v2");
+    clock_ = sym<int (*)(void*, int, unsigned*)>("nvmlDeviceGetClockInfo");
+    power_ = sym<int (*)(void*, unsigned*)>("nvmlDeviceGetPowerUsage");
+    temp_ = sym<int (*)(void*, int, unsigned*)>("nvmlDeviceGetTemperature");
+    shutdown_ = sym<int (*)()>("nvmlShutdown");
+    if (!init || !by_index || !clock_ || !power_ || !temp_ || !shutdown_) {
+      error_ = "libnvidia-ml.so.1 lacks an NVML entry point";
+      return;
+    }
+    if (init() != 0) {
+      error_ = "nvmlInit_v2 failed";
+      return;
+    }
+    if (by_index(static_cast<unsigned>(device), &handle_) != 0) {
+      shutdown_();
+      error_ = "no NVML device " + std::to_string(device);
+      return;
+    }
+    available_ = true;
+  }
+  ~NvmlReader() {
+    if (available_) shutdown_();
+    if (lib_) dlclose(lib_);
+  }
+  NvmlReader(const NvmlReader&) = delete;
+  NvmlReader& operator=(const NvmlReader&) = delete;
+
+  bool available() const { return available_; }
+  const std::string& error() const { return error_; }
+
+  std::optional<Sample> read() const {
+    if (!available_) return std::nullopt;
+    constexpr int kClockSm = 1, kTemperatureGpu = 0;  // NVML_CLOCK_SM, NVML_TEMPERATURE_GPU
+    Sample s;
+    unsigned v = 0;
+    if (clock_(handle_, kClockSm, &v) == 0) s.sm_clock_mhz = v;
+    if (power_(handle_, &v) == 0) s.power_w = v / 1000.0;  // mW
+    if (temp_(handle_, kTemperatureGpu, &v) == 0) s.temp_c = v;
+    return s;
+  }
+
+ private:
+  template <class F>
+  F sym(const char* name) {
+    return reinterpret_cast<F>(dlsym(lib_, name));
+  }
+  void* lib_ = nullptr;
+  void* handle_ = nullptr;
+  bool available_ = false;
+  std::string error_;
+  int (*clock_)(void*, int, unsigned*) = nullptr;
+  int (*power_)(void*, unsigned*) = nullptr;
+  int (*temp_)(void*, int, unsigned*) = nullptr;
+  int (*shutdown_)() = nullptr;
+};
+
+// Reads the NVML device at start(), every period in a thread, and at stop().
+class NvmlSampler final : public Sampler {
+ public:
+  explicit NvmlSampler(int device = 0, double period_s = 0.02) : reader_(device), period_(period_s) {}
+  ~NvmlSampler() override {
+    if (thread_.joinable()) stop();
+  }
+  bool available() const override { return reader_.available(); }
+  const NvmlReader& reader() const { return reader_; }
+
+  void start() override {
+    samples_.clear();
+    if (!reader_.available()) return;
+    samples_.push_back(reader_.read());
+    stop_ = false;
+    thread_ = std::thread([this] {
+      std::unique_lock<std::mutex> lk(mu_);
+      while (!cv_.wait_for(lk, std::chrono::duration<double>(period_), [this] { return stop_; }))
+        samples_.push_back(reader_.read());
+    });
+  }
+  std::vector<std::optional<Sample>> stop() override {
+    if (thread_.joinable()) {
+      {
+        std::lock_guard<std::mutex> lk(mu_);
+        stop_ = true;
+      }
+      cv_.notify_all();
+      thread_.join();
+      samples_.push_back(reader_.read());
+    }
+    return samples_;
+  }
+
+ private:
+  NvmlReader reader_;
+  double period_;
+  std::thread thread_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::vector<std::optional<Sample>> samples_;
+};
+
+}  // namespace xstage::bench

@@ -1,0 +1,277 @@
+// CPU tests of include/xstage/bench/protocol.hpp (+ protocol_json.hpp, nvml.hpp): the shared cases of
+// tests/bench/protocol_cases.json (also checked by the Python twin, test_bench_protocol.py), the
+// warm-up and the driver on a fake clock, and NVML absent.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "xstage/bench/nvml.hpp"
+#include "xstage/bench/protocol.hpp"
+#include "xstage/bench/protocol_json.hpp"
+
+namespace xb = xstage::bench;
+using nlohmann::json;
+
+namespace {
+
+const json& cases() {
+  static const json j = [] {
+    std::ifstream f(XSTAGE_BENCH_CASES);
+    return json::parse(f);
+  }();
+  return j;
+}
+
+std::optional<double> opt(const json& j) { return j.is_null() ? std::nullopt : std::optional<double>(j.get<double>()); }
+
+// got (our JSON) equals expect: same keys; numbers within 1e-9 relative; null/bool/int exactly.
+void expect_json_close(const json& got, const json& expect, const std::string& what) {
+  std::set<std::string> kg, ke;
+  for (auto it = got.begin(); it != got.end(); ++it) kg.insert(it.key());
+  for (auto it = expect.begin(); it != expect.end(); ++it) ke.insert(it.key());
+  EXPECT_EQ(kg, ke) << what;
+  for (auto it = expect.begin(); it != expect.end(); ++it) {
+    const json& g = got.at(it.key());
+    const json& e = it.value();
+    if (e.is_number() && g.is_number() && !e.is_boolean()) {
+      const double a = g.get<double>(), b = e.get<double>();
+      EXPECT_NEAR(a, b, 1e-9 * std::max(1.0, std::fabs(b))) << what << "." << it.key();
+    } else {
+      EXPECT_EQ(g, e) << what << "." << it.key();
+    }
+  }
+}
+
+std::vector<std::string> keys(const json& j) {
+  std::vector<std::string> k;
+  for (auto it = j.begin(); it != j.end(); ++it) k.push_back(it.key());
+  return k;
+}
+
+std::vector<std::string> field_list(const char* name) {
+  return cases().at("json_fields").at(name).get<std::vector<std::string>>();
+}
+
+std::vector<std::string> sorted(std::vector<std::string> v) {
+  std::sort(v.begin(), v.end());
+  return v;
+}
+
+}  // namespace
+
+TEST(BenchProtocol, CasesBlockOrder) {
+  for (const auto& c : cases().at("block_order")) {
+    const auto got = xb::block_order(c.at("n_backends"), c.at("rounds"));
+    const auto& e = c.at("expect");
+    ASSERT_EQ(got.size(), e.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      EXPECT_EQ(got[i].backend, e[i][0].get<int>()) << i;
+      EXPECT_EQ(got[i].round, e[i][1].get<int>()) << i;
+      EXPECT_EQ(xb::half_name(got[i].half), e[i][2].get<std::string>()) << i;
+    }
+  }
+  EXPECT_THROW(xb::block_order(0, 1), std::invalid_argument);
+  EXPECT_THROW(xb::block_order(1, 0), std::invalid_argument);
+}
+
+TEST(BenchProtocol, CasesCallsAndInputSets) {
+  for (const auto& c : cases().at("calls_for_block"))
+    EXPECT_EQ(xb::calls_for_block(c.at("block_s"), c.at("per_call_s"), c.at("min_calls"), c.at("max_calls")),
+              c.at("expect").get<long>())
+        << c.dump();
+  for (const auto& c : cases().at("n_input_sets"))
+    EXPECT_EQ(xb::n_input_sets(c.at("set_bytes"), c.at("l2_bytes")), c.at("expect").get<int>()) << c.dump();
+}
+
+TEST(BenchProtocol, CasesAggregateSamples) {
+  for (const auto& c : cases().at("aggregate_samples")) {
+    std::vector<std::optional<xb::Sample>> samples;
+    for (const auto& s : c.at("samples")) {
+      if (s.is_null()) {
+        samples.push_back(std::nullopt);
+        continue;
+      }
+      samples.push_back(xb::Sample{opt(s.at("sm_clock_mhz")), opt(s.at("power_w")), opt(s.at("temp_c"))});
+    }
+    expect_json_close(xb::to_json(xb::aggregate_samples(samples)), c.at("expect"), "aggregate_samples");
+  }
+}
+
+TEST(BenchProtocol, CasesStatsAndRatios) {
+  for (const auto& c : cases().at("stats")) {
+    std::vector<xb::Block> blocks;
+    for (const auto& b : c.at("blocks")) {
+      xb::Block x;
+      x.backend = b.at("backend");
+      x.half = b.at("half") == "first" ? xb::Half::kFirst : xb::Half::kSecond;
+      x.per_call_ms = b.at("per_call_ms");
+      x.host_bound = b.at("host_bound");
+      x.nvml.sm_clock_mhz = opt(b.at("sm_clock_mhz"));
+      x.nvml.power_w = opt(b.at("power_w"));
+      x.nvml.temp_c = opt(b.at("temp_c"));
+      blocks.push_back(x);
+    }
+    for (auto it = c.at("expect").begin(); it != c.at("expect").end(); ++it)
+      expect_json_close(xb::to_json(xb::backend_stats(blocks, it.key())), it.value(), "stats." + it.key());
+    for (const auto& r : c.at("ratios")) {
+      const auto a = xb::backend_stats(blocks, r.at("name")), ref = xb::backend_stats(blocks, r.at("ref"));
+      expect_json_close(xb::to_json(xb::ratio(a, ref)), r.at("expect"), "ratio " + r.dump());
+    }
+  }
+}
+
+TEST(BenchProtocol, CasesGeomeanAndProtocolString) {
+  for (const auto& c : cases().at("geomean")) {
+    const auto g = xb::geomean(c.at("xs").get<std::vector<double>>());
+    if (c.at("expect").is_null())
+      EXPECT_FALSE(g.has_value());
+    else
+      EXPECT_NEAR(g.value(), c.at("expect").get<double>(), 1e-12);
+  }
+  for (const auto& c : cases().at("protocol_string"))
+    EXPECT_EQ(xb::protocol_string(c.at("warmup_s"), c.at("block_s"), c.at("rounds"), c.at("timer"), c.at("n_inputs"),
+                                  c.at("min_calls")),
+              c.at("expect").get<std::string>());
+}
+
+TEST(BenchProtocol, MedianEdges) {
+  EXPECT_EQ(xb::median({3, 1, 2}).value(), 2);
+  EXPECT_EQ(xb::median({4, 1, 2, 3}).value(), 2.5);
+  EXPECT_FALSE(xb::median({}).has_value());
+  EXPECT_FALSE(xb::geomean({1.0, -1.0}).has_value());
+  const auto r = xb::ratio(xb::backend_stats({}, "a"), xb::backend_stats({}, "b"));
+  EXPECT_FALSE(r.ratio.has_value());
+  EXPECT_FALSE(r.flipped.has_value());
+}
+
+namespace {
+
+// Virtual time: call c of backend b advances the clock by cost[b]; records the input set it got.
+class FakeTimer final : public xb::Timer {
+ public:
+  FakeTimer(std::vector<double> cost, int n_inputs, std::optional<double> host = std::nullopt)
+      : cost_(std::move(cost)), n_inputs_(n_inputs), host_(host), seen_(cost_.size()) {}
+  const char* name() const override { return "fake"; }
+  double now() override { return t_; }
+  xb::CallTiming time_calls(int backend, long first, long n) override {
+    const double t0 = t_;
+    for (long c = first; c < first + n; ++c) {
+      t_ += cost_[backend];
+      seen_[backend].push_back(static_cast<int>(c % n_inputs_));
+    }
+    chunks.push_back(n);
+    std::optional<double> h;
+    if (host_) h = *host_ * static_cast<double>(n);
+    return {t_ - t0, n, h};
+  }
+  const std::vector<int>& seen(int b) const { return seen_[b]; }
+  std::vector<long> chunks;
+
+ private:
+  std::vector<double> cost_;
+  int n_inputs_;
+  std::optional<double> host_;
+  double t_ = 0;
+  std::vector<std::vector<int>> seen_;
+};
+
+class FakeSampler final : public xb::Sampler {
+ public:
+  bool available() const override { return true; }
+  void start() override { ++started; }
+  std::vector<std::optional<xb::Sample>> stop() override {
+    return {xb::Sample{1500.0, 600.0, 50.0}, xb::Sample{1700.0, 700.0, std::nullopt}};
+  }
+  int started = 0;
+};
+
+}  // namespace
+
+TEST(BenchProtocol, WarmUpDoublesAndStops) {
+  FakeTimer t({1.0 / 64}, 1, 1e-4);
+  const auto w = xb::warm_up(t, 0, 0.5, 0);
+  EXPECT_EQ(t.chunks, (std::vector<long>{1, 2, 4, 8, 16, 1}));  // same as the Python test
+  EXPECT_EQ(w.calls, 32);
+  EXPECT_EQ(w.seconds, 0.5);
+  EXPECT_NEAR(w.per_call_s, 1.0 / 64, 1e-15);
+  EXPECT_NEAR(w.host_s_per_call.value(), 1e-4, 1e-15);
+}
+
+TEST(BenchProtocol, RunProtocolFakeClock) {
+  FakeTimer t({0.001, 0.002}, 3, 5e-4);
+  FakeSampler sampler;
+  xb::Params p;
+  p.warmup_s = 0.05;
+  p.block_s = 0.2;
+  p.rounds = 3;
+  p.n_inputs = 3;
+  int logged = 0;
+  const auto res = xb::run_protocol({"fast", "slow"}, t, &sampler, p, [&](const xb::Block&) { ++logged; });
+  EXPECT_EQ(logged, 12);
+  EXPECT_EQ(sampler.started, 12);
+  EXPECT_EQ(res.order, (std::vector<std::string>{"fast", "slow", "slow", "fast", "fast", "slow", "slow", "fast", "fast",
+                                                 "slow", "slow", "fast"}));
+  for (const auto& b : res.blocks) {
+    const double cost = b.backend == "fast" ? 0.001 : 0.002;
+    EXPECT_EQ(b.calls, std::lround(0.2 / cost));
+    EXPECT_NEAR(b.per_call_ms, cost * 1e3, 1e-9);
+    EXPECT_NEAR(b.host_ms_per_call.value(), 0.5, 1e-12);
+    EXPECT_EQ(b.host_bound, 0.5 >= 0.8 * cost * 1e3);
+    EXPECT_EQ(b.nvml.nvml_samples, 2);
+    EXPECT_EQ(b.nvml.sm_clock_mhz.value(), 1600.0);
+    EXPECT_FALSE(b.nvml.temp_c_max.value() != 50.0);
+  }
+  const auto& fast = res.stats_of("fast");
+  EXPECT_EQ(fast.blocks, 6);
+  EXPECT_NEAR(fast.median_ms.value(), 1.0, 1e-9);
+  EXPECT_NEAR(fast.spread.value(), 0.0, 1e-9);
+  const auto r = xb::ratio(fast, res.stats_of("slow"));
+  EXPECT_NEAR(r.ratio.value(), 2.0, 1e-9);
+  EXPECT_FALSE(r.flipped.value());
+  // inputs rotate per call over warm-ups and blocks
+  for (int b = 0; b < 2; ++b) {
+    const auto& s = t.seen(b);
+    for (size_t i = 0; i < s.size(); ++i) EXPECT_EQ(s[i], static_cast<int>(i % 3));
+  }
+  // JSON: the field names of the Python protocol
+  const json j = xb::to_json(res);
+  EXPECT_EQ(keys(j), sorted(field_list("result")));  // nlohmann's object keeps keys sorted
+  EXPECT_EQ(keys(j.at("params")), sorted(field_list("params")));
+  EXPECT_EQ(keys(j.at("blocks").at(0)), sorted(field_list("block")));
+  EXPECT_EQ(keys(j.at("stats").at("fast")), sorted(field_list("stats")));
+  EXPECT_EQ(keys(xb::to_json(r)), sorted(field_list("ratio")));
+  EXPECT_EQ(j.at("params").at("timer"), "fake");
+  EXPECT_EQ(j.at("blocks").at(1).at("half"), "first");
+  EXPECT_EQ(j.at("blocks").at(2).at("half"), "second");
+  EXPECT_TRUE(j.at("nvml").get<bool>());
+  EXPECT_EQ(res.protocol.rfind(xb::kProtocolName, 0), 0u);
+}
+
+TEST(BenchProtocol, RunProtocolWithoutSampler) {
+  FakeTimer t({0.001}, 1);
+  xb::Params p;
+  p.warmup_s = 0.01;
+  p.block_s = 0.01;
+  p.rounds = 1;
+  const auto res = xb::run_protocol({"only"}, t, nullptr, p);
+  ASSERT_EQ(res.blocks.size(), 2u);
+  EXPECT_FALSE(res.nvml);
+  EXPECT_FALSE(res.blocks[0].host_ms_per_call.has_value());
+  EXPECT_TRUE(xb::to_json(res).at("blocks").at(0).at("sm_clock_mhz").is_null());
+}
+
+TEST(BenchProtocol, NvmlAbsentIsNull) {
+  xb::NvmlReader absent(0, "libnvidia-ml-definitely-absent.so.1");
+  EXPECT_FALSE(absent.available());
+  EXPECT_FALSE(absent.read().has_value());
+  EXPECT_FALSE(absent.error().empty());
+  xb::NvmlSampler real(0, 0.001);  // GPU machine: readings; CPU machine: none, and no exception
+  real.start();
+  const auto samples = real.stop();
+  EXPECT_EQ(samples.empty(), !real.available());
+}
