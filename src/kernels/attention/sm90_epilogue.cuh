@@ -100,8 +100,10 @@ struct LocalTmaEpilogue {
 // Source rank s computes attention over the full sequence (seqlen_q = world * seq_per_rank rows) for its
 // heads_per_rank heads. Row r of head h belongs to destination rank d = r / seq_per_rank, at row
 // r - d * seq_per_rank and head s * heads_per_rank + h of d's output [batch, seq_per_rank, heads_total, d].
-// A 64-row tile that straddles two destinations is stored to both; each destination's tensor map clips the
-// rows outside its range (TMA skips out-of-bound rows, negative coordinates included).
+// A tile inside one destination's rows goes out as TMA stores (rows past the sequence are clipped by the
+// map). A 64-row tile that straddles destinations (seq_per_rank not a multiple of 64) is stored from the
+// registers, each row to its destination: a TMA box cannot start at a negative row, and a swizzled box
+// cannot start mid-atom.
 //
 // Completion: per CTA. After its last tile each consumer warpgroup waits for its own bulk stores to be
 // complete (they have drained during the mainloop of every later tile, so only the tail waits), then one
@@ -114,6 +116,8 @@ struct PeerStoreEpilogue {
   static constexpr bool kSharedStaging = C::kSharedStaging;
   struct Params {
     CUtensorMap dst[runtime::kMaxRanks];  // rank d's output (d, seq_per_rank, heads_total, batch), box {64,64,1,1}
+    runtime::PeerTable dst_ptr;            // the same outputs as pointers (straddling tiles)
+    int64_t dst_stride[3];                 // their element strides (batch, seq, head)
     runtime::PeerTable signal;             // rank d's signal counters; counter (slot, src) at word slot*world + src
     float* lse;                            // source-layout LSE [launch batch, heads, seqlen_q] or null
     int seqlen_q, heads;                   // source shape: full sequence, heads per rank
@@ -131,21 +135,40 @@ struct PeerStoreEpilogue {
 
   __device__ static void store(const Params& p, typename C::Element* smem, const float (&o)[C::kHeadDim / 2],
                                const float (&lse)[2], const sched::AttnTile& t, int row0, int wg, int tid) {
-    stage_tile<C>(smem, o, lse, p.lse, p.seqlen_q, t.batch * p.heads + t.head, row0, wg, tid, [&] {
-      const int src = p.first_rank + t.group, b = t.batch - t.group * p.batch;
-      const layout::UlyssesOut map{p.world, p.seq_per_rank, p.heads};
-      int first, last;
-      map.dst_range(row0, 64, &first, &last);
-      for (int d = first; d <= last; ++d) {
+    using E = typename C::Element;
+    const int src = p.first_rank + t.group, b = t.batch - t.group * p.batch;
+    const layout::UlyssesOut map{p.world, p.seq_per_rank, p.heads};
+    int first, last;
+    map.dst_range(row0, 64, &first, &last);
+    const bool straddles = last > first;
+    const bool padding = last < first;  // a warpgroup's 64 rows entirely past the sequence (tail of the last block)
+    stage_tile<C>(
+        smem, o, lse, p.lse, p.seqlen_q, t.batch * p.heads + t.head, row0, wg, tid,
+        [&] {
+          if (straddles || padding) return;  // padding: dst[first] would be past the last rank
 #pragma unroll
-        for (int panel = 0; panel < C::kPanels; ++panel)
-          ptx::tma_store_4d(&p.dst[d], smem + panel * 64 * 64, panel * 64, map.dst_row(row0, d),
-                            map.dst_head(src, t.head), b);
+          for (int panel = 0; panel < C::kPanels; ++panel)
+            ptx::tma_store_4d(&p.dst[first], smem + panel * 64 * 64, panel * 64, map.dst_row(row0, first),
+                              map.dst_head(src, t.head), b);
+        });
+    if (straddles) {
+      // Straight from the registers: each thread owns pairs of adjacent columns of 2 rows (4-byte stores;
+      // such tiles are at most world - 1 per (batch, head) column). The staging buffer is not read, so its
+      // turn-taking between warpgroups is untouched.
+#pragma unroll
+      for (int i = 0; i < C::kHeadDim / 2; i += 2) {
+        const int row = row0 + kernel::frag_row(i, tid), col = kernel::frag_col(i, tid);
+        if (row >= p.seqlen_q) continue;
+        const int d = map.dst_rank(row);
+        E* dst = p.dst_ptr.template at<E>(d) + b * p.dst_stride[0] + int64_t(map.dst_row(row, d)) * p.dst_stride[1] +
+                 int64_t(map.dst_head(src, t.head)) * p.dst_stride[2] + col;
+        *reinterpret_cast<uint32_t*>(dst) = kernel::pack2<E>(o[i], o[i + 1]);
       }
-    });
+    }
   }
 
   __device__ static void finish(const Params& p, int wg, int tid, int cta) {
+    __threadfence_system();  // this thread's direct stores (straddling tiles) are performed before the release
     if (tid == 0) {
       ptx::bulk_wait_group<0>();         // this warpgroup's stores are complete (performed at the peer)
       ptx::fence_proxy_async_global();  // ... and ordered before the generic-proxy release below

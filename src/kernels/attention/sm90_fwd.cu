@@ -178,6 +178,8 @@ cudaError_t run_to_peers(const xstage_attn_fwd_params& p, const PeerOutput& out,
                                  out.dst_stride, 64);
         e != cudaSuccess)
       return e;
+  for (int d = 0; d < out.view.world; ++d) kp.epi.dst_ptr.base[d] = static_cast<char*>(out.dst[d]);
+  for (int i = 0; i < 3; ++i) kp.epi.dst_stride[i] = out.dst_stride[i];
   kp.epi.signal = out.signal;
   kp.epi.lse = p.lse;
   kp.epi.seqlen_q = p.seqlen_q;

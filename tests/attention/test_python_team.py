@@ -1,0 +1,96 @@
+"""GPU tests of xstage.team: teams from Python (emulated, and real from a torch.distributed group of one
+process), symmetric buffers as torch tensors, and the attention whose epilogue stores every tile to its
+destination rank (skipped without torch or an sm_90 GPU). Exact: the gathered peer-store output equals
+flash_attn_fwd's local output bit for bit."""
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+if not torch.cuda.is_available():
+    pytest.skip("no CUDA device", allow_module_level=True)
+if torch.cuda.get_device_capability() != (9, 0):
+    pytest.skip(f"needs an sm_90 GPU, found {torch.cuda.get_device_name()}", allow_module_level=True)
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "python"))
+from xstage.attention import XstageError, flash_attn_fwd  # noqa: E402
+from xstage.team import Team, attn_fwd_to_peers  # noqa: E402
+
+SEED = int(os.environ.get("XSTAGE_TEST_SEED", "20261201"))
+
+
+def gathered_reference(q, k, v, world, batch, spr):
+    """What rank d must hold: rows d*spr.. of every source s's heads, heads of s at s*h.."""
+    o = flash_attn_fwd(q, k, v)  # (world_local * batch, S, h, d)
+    g, S, h, d = o.shape
+    ref = []
+    for dst in range(world):
+        parts = [o[s * batch:(s + 1) * batch, dst * spr:(dst + 1) * spr] for s in range(world)]
+        ref.append(torch.cat(parts, dim=2))  # (batch, spr, world*h, d)
+    return ref
+
+
+@pytest.mark.parametrize("world,batch,spr,heads,dim,dtype", [
+    (2, 1, 100, 2, 128, torch.bfloat16), (4, 2, 256, 1, 64, torch.float16), (8, 1, 64, 3, 128, torch.bfloat16)])
+def test_emulated_peer_store_equals_local(world, batch, spr, heads, dim, dtype):
+    gen = torch.Generator(device="cuda").manual_seed(SEED + world)
+    team = Team.emulated(world)
+    assert team.world == world and team.local_ranks == world and team.is_emulated
+    assert "no NVLink" in team.label
+    S = world * spr
+    q, k, v = (torch.randn(world * batch, S, heads, dim, generator=gen, device="cuda").to(dtype) for _ in range(3))
+    out = team.buffer((batch, spr, world * heads, dim), dtype)
+    for r in range(world):
+        out.tensor(r).view(torch.int16).fill_(-1)  # poison (NaN pattern)
+    attn_fwd_to_peers(q, k, v, team, out, spr)
+    team.check("peer-store attention")
+    ref = gathered_reference(q, k, v, world, batch, spr)
+    for r in range(world):
+        assert torch.equal(out.tensor(r).view(torch.int16), ref[r].contiguous().view(torch.int16)), f"rank {r}"
+    # A second call (epoch 2) waits for the new signals and rewrites everything.
+    for r in range(world):
+        out.tensor(r).view(torch.int16).fill_(-1)
+    attn_fwd_to_peers(q, k, v, team, out, spr)
+    team.check("peer-store attention, epoch 2")
+    for r in range(world):
+        assert torch.equal(out.tensor(r).view(torch.int16), ref[r].contiguous().view(torch.int16)), f"rank {r}"
+
+
+def test_real_team_of_one_from_process_group():
+    import torch.distributed as dist
+    with tempfile.TemporaryDirectory() as d:
+        dist.init_process_group("gloo", init_method=f"file://{d}/store", rank=0, world_size=1)
+        try:
+            team = Team.from_process_group()
+            assert (team.world, team.first_rank, team.local_ranks, team.is_emulated) == (1, 0, 1, False)
+            gen = torch.Generator(device="cuda").manual_seed(SEED)
+            q, k, v = (torch.randn(1, 300, 2, 128, generator=gen, device="cuda").to(torch.bfloat16) for _ in range(3))
+            out = team.buffer((1, 300, 2, 128), torch.bfloat16)
+            attn_fwd_to_peers(q, k, v, team, out, 300)
+            team.check()
+            assert torch.equal(out.tensor().view(torch.int16), flash_attn_fwd(q, k, v).view(torch.int16))
+        finally:
+            dist.destroy_process_group()
+
+
+def test_errors_are_named():
+    with pytest.raises(XstageError, match="got 0"):
+        Team.emulated(0)
+    with pytest.raises(XstageError, match="got 9"):
+        Team.emulated(9)
+    with pytest.raises(RuntimeError, match="not initialised"):
+        Team.from_process_group()
+    team = Team.emulated(2)
+    q = torch.randn(2, 200, 1, 64, device="cuda").to(torch.bfloat16)
+    with pytest.raises(XstageError, match="seqlen_q 200 must be world"):
+        _bad_spr(q, team)
+    with pytest.raises(ValueError, match="out must be"):
+        attn_fwd_to_peers(q, q, q, team, team.buffer((1, 50, 2, 64), torch.bfloat16), 100)
+
+
+def _bad_spr(q, team):
+    out = team.buffer((1, 99, 2, 64), torch.bfloat16)
+    attn_fwd_to_peers(q, q, q, team, out, 99)
