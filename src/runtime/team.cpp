@@ -88,8 +88,10 @@ std::unique_ptr<SymmetricBuffer> Team::alloc(size_t bytes, const std::string& na
   b->local_ranks_ = view_.ranks;
   cuda_ok(cudaSetDevice(device_), "cudaSetDevice", view_.first_rank);
   if (emulated_) {
-    // One allocation; copies 256-byte aligned (TMA needs 16 B, vector stores 16 B, counters 4 B).
-    const size_t stride = (bytes + 255) / 256 * 256;
+    // One allocation; copies 16-byte aligned (TMA and vector stores need 16 B). A buffer whose size is a
+    // multiple of 16 has its copies back to back, so P copies of [b, ...] read as one [P * b, ...] tensor
+    // (a kernel serving all emulated ranks folds the rank into the batch).
+    const size_t stride = (bytes + 15) / 16 * 16;
     XSTAGE_REQUIRE(stride <= SIZE_MAX / size_t(view_.world), "symmetric buffer '", name, "' of ", bytes,
                    " bytes per rank overflows for ", view_.world, " ranks");
     void* base = nullptr;

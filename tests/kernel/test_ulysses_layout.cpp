@@ -9,6 +9,7 @@
 
 #include "xstage/layout/ulysses.hpp"
 
+using xstage::layout::UlyssesIn;
 using xstage::layout::UlyssesOut;
 
 TEST(UlyssesLayout, SourceToDestinationIsABijection) {
@@ -58,4 +59,30 @@ TEST(UlyssesLayout, RowsOutsideADestinationAreClipped) {
   m.dst_range(192, 64, &first, &last);  // rows 192..199 are real, 200..255 padding
   EXPECT_EQ(first, 1);
   EXPECT_EQ(last, 1);
+}
+
+TEST(UlyssesLayout, PreAttentionIsTheInverseOfPostAttention) {
+  // Every (source, token, head) of the pre-attention all-to-all lands once, and the post-attention map
+  // sends the attention output of that (row, head) back to the same source rank, token and head.
+  for (int world : {1, 2, 4, 8})
+    for (int spr : {1, 100})
+      for (int hp : {1, 3}) {
+        const UlyssesIn in{world, spr, hp};
+        const UlyssesOut out{world, spr, hp};
+        std::vector<int> hits(size_t(world) * world * spr * hp, 0);
+        for (int s = 0; s < world; ++s)
+          for (int tok = 0; tok < spr; ++tok)
+            for (int h = 0; h < world * hp; ++h) {
+              const int d = in.dst_rank(h), row = in.dst_row(s, tok), hl = in.dst_head(h, d);
+              ASSERT_LT(d, world);
+              ASSERT_LT(hl, hp);
+              ASSERT_GE(hl, 0);
+              ++hits[(size_t(d) * world * spr + row) * hp + hl];
+              const int back = out.dst_rank(row);
+              ASSERT_EQ(back, s);
+              ASSERT_EQ(out.dst_row(row, back), tok);
+              ASSERT_EQ(out.dst_head(d, hl), h);
+            }
+        for (size_t i = 0; i < hits.size(); ++i) ASSERT_EQ(hits[i], 1);
+      }
 }

@@ -1,9 +1,13 @@
 #pragma once
-// Ulysses sequence parallelism over P ranks: index math of the post-attention all-to-all, shared by the
-// peer-store epilogue (device) and the CPU tests. Before the all-to-all, source rank s holds attention
-// output for the full sequence (S = P * seq_per_rank rows) of its heads_per_rank heads; after it, rank d
-// holds rows [d * seq_per_rank, (d + 1) * seq_per_rank) of all P * heads_per_rank heads:
+// Ulysses sequence parallelism over P ranks: index math of both all-to-alls, shared by the kernels
+// (peer-store epilogue, the all-to-all copy kernel) and the CPU tests.
+// Post-attention (UlyssesOut): source rank s holds attention output for the full sequence
+// (S = P * seq_per_rank rows) of its heads_per_rank heads; after it, rank d holds rows
+// [d * seq_per_rank, (d + 1) * seq_per_rank) of all P * heads_per_rank heads:
 //   source (s, row, h)  ->  destination d = row / seq_per_rank, row - d * seq_per_rank, head s * heads_per_rank + h.
+// Pre-attention (UlyssesIn) is its inverse: source rank s holds its seq_per_rank tokens of all heads;
+//   source (s, token, head)  ->  destination d = head / heads_per_rank, row s * seq_per_rank + token,
+//                                head head - d * heads_per_rank.
 #include "xstage/common/hd.hpp"
 
 namespace xstage::layout {
@@ -24,6 +28,14 @@ struct UlyssesOut {
     *first = dst_rank(row0);
     *last = end > row0 ? dst_rank(end - 1) : *first - 1;
   }
+};
+
+struct UlyssesIn {
+  int world, seq_per_rank, heads_per_rank;
+
+  XSTAGE_HD int dst_rank(int head) const { return head / heads_per_rank; }
+  XSTAGE_HD int dst_row(int src, int token) const { return src * seq_per_rank + token; }
+  XSTAGE_HD int dst_head(int head, int dst) const { return head - dst * heads_per_rank; }
 };
 
 }  // namespace xstage::layout

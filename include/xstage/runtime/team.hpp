@@ -43,6 +43,8 @@ class SymmetricBuffer {
   const std::string& name() const { return name_; }
   void* local(int rank) const;                      // this process's copy of `rank` (UsageError if not local)
   const PeerTable& peers() const { return peers_; } // every rank's copy, as kernels of this process see it
+  // Emulated teams: copies are `bytes` rounded up to 16 apart in one allocation (0 for real teams).
+  size_t emulated_stride() const { return emulated_base_ ? (bytes_ + 15) / 16 * 16 : 0; }
 
  private:
   friend class Team;

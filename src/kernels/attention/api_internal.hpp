@@ -3,7 +3,10 @@
 // the argument and device checks.
 #include <cuda_runtime.h>
 
+#include <exception>
 #include <string>
+
+#include "xstage/common/error.hpp"
 
 #include "xstage/attention.h"
 
@@ -13,4 +16,18 @@ void clear_error();
 int cuda_fail(const char* what, cudaError_t e);       // XSTAGE_ERR_CUDA with CUDA's message
 int check_params(const xstage_attn_fwd_params* params, bool with_output = true);
 int check_device();                                   // XSTAGE_ERR_UNSUPPORTED unless sm_90
+
+// Runs f, mapping exceptions to status codes with the message kept for xstage_last_error().
+template <class F>
+int guarded(F&& f) {
+  try {
+    const int rc = f();
+    if (rc == XSTAGE_OK) clear_error();
+    return rc;
+  } catch (const UsageError& e) {
+    return set_error(XSTAGE_ERR_INVALID, e.what());
+  } catch (const std::exception& e) {
+    return set_error(XSTAGE_ERR_CUDA, e.what());
+  }
+}
 }  // namespace xstage::attention::capi

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "api_internal.hpp"
+#include "team_internal.hpp"
 #include "sm90_fwd.hpp"
 #include "xstage/common/error.hpp"
 #include "xstage/runtime/comm.hpp"
@@ -13,35 +14,13 @@
 #include "xstage/runtime/team.hpp"
 #include "xstage/team.h"
 
+using xstage::attention::capi::guarded;
 using xstage::attention::capi::set_error;
-
-struct xstage_team_s {
-  std::unique_ptr<xstage::runtime::Communicator> comm;  // real teams only
-  std::unique_ptr<xstage::runtime::Team> team;
-  std::unique_ptr<xstage::runtime::SignalSet> signals;  // created with the team: one slot per fused kernel kind
-};
-struct xstage_buffer_s {
-  xstage_team team;
-  std::unique_ptr<xstage::runtime::SymmetricBuffer> buf;
-};
 
 namespace {
 constexpr int kSlotAttnOut = 0;  // signal slot of the attention all-to-all output
 constexpr int kSignalSlots = 4;
 
-// Runs f, mapping exceptions to status codes with the message kept for xstage_last_error().
-template <class F>
-int guarded(F&& f) {
-  try {
-    const int rc = f();
-    if (rc == XSTAGE_OK) xstage::attention::capi::clear_error();
-    return rc;
-  } catch (const xstage::UsageError& e) {
-    return set_error(XSTAGE_ERR_INVALID, e.what());
-  } catch (const std::exception& e) {
-    return set_error(XSTAGE_ERR_CUDA, e.what());
-  }
-}
 }  // namespace
 
 extern "C" int xstage_nccl_unique_id(unsigned char* out, int out_bytes) {

@@ -1,0 +1,121 @@
+"""Ulysses sequence-parallel attention with the post-attention all-to-all fused into the attention epilogue
+(xstage's sm_90a kernel), on torch tensors, through the C ABI of libxstage_attention.so (xstage/ulysses.h).
+
+    import torch.distributed as dist
+    from xstage.team import Team
+    from xstage.ulysses import ulysses_attention
+    team = Team.from_process_group()               # torchrun: one process per GPU
+    out = ulysses_attention(q, k, v, team)          # q, k, v: this rank's (batch, S/P, heads, dim)
+
+Each rank passes its own sequence slice; the result is its slice of attention over the full sequence
+(world * S/P tokens), every head. heads must be divisible by the world size; head_dim 64 or 128; bf16 or
+fp16; non-causal. The returned tensor is a view of the layer's output buffer, valid until the second next
+call with the same shape (clone it to keep it). With an emulated team (Team.emulated(P)), q, k and v are
+lists of the P ranks' tensors and a list is returned.
+"""
+from __future__ import annotations
+
+import ctypes
+
+from . import attention as _attn
+from . import team as _team
+
+__all__ = ["UlyssesAttention", "ulysses_attention", "FUSED", "SERIAL"]
+
+FUSED, SERIAL = 0, 1
+
+
+def _lib():
+    lib = _team._lib()
+    if not getattr(lib, "_xstage_ulysses_ready", False):
+        vp, i = ctypes.c_void_p, ctypes.c_int
+        lib.xstage_ulysses_create.argtypes = [vp, i, i, i, i, i, ctypes.c_float, ctypes.POINTER(vp)]
+        lib.xstage_ulysses_create.restype = i
+        lib.xstage_ulysses_destroy.argtypes = [vp]
+        lib.xstage_ulysses_destroy.restype = None
+        lib.xstage_ulysses_forward.argtypes = [vp, ctypes.POINTER(vp), ctypes.POINTER(vp), ctypes.POINTER(vp), i, vp,
+                                               ctypes.POINTER(vp)]
+        lib.xstage_ulysses_forward.restype = i
+        lib._xstage_ulysses_ready = True
+    return lib
+
+
+class UlyssesAttention:
+    """One layer shape on one team: (batch, seq_per_rank, heads, head_dim) per rank."""
+
+    def __init__(self, team: "_team.Team", batch: int, seq_per_rank: int, heads: int, head_dim: int, dtype,
+                 softmax_scale: float | None = None):
+        import torch
+        if dtype not in (torch.bfloat16, torch.float16):
+            raise ValueError(f"dtype {dtype} is not supported (torch.bfloat16 or torch.float16)")
+        self.team, self.dtype = team, dtype
+        self.shape = (int(batch), int(seq_per_rank), int(heads), int(head_dim))
+        h = ctypes.c_void_p()
+        scale = 0.0 if softmax_scale is None else float(softmax_scale)
+        _team._ok(_lib().xstage_ulysses_create(team._h, *self.shape,
+                                               _attn.DTYPE_BF16 if dtype == torch.bfloat16 else _attn.DTYPE_FP16,
+                                               scale, ctypes.byref(h)))
+        self._h = h
+
+    def _check(self, name, t):
+        import torch
+        if not isinstance(t, torch.Tensor) or not t.is_cuda:
+            raise ValueError(f"{name} must be a CUDA tensor")
+        if tuple(t.shape) != self.shape or t.dtype != self.dtype:
+            raise ValueError(f"{name} must be {self.dtype} of shape {self.shape} (batch, seq_per_rank, heads, dim), "
+                             f"got {t.dtype} {tuple(t.shape)}")
+        return t if t.is_contiguous() else t.contiguous()
+
+    def __call__(self, q, k, v, variant: int = FUSED):
+        import torch
+        many = self.team.local_ranks > 1
+        qs, ks, vs = (list(x) if many else [x] for x in (q, k, v))
+        n = self.team.local_ranks
+        if not (len(qs) == len(ks) == len(vs) == n):
+            raise ValueError(f"this process serves {n} ranks: pass {n} tensors each for q, k, v")
+        qs = [self._check("q", t) for t in qs]
+        ks = [self._check("k", t) for t in ks]
+        vs = [self._check("v", t) for t in vs]
+        arr = ctypes.c_void_p * n
+        outs = arr()
+        stream = torch.cuda.current_stream(qs[0].device).cuda_stream
+        _team._ok(_lib().xstage_ulysses_forward(self._h, arr(*[t.data_ptr() for t in qs]),
+                                                arr(*[t.data_ptr() for t in ks]), arr(*[t.data_ptr() for t in vs]),
+                                                int(variant), ctypes.c_void_p(stream), outs))
+        views = [self._view(outs[g]) for g in range(n)]
+        return views if many else views[0]
+
+    def _view(self, ptr):
+        import torch
+        shape = self.shape
+
+        class _View:
+            __cuda_array_interface__ = {"shape": shape, "typestr": "<i2", "data": (ptr, False), "version": 3,
+                                        "strides": None}
+        t = torch.as_tensor(_View(), device=f"cuda:{torch.cuda.current_device()}").view(self.dtype)
+        t._xstage_owner = self
+        return t
+
+    def close(self):
+        if self._h and self._h.value:
+            _lib().xstage_ulysses_destroy(self._h)
+            self._h = ctypes.c_void_p()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+_layers: dict = {}
+
+
+def ulysses_attention(q, k, v, team: "_team.Team", softmax_scale: float | None = None, variant: int = FUSED):
+    """The layer for q's shape on `team`, created on first use and cached (per team, shape, dtype, scale)."""
+    first = q[0] if isinstance(q, (list, tuple)) else q
+    key = (id(team), tuple(first.shape), first.dtype, softmax_scale)
+    layer = _layers.get(key)
+    if layer is None:
+        layer = _layers[key] = UlyssesAttention(team, *first.shape, first.dtype, softmax_scale)
+    return layer(q, k, v, variant)

@@ -1,0 +1,18 @@
+#pragma once
+// The C ABI's team and buffer handles (team.h), shared by team_api.cpp and the Ulysses layer's C ABI.
+#include <memory>
+
+#include "xstage/runtime/comm.hpp"
+#include "xstage/runtime/team.hpp"
+#include "xstage/team.h"
+
+struct xstage_team_s {
+  std::unique_ptr<xstage::runtime::Communicator> comm;  // real teams only
+  std::unique_ptr<xstage::runtime::Team> team;
+  std::unique_ptr<xstage::runtime::SignalSet> signals;  // created with the team: one slot per fused kernel kind
+};
+struct xstage_buffer_s {
+  xstage_team team;
+  std::unique_ptr<xstage::runtime::SymmetricBuffer> buf;
+};
+

@@ -1,0 +1,60 @@
+// C ABI of the Ulysses layer (xstage/ulysses.h).
+#include <memory>
+
+#include "../attention/api_internal.hpp"
+#include "../attention/team_internal.hpp"
+#include "ulysses_layer.hpp"
+#include "xstage/ulysses.h"
+
+using xstage::attention::capi::guarded;
+using xstage::attention::capi::set_error;
+
+struct xstage_ulysses_s {
+  xstage_team team;
+  std::unique_ptr<xstage::ulysses::Layer> layer;
+};
+
+extern "C" int xstage_ulysses_create(xstage_team team, int batch, int seq_per_rank, int heads, int head_dim,
+                                     xstage_dtype dtype, float softmax_scale, xstage_ulysses* out) {
+  if (team == nullptr) return set_error(XSTAGE_ERR_INVALID, "team is null");
+  if (out == nullptr) return set_error(XSTAGE_ERR_INVALID, "out is null");
+  return guarded([&] {
+    *out = nullptr;
+    xstage::ulysses::Shape s;
+    s.batch = batch;
+    s.seq_per_rank = seq_per_rank;
+    s.heads = heads;
+    s.head_dim = head_dim;
+    s.dtype = dtype;
+    s.softmax_scale = softmax_scale;
+    if (const std::string why = xstage::ulysses::check_shape(s, team->team->world()); !why.empty())
+      return set_error(XSTAGE_ERR_INVALID, why);
+    if (int rc = xstage::attention::capi::check_device(); rc != XSTAGE_OK) return rc;
+    auto l = std::make_unique<xstage_ulysses_s>();
+    l->team = team;
+    l->layer = std::make_unique<xstage::ulysses::Layer>(*team->team, s);
+    *out = l.release();
+    return int(XSTAGE_OK);
+  });
+}
+
+extern "C" void xstage_ulysses_destroy(xstage_ulysses layer) { delete layer; }
+
+extern "C" int xstage_ulysses_forward(xstage_ulysses layer, const void* const* q, const void* const* k,
+                                      const void* const* v, int variant, void* stream, void** out_ptrs) {
+  if (layer == nullptr) return set_error(XSTAGE_ERR_INVALID, "layer is null");
+  if (q == nullptr || k == nullptr || v == nullptr) return set_error(XSTAGE_ERR_INVALID, "q/k/v arrays are null");
+  if (variant != XSTAGE_ULYSSES_FUSED && variant != XSTAGE_ULYSSES_SERIAL)
+    return set_error(XSTAGE_ERR_INVALID, "variant = " + std::to_string(variant) + " is neither fused (0) nor serial (1)");
+  return guarded([&] {
+    auto& t = *layer->team->team;
+    const auto s = stream ? static_cast<cudaStream_t>(stream) : t.stream();
+    layer->layer->forward(q, k, v,
+                          variant == XSTAGE_ULYSSES_FUSED ? xstage::ulysses::Variant::kFused
+                                                          : xstage::ulysses::Variant::kSerial,
+                          s);
+    if (out_ptrs)
+      for (int g = 0; g < t.local_ranks(); ++g) out_ptrs[g] = layer->layer->output(t.first_rank() + g);
+    return int(XSTAGE_OK);
+  });
+}

@@ -1,0 +1,296 @@
+// GPU tests of the Ulysses layer (label gpu): ranks emulated on one H200 (P = 2, 4, 8) and real (P = 2 in two
+// processes, skipped below 2 GPUs). Exact checks (no tolerance):
+//   - Fused (all-to-all in the attention epilogue) equals Serial (attention, then the all-to-all) bit for bit;
+//   - the layer equals the single-GPU attention of the gathered tensors (same kernel, every head over the
+//     full sequence) bit for bit: the layer moves bytes, it computes nothing else.
+// Odd sizes: seq_per_rank not a multiple of the 64-row tile (tiles straddle two ranks), heads per rank 1,
+// D 64 and 128, bf16 and fp16, batch 2. Outputs are poisoned before every call.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdio>
+#include <thread>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "ulysses_layer.hpp"
+#include "xstage/attention.h"
+#include "xstage/common/error.hpp"
+#include "xstage/runtime/comm.hpp"
+#include "xstage/runtime/launcher.hpp"
+#include "xstage/runtime/team.hpp"
+
+using namespace xstage;
+
+namespace {
+void cuda_check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
+}
+#define CUDA_CHECK(expr) cuda_check((expr), #expr)
+
+int gpus() {
+  int n = 0;
+  return cudaGetDeviceCount(&n) == cudaSuccess ? n : 0;
+}
+std::string skip_reason() {
+  if (gpus() == 0) return "no CUDA device";
+  cudaDeviceProp prop{};
+  CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+  if (prop.major != 9 || prop.minor != 0) return "needs an sm_90 GPU, found " + std::string(prop.name);
+  return "";
+}
+#define NEED_SM90()                                        \
+  if (const std::string why = skip_reason(); !why.empty()) \
+  GTEST_SKIP() << why
+
+uint32_t seed() {
+  const char* s = std::getenv("XSTAGE_TEST_SEED");
+  return s ? uint32_t(std::strtoul(s, nullptr, 10)) : 20261201u;
+}
+
+std::vector<uint16_t> random_halves(size_t n, bool bf16, std::mt19937& rng) {
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  std::vector<uint16_t> out(n);
+  for (auto& x : out) {
+    const float f = u(rng);
+    if (bf16) {
+      __nv_bfloat16 h = __float2bfloat16(f);
+      std::memcpy(&x, &h, 2);
+    } else {
+      __half h = __float2half(f);
+      std::memcpy(&x, &h, 2);
+    }
+  }
+  return out;
+}
+
+struct Case {
+  int world, batch, seq_per_rank, heads_per_rank, dim;
+  bool bf16;
+};
+
+struct Outcome {
+  long long fused_vs_serial = 0;     // differing 16-bit elements
+  long long layer_vs_single = 0;     // differing elements against the gathered single-GPU attention
+};
+
+// Inputs of every rank are generated from one seed (all ranks agree on the whole tensors); this process
+// checks the ranks it serves.
+Outcome run_case(runtime::Team& team, const Case& c) {
+  const int P = c.world, H = P * c.heads_per_rank, S = P * c.seq_per_rank, D = c.dim;
+  const size_t full = size_t(c.batch) * S * H * D, local = full / P;
+  std::mt19937 rng(seed() + 131u * P + c.seq_per_rank + D);
+  std::vector<uint16_t> hq = random_halves(full, c.bf16, rng), hk = random_halves(full, c.bf16, rng),
+                        hv = random_halves(full, c.bf16, rng);
+  // Single-GPU reference: all heads over the full sequence, [batch, S, H, D].
+  void *dq, *dk, *dv, *dref;
+  for (void** p : {&dq, &dk, &dv, &dref}) CUDA_CHECK(cudaMalloc(p, full * 2));
+  CUDA_CHECK(cudaMemcpy(dq, hq.data(), full * 2, cudaMemcpyHostToDevice));
+  CUDA_CHECK(cudaMemcpy(dk, hk.data(), full * 2, cudaMemcpyHostToDevice));
+  CUDA_CHECK(cudaMemcpy(dv, hv.data(), full * 2, cudaMemcpyHostToDevice));
+  xstage_attn_fwd_params p{};
+  p.q = dq;
+  p.k = dk;
+  p.v = dv;
+  p.o = dref;
+  p.batch = c.batch;
+  p.seqlen_q = p.seqlen_kv = S;
+  p.heads = H;
+  p.head_dim = D;
+  const int64_t st[3] = {int64_t(S) * H * D, int64_t(H) * D, D};
+  for (int i = 0; i < 3; ++i) p.q_stride[i] = p.k_stride[i] = p.v_stride[i] = p.o_stride[i] = st[i];
+  p.dtype = c.bf16 ? XSTAGE_DTYPE_BF16 : XSTAGE_DTYPE_FP16;
+  if (xstage_attn_fwd(&p, nullptr) != XSTAGE_OK) throw std::runtime_error(xstage_last_error());
+  std::vector<uint16_t> ref(full);
+  CUDA_CHECK(cudaMemcpy(ref.data(), dref, full * 2, cudaMemcpyDeviceToHost));
+  for (void* x : {dq, dk, dv, dref}) cudaFree(x);
+
+  // Each local rank's sequence slice [batch, spr, H, D] of q, k, v.
+  const int G = team.local_ranks();
+  std::vector<void*> q(G), k(G), v(G);
+  std::vector<uint16_t> slice(local);
+  auto upload = [&](const std::vector<uint16_t>& src, int rank, void** dst) {
+    CUDA_CHECK(cudaMalloc(dst, local * 2));
+    for (int b = 0; b < c.batch; ++b)
+      std::memcpy(&slice[size_t(b) * c.seq_per_rank * H * D],
+                  &src[(size_t(b) * S + size_t(rank) * c.seq_per_rank) * H * D], size_t(c.seq_per_rank) * H * D * 2);
+    CUDA_CHECK(cudaMemcpy(*dst, slice.data(), local * 2, cudaMemcpyHostToDevice));
+  };
+  for (int g = 0; g < G; ++g) {
+    upload(hq, team.first_rank() + g, &q[g]);
+    upload(hk, team.first_rank() + g, &k[g]);
+    upload(hv, team.first_rank() + g, &v[g]);
+  }
+  ulysses::Shape shape;
+  shape.batch = c.batch;
+  shape.seq_per_rank = c.seq_per_rank;
+  shape.heads = H;
+  shape.head_dim = D;
+  shape.dtype = p.dtype;
+  ulysses::Layer layer(team, shape);
+  Outcome res;
+  std::vector<uint16_t> got(local);
+  const ulysses::Variant order[3] = {ulysses::Variant::kFused, ulysses::Variant::kSerial, ulysses::Variant::kFused};
+  std::vector<std::vector<uint16_t>> outs[3];
+  for (int it = 0; it < 3; ++it) {
+    for (int g = 0; g < G; ++g) CUDA_CHECK(cudaMemset(layer.next_output(team.first_rank() + g), 0xFF, local * 2));
+    CUDA_CHECK(cudaDeviceSynchronize());
+    team.barrier();  // every rank's next output is poisoned before any rank stores into it
+    layer.forward(q.data(), k.data(), v.data(), order[it], team.stream());
+    team.check(it == 1 ? "ulysses serial" : "ulysses fused");
+    for (int g = 0; g < G; ++g) {
+      CUDA_CHECK(cudaMemcpy(got.data(), layer.output(team.first_rank() + g), local * 2, cudaMemcpyDeviceToHost));
+      outs[it].push_back(got);
+    }
+  }
+  for (int g = 0; g < G; ++g) {
+    const int r = team.first_rank() + g;
+    for (size_t i = 0; i < local; ++i) {
+      res.fused_vs_serial += outs[0][g][i] != outs[1][g][i];
+      res.fused_vs_serial += outs[2][g][i] != outs[1][g][i];
+    }
+    for (int b = 0; b < c.batch; ++b)
+      for (int t = 0; t < c.seq_per_rank; ++t)
+        for (int e = 0; e < H * D; ++e) {
+          const uint16_t want = ref[(size_t(b) * S + size_t(r) * c.seq_per_rank + t) * H * D + e];
+          res.layer_vs_single += outs[0][g][(size_t(b) * c.seq_per_rank + t) * H * D + e] != want;
+        }
+  }
+  team.barrier();
+  for (int g = 0; g < G; ++g) {
+    cudaFree(q[g]);
+    cudaFree(k[g]);
+    cudaFree(v[g]);
+  }
+  return res;
+}
+
+void report(const char* mode, const Case& c, const Outcome& o) {
+  std::printf("[xstage-result] test=ulysses mode=%s world=%d batch=%d seq_per_rank=%d heads_per_rank=%d dim=%d "
+              "dtype=%s fused_vs_serial=%lld layer_vs_single_gpu=%lld\n",
+              mode, c.world, c.batch, c.seq_per_rank, c.heads_per_rank, c.dim, c.bf16 ? "bf16" : "fp16",
+              o.fused_vs_serial, o.layer_vs_single);
+  std::fflush(stdout);
+}
+
+int scenario_real() {
+  runtime::CommOptions o;
+  o.timeout_s = 30;
+  runtime::Communicator comm(runtime::detect_launch(runtime::process_env()), o);
+  auto team = runtime::Team::real(comm);
+  bool ok = true;
+  for (const Case& c : {Case{comm.size(), 1, 100, 1, 128, true}, Case{comm.size(), 2, 640, 3, 64, false}}) {
+    const Outcome r = run_case(*team, c);
+    report("real", c, r);
+    ok = ok && r.fused_vs_serial == 0 && r.layer_vs_single == 0;
+  }
+  return ok ? 0 : 1;
+}
+
+// Rank 1 of 2 never calls the layer: rank 0's wait for its pre-attention data must time out naming rank 1.
+int scenario_missing_peer() {
+  runtime::CommOptions o;
+  o.timeout_s = 5;
+  runtime::Communicator comm(runtime::detect_launch(runtime::process_env()), o);
+  auto team = runtime::Team::real(comm);
+  ulysses::Shape shape;
+  shape.seq_per_rank = 128;
+  shape.heads = 2 * comm.size();
+  ulysses::Layer layer(*team, shape);
+  team->barrier();
+  if (comm.rank() == 1) {  // alive (its buffers stay mapped) but never calls the layer
+    std::this_thread::sleep_for(std::chrono::seconds(10));
+    return 0;
+  }
+  void *q = nullptr;
+  CUDA_CHECK(cudaMalloc(&q, layer.tensor_bytes()));
+  CUDA_CHECK(cudaMemset(q, 0, layer.tensor_bytes()));
+  const void* qs[1] = {q};
+  layer.forward(qs, qs, qs, ulysses::Variant::kFused, team->stream());
+  try {
+    team->check("ulysses forward");
+  } catch (const RuntimeError& e) {
+    const std::string m = e.what();
+    std::fprintf(stderr, "expected failure: %s\n", m.c_str());
+    return m.find("waiting for rank 1") != std::string::npos ? 0 : 1;
+  }
+  return 1;
+}
+}  // namespace
+
+TEST(UlyssesEmulated, FusedEqualsSerialAndSingleGpuBitForBit) {
+  NEED_SM90();
+  const Case cases[] = {
+      {2, 1, 512, 3, 128, true},  {2, 2, 100, 1, 64, false}, {4, 1, 333, 2, 128, false},
+      {4, 1, 256, 1, 64, true},   {8, 1, 100, 3, 128, true}, {8, 2, 64, 1, 64, false},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(testing::Message() << "P " << c.world << " batch " << c.batch << " spr " << c.seq_per_rank << " hp "
+                                    << c.heads_per_rank << " D " << c.dim);
+    auto team = runtime::Team::emulated(c.world);
+    const Outcome o = run_case(*team, c);
+    report("emulated", c, o);
+    EXPECT_EQ(o.fused_vs_serial, 0);
+    EXPECT_EQ(o.layer_vs_single, 0);
+  }
+}
+
+TEST(UlyssesEmulated, BadShapesAreNamed) {
+  NEED_SM90();
+  auto team = runtime::Team::emulated(4);
+  ulysses::Shape s;
+  s.seq_per_rank = 64;
+  s.heads = 6;  // not divisible by 4
+  try {
+    ulysses::Layer layer(*team, s);
+    FAIL() << "heads 6 over 4 ranks must be refused";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("heads = 6 is not divisible by the world size 4"), std::string::npos) << e.what();
+  }
+  s.heads = 8;
+  s.head_dim = 96;
+  EXPECT_THROW(ulysses::Layer(*team, s), UsageError);
+}
+
+TEST(UlyssesRealChild, Scenario) {
+  const char* s = std::getenv("XSTAGE_TEST_CHILD");
+  if (!s) GTEST_SKIP() << "runs only as a rank started by the UlyssesReal tests";
+  int rc = 1;
+  try {
+    rc = std::string(s) == "ulysses_real" ? scenario_real() : std::string(s) == "ulysses_missing" ? scenario_missing_peer() : 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "scenario %s: %s\n", s, e.what());
+  }
+  std::fflush(stdout);
+  std::fflush(stderr);
+  std::_Exit(rc);
+}
+
+namespace {
+int run_ranks(const char* scenario) {
+  runtime::LaunchOptions o;
+  o.nproc = 2;
+  o.argv = {"/proc/self/exe", "--gtest_filter=UlyssesRealChild.*"};
+  o.extra_env["XSTAGE_TEST_CHILD"] = scenario;
+  o.timeout_s = 120;
+  return runtime::launch_local(o, runtime::new_unique_id_hex());
+}
+}  // namespace
+
+TEST(UlyssesReal, FusedEqualsSerialAndSingleGpuBitForBit) {
+  NEED_SM90();
+  if (gpus() < 2) GTEST_SKIP() << "needs 2 GPUs with peer access (found " << gpus() << ")";
+  EXPECT_EQ(run_ranks("ulysses_real"), 0);
+}
+
+TEST(UlyssesReal, MissingPeerTimesOutNamingIt) {
+  NEED_SM90();
+  if (gpus() < 2) GTEST_SKIP() << "needs 2 GPUs with peer access (found " << gpus() << ")";
+  EXPECT_EQ(run_ranks("ulysses_missing"), 0);
+}
