@@ -18,7 +18,7 @@ import ctypes
 
 from . import attention as _attn
 
-__all__ = ["Team", "SymBuffer", "attn_fwd_to_peers", "MAX_RANKS"]
+__all__ = ["Team", "SymBuffer", "attn_fwd_to_peers", "device_tensor", "MAX_RANKS"]
 
 MAX_RANKS = 8          # runtime::kMaxRanks: one NVLink domain per peer table
 _ID_BYTES = 128        # XSTAGE_NCCL_ID_BYTES
@@ -53,8 +53,25 @@ def _ok(rc):
         raise _attn.XstageError(rc, _attn.last_error())
 
 
-class Team:
+class _Handle:
+    """Owns one library handle; `_destroy` names the C function that frees it (once, at close or collection)."""
+    _destroy = ""
+
+    def close(self):
+        if self._h and self._h.value:
+            getattr(_lib(), self._destroy)(self._h)
+            self._h = ctypes.c_void_p()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+class Team(_Handle):
     """P ranks for xstage's distributed kernels. Use Team.emulated or Team.from_process_group."""
+    _destroy = "xstage_team_destroy"
 
     def __init__(self, handle, keepalive=None):
         self._h = ctypes.c_void_p(handle)
@@ -141,50 +158,39 @@ class Team:
         s = ctypes.c_void_p(stream.cuda_stream if stream is not None else None)
         _ok(_lib().xstage_team_check(self._h, s, what.encode()))
 
-    def close(self):
-        if self._h and self._h.value:
-            _lib().xstage_team_destroy(self._h)
-            self._h = ctypes.c_void_p()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
-
     def __repr__(self):
         return f"Team({self.label})"
 
 
-class SymBuffer:
+class SymBuffer(_Handle):
     """A team's symmetric buffer; tensor(rank) views a copy this process serves."""
+    _destroy = "xstage_buffer_free"
 
     def __init__(self, team: Team, handle, shape, dtype):
         self.team, self._h, self.shape, self.dtype = team, ctypes.c_void_p(handle), shape, dtype
 
     def tensor(self, rank: int | None = None):
-        import torch
         r = self.team.first_rank if rank is None else rank
         ptr = _lib().xstage_buffer_ptr(self._h, r)
         if not ptr:
             raise _attn.XstageError(_attn.ERR_INVALID, _attn.last_error())
-        size = torch.empty((), dtype=self.dtype).element_size()
-        typestr = {1: "|u1", 2: "<i2", 4: "<i4", 8: "<i8"}[size]  # raw words, then reinterpreted as dtype
+        return device_tensor(ptr, self.shape, self.dtype, owner=self)
 
-        class _View:  # __cuda_array_interface__ v3: torch.as_tensor wraps it without a copy
-            __cuda_array_interface__ = {"shape": self.shape, "typestr": typestr, "data": (ptr, False),
-                                        "version": 3, "strides": None}
-        t = torch.as_tensor(_View(), device=f"cuda:{torch.cuda.current_device()}")
-        t = t.view(self.dtype)
-        t._xstage_owner = self  # the tensor keeps the buffer alive
-        return t
 
-    def __del__(self):
-        try:
-            if self._h and self._h.value:
-                _lib().xstage_buffer_free(self._h)
-        except Exception:
-            pass
+
+def device_tensor(ptr: int, shape, dtype, owner=None):
+    """A torch view (no copy) of `shape` x `dtype` at device address `ptr` on the current device, keeping
+    `owner` (the buffer's Python handle) alive as long as the tensor lives."""
+    import torch
+    size = torch.empty((), dtype=dtype).element_size()
+    typestr = {1: "|u1", 2: "<i2", 4: "<i4", 8: "<i8"}[size]  # raw words, then reinterpreted as dtype
+
+    class _View:  # __cuda_array_interface__ v3: torch.as_tensor wraps it without a copy
+        __cuda_array_interface__ = {"shape": tuple(shape), "typestr": typestr, "data": (int(ptr), False),
+                                    "version": 3, "strides": None}
+    t = torch.as_tensor(_View(), device=f"cuda:{torch.cuda.current_device()}").view(dtype)
+    t._xstage_owner = owner
+    return t
 
 
 def attn_fwd_to_peers(q, k, v, team: Team, out: SymBuffer, seq_per_rank: int, softmax_scale=None, epoch=None):

@@ -40,8 +40,9 @@ def _lib():
     return lib
 
 
-class UlyssesAttention:
+class UlyssesAttention(_team._Handle):
     """One layer shape on one team: (batch, seq_per_rank, heads, head_dim) per rank."""
+    _destroy = "xstage_ulysses_destroy"
 
     def __init__(self, team: "_team.Team", batch: int, seq_per_rank: int, heads: int, head_dim: int, dtype,
                  softmax_scale: float | None = None):
@@ -86,26 +87,7 @@ class UlyssesAttention:
         return views if many else views[0]
 
     def _view(self, ptr):
-        import torch
-        shape = self.shape
-
-        class _View:
-            __cuda_array_interface__ = {"shape": shape, "typestr": "<i2", "data": (ptr, False), "version": 3,
-                                        "strides": None}
-        t = torch.as_tensor(_View(), device=f"cuda:{torch.cuda.current_device()}").view(self.dtype)
-        t._xstage_owner = self
-        return t
-
-    def close(self):
-        if self._h and self._h.value:
-            _lib().xstage_ulysses_destroy(self._h)
-            self._h = ctypes.c_void_p()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
+        return _team.device_tensor(ptr, self.shape, self.dtype, owner=self)
 
 
 _layers: dict = {}

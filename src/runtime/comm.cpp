@@ -154,23 +154,22 @@ void Communicator::sync(const std::string& what) {
   }
 }
 
-double Communicator::allreduce(double v, ncclRedOp_t op) {
+// One 8-byte value through the scratch buffer (host collectives are rare: synchronous is fine).
+template <class T>
+T Communicator::allreduce_value(T v, ncclDataType_t type, ncclRedOp_t op) {
+  static_assert(sizeof(T) == 8, "the scratch buffer holds 8 bytes");
   XSTAGE_CUDA_CHECK(cudaMemcpyAsync(scratch_, &v, 8, cudaMemcpyHostToDevice, stream_), rank_);
-  check_nccl(ncclAllReduce(scratch_, scratch_, 1, ncclFloat64, op, comm_, stream_), "ncclAllReduce", rank_);
+  check_nccl(ncclAllReduce(scratch_, scratch_, 1, type, op, comm_, stream_), "ncclAllReduce", rank_);
   wait_nccl("host allreduce");
   XSTAGE_CUDA_CHECK(cudaMemcpyAsync(&v, scratch_, 8, cudaMemcpyDeviceToHost, stream_), rank_);
   sync("host allreduce");
   return v;
 }
 
+double Communicator::allreduce(double v, ncclRedOp_t op) { return allreduce_value(v, ncclFloat64, op); }
+
 long long Communicator::allreduce(long long v, ncclRedOp_t op) {
-  int64_t x = v;
-  XSTAGE_CUDA_CHECK(cudaMemcpyAsync(scratch_, &x, 8, cudaMemcpyHostToDevice, stream_), rank_);
-  check_nccl(ncclAllReduce(scratch_, scratch_, 1, ncclInt64, op, comm_, stream_), "ncclAllReduce", rank_);
-  wait_nccl("host allreduce");
-  XSTAGE_CUDA_CHECK(cudaMemcpyAsync(&x, scratch_, 8, cudaMemcpyDeviceToHost, stream_), rank_);
-  sync("host allreduce");
-  return x;
+  return allreduce_value(static_cast<int64_t>(v), ncclInt64, op);
 }
 
 void Communicator::require_same(long long v, const std::string& what) {

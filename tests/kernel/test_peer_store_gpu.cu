@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "../common/gpu_test.hpp"
 #include "sm90_fwd.hpp"
 #include "xstage/attention.h"
 #include "xstage/common/error.hpp"
@@ -31,57 +32,7 @@
 using namespace xstage;
 
 namespace {
-
-void cuda_check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
-}
-#define CUDA_CHECK(expr) cuda_check((expr), #expr)
-
-int gpus() {
-  int n = 0;
-  return cudaGetDeviceCount(&n) == cudaSuccess ? n : 0;
-}
-
-std::string skip_reason() {
-  if (gpus() == 0) return "no CUDA device";
-  cudaDeviceProp prop{};
-  CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
-  if (prop.major != 9 || prop.minor != 0) return "needs an sm_90 GPU, found " + std::string(prop.name);
-  return "";
-}
-#define NEED_SM90()                                        \
-  if (const std::string why = skip_reason(); !why.empty()) \
-  GTEST_SKIP() << why
-
-uint32_t seed() {
-  const char* s = std::getenv("XSTAGE_TEST_SEED");
-  const uint32_t v = s ? uint32_t(std::strtoul(s, nullptr, 10)) : 20261201u;
-  return v;
-}
-
-struct DevBuf {
-  void* p = nullptr;
-  explicit DevBuf(size_t n) { CUDA_CHECK(cudaMalloc(&p, n)); }
-  DevBuf(const DevBuf&) = delete;
-  ~DevBuf() { cudaFree(p); }
-};
-
-// Random 16-bit inputs in [-1, 1) of the requested dtype (bf16 or fp16 bit patterns).
-std::vector<uint16_t> random_halves(size_t n, bool bf16, std::mt19937& rng) {
-  std::uniform_real_distribution<float> u(-1.f, 1.f);
-  std::vector<uint16_t> out(n);
-  for (auto& x : out) {
-    const float f = u(rng);
-    if (bf16) {
-      __nv_bfloat16 h = __float2bfloat16(f);
-      std::memcpy(&x, &h, 2);
-    } else {
-      __half h = __float2half(f);
-      std::memcpy(&x, &h, 2);
-    }
-  }
-  return out;
-}
+using namespace xstage::testing_gpu;
 
 struct Case {
   int world, batch, seq_per_rank, heads, dim;
@@ -99,7 +50,7 @@ struct Outcome {
 Outcome run_case(runtime::Team& team, const Case& c) {
   const int G = team.local_ranks(), LB = G * c.batch, S = c.world * c.seq_per_rank;
   const size_t elems = size_t(LB) * S * c.heads * c.dim;
-  std::mt19937 rng(seed() + 977u * c.world + 31u * c.seq_per_rank + c.dim);
+  std::mt19937 rng(test_seed() + 977u * c.world + 31u * c.seq_per_rank + c.dim);
   DevBuf q(elems * 2), k(elems * 2), v(elems * 2), o_local(elems * 2);
   for (void* p : {q.p, k.p, v.p}) {
     const auto h = random_halves(elems, c.bf16, rng);
@@ -255,41 +206,22 @@ TEST(PeerStoreEmulated, BadInputIsNamed) {
 // ---------------------------------------------------------------- real ranks (2 processes, 2 GPUs)
 namespace {
 int scenario_real_peer_store() {
-  runtime::CommOptions o;
-  o.timeout_s = 30;
-  runtime::Communicator comm(runtime::detect_launch(runtime::process_env()), o);
-  auto team = runtime::Team::real(comm);
-  bool ok = true;
-  for (const Case& c : {Case{comm.size(), 1, 100, 2, 128, true}, Case{comm.size(), 2, 512, 3, 64, false}}) {
-    const Outcome res = run_case(*team, c);
-    report("real", c, res);
-    ok = ok && res.wrong_bytes == 0 && res.bad_counters == 0;
-  }
-  return ok ? 0 : 1;
+  return with_real_team(30, [](runtime::Team& team, runtime::Communicator& comm) {
+    bool ok = true;
+    for (const Case& c : {Case{comm.size(), 1, 100, 2, 128, true}, Case{comm.size(), 2, 512, 3, 64, false}}) {
+      const Outcome res = run_case(team, c);
+      report("real", c, res);
+      ok = ok && res.wrong_bytes == 0 && res.bad_counters == 0;
+    }
+    return ok ? 0 : 1;
+  });
 }
 }  // namespace
 
-TEST(PeerStoreRealChild, Scenario) {
-  const char* s = std::getenv("XSTAGE_TEST_CHILD");
-  if (!s) GTEST_SKIP() << "runs only as a rank started by PeerStoreReal";
-  int rc = 1;
-  try {
-    if (std::string(s) == "real_peer_store") rc = scenario_real_peer_store();
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "scenario %s: %s\n", s, e.what());
-  }
-  std::fflush(stdout);
-  std::fflush(stderr);
-  std::_Exit(rc);
-}
+TEST(PeerStoreRealChild, Scenario) { child_main({{"real_peer_store", scenario_real_peer_store}}); }
 
 TEST(PeerStoreReal, EveryTileByteExactAtItsDestination) {
   NEED_SM90();
-  if (gpus() < 2) GTEST_SKIP() << "needs 2 GPUs with peer access (found " << gpus() << ")";
-  runtime::LaunchOptions o;
-  o.nproc = 2;
-  o.argv = {"/proc/self/exe", "--gtest_filter=PeerStoreRealChild.*"};
-  o.extra_env["XSTAGE_TEST_CHILD"] = "real_peer_store";
-  o.timeout_s = 120;
-  EXPECT_EQ(runtime::launch_local(o, runtime::new_unique_id_hex()), 0);
+  NEED_GPUS(2);
+  EXPECT_EQ(run_child_ranks("PeerStoreRealChild.*", "real_peer_store", 2), 0);
 }

@@ -12,6 +12,7 @@
 #include <map>
 #include <string>
 
+#include "../common/gpu_test.hpp"
 #include "burst.cuh"
 #include "calib.hpp"
 #include "xstage/common/error.hpp"
@@ -205,45 +206,21 @@ const std::map<std::string, std::function<int()>> kScenarios = {
 };
 
 
-int gpus() {
-  int n = 0;
-  return cudaGetDeviceCount(&n) == cudaSuccess ? n : 0;
-}
-
 int run_ranks(const std::string& scenario, int nproc, std::map<std::string, std::string> env = {}) {
-  runtime::LaunchOptions o;
-  o.nproc = nproc;
-  o.argv = {"/proc/self/exe", "--gtest_filter=RuntimeGpuChild.*"};
-  o.extra_env = std::move(env);
-  o.extra_env["XSTAGE_TEST_CHILD"] = scenario;
-  o.timeout_s = 120;
-  return runtime::launch_local(o, runtime::new_unique_id_hex());
+  return testing_gpu::run_child_ranks("RuntimeGpuChild.*", scenario, nproc, std::move(env));
 }
 
-#define NEED_TWO_GPUS()                                                                     \
-  if (gpus() < 2) GTEST_SKIP() << "needs 2 GPUs with peer access (found " << gpus() << ")"
+#define NEED_TWO_GPUS() NEED_GPUS(2)
 
 }  // namespace
 
 // The rank side of every test below (a child process runs only this test; CUDA is used only after
 // main has started, never from a static initializer).
-TEST(RuntimeGpuChild, Scenario) {
-  const char* s = std::getenv("XSTAGE_TEST_CHILD");
-  if (!s) GTEST_SKIP() << "runs only as a rank started by the RuntimeGpu tests";
-  int rc = 1;
-  try {
-    rc = kScenarios.at(s)();
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "scenario %s: %s\n", s, e.what());
-  }
-  std::fflush(stdout);
-  std::fflush(stderr);
-  std::_Exit(rc);
-}
+TEST(RuntimeGpuChild, Scenario) { testing_gpu::child_main(kScenarios); }
 
 TEST(RuntimeGpu, BurstGapLawShapeAndByteExactDelivery) {
   NEED_TWO_GPUS();
-  EXPECT_EQ(run_ranks("shape", gpus()), 0);
+  EXPECT_EQ(run_ranks("shape", testing_gpu::gpus()), 0);
 }
 
 TEST(RuntimeGpu, WindowSizeMismatchIsNamed) {

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "../common/gpu_test.hpp"
 #include "ulysses_layer.hpp"
 #include "xstage/attention.h"
 #include "xstage/common/error.hpp"
@@ -29,46 +30,7 @@
 using namespace xstage;
 
 namespace {
-void cuda_check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
-}
-#define CUDA_CHECK(expr) cuda_check((expr), #expr)
-
-int gpus() {
-  int n = 0;
-  return cudaGetDeviceCount(&n) == cudaSuccess ? n : 0;
-}
-std::string skip_reason() {
-  if (gpus() == 0) return "no CUDA device";
-  cudaDeviceProp prop{};
-  CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
-  if (prop.major != 9 || prop.minor != 0) return "needs an sm_90 GPU, found " + std::string(prop.name);
-  return "";
-}
-#define NEED_SM90()                                        \
-  if (const std::string why = skip_reason(); !why.empty()) \
-  GTEST_SKIP() << why
-
-uint32_t seed() {
-  const char* s = std::getenv("XSTAGE_TEST_SEED");
-  return s ? uint32_t(std::strtoul(s, nullptr, 10)) : 20261201u;
-}
-
-std::vector<uint16_t> random_halves(size_t n, bool bf16, std::mt19937& rng) {
-  std::uniform_real_distribution<float> u(-1.f, 1.f);
-  std::vector<uint16_t> out(n);
-  for (auto& x : out) {
-    const float f = u(rng);
-    if (bf16) {
-      __nv_bfloat16 h = __float2bfloat16(f);
-      std::memcpy(&x, &h, 2);
-    } else {
-      __half h = __float2half(f);
-      std::memcpy(&x, &h, 2);
-    }
-  }
-  return out;
-}
+using namespace xstage::testing_gpu;
 
 struct Case {
   int world, batch, seq_per_rank, heads_per_rank, dim;
@@ -85,7 +47,7 @@ struct Outcome {
 Outcome run_case(runtime::Team& team, const Case& c) {
   const int P = c.world, H = P * c.heads_per_rank, S = P * c.seq_per_rank, D = c.dim;
   const size_t full = size_t(c.batch) * S * H * D, local = full / P;
-  std::mt19937 rng(seed() + 131u * P + c.seq_per_rank + D);
+  std::mt19937 rng(test_seed() + 131u * P + c.seq_per_rank + D);
   std::vector<uint16_t> hq = random_halves(full, c.bf16, rng), hk = random_halves(full, c.bf16, rng),
                         hv = random_halves(full, c.bf16, rng);
   // Single-GPU reference: all heads over the full sequence, [batch, S, H, D].
@@ -180,25 +142,25 @@ void report(const char* mode, const Case& c, const Outcome& o) {
 }
 
 int scenario_real() {
-  runtime::CommOptions o;
-  o.timeout_s = 30;
-  runtime::Communicator comm(runtime::detect_launch(runtime::process_env()), o);
-  auto team = runtime::Team::real(comm);
-  bool ok = true;
-  for (const Case& c : {Case{comm.size(), 1, 100, 1, 128, true}, Case{comm.size(), 2, 640, 3, 64, false}}) {
-    const Outcome r = run_case(*team, c);
-    report("real", c, r);
-    ok = ok && r.fused_vs_serial == 0 && r.layer_vs_single == 0;
-  }
-  return ok ? 0 : 1;
+  return with_real_team(30, [](runtime::Team& team, runtime::Communicator& comm) {
+    bool ok = true;
+    for (const Case& c : {Case{comm.size(), 1, 100, 1, 128, true}, Case{comm.size(), 2, 640, 3, 64, false}}) {
+      const Outcome r = run_case(team, c);
+      report("real", c, r);
+      ok = ok && r.fused_vs_serial == 0 && r.layer_vs_single == 0;
+    }
+    return ok ? 0 : 1;
+  });
 }
 
 // Rank 1 of 2 never calls the layer: rank 0's wait for its pre-attention data must time out naming rank 1.
+int missing_peer(runtime::Team& team_ref, runtime::Communicator& comm);
 int scenario_missing_peer() {
-  runtime::CommOptions o;
-  o.timeout_s = 5;
-  runtime::Communicator comm(runtime::detect_launch(runtime::process_env()), o);
-  auto team = runtime::Team::real(comm);
+  return with_real_team(5, [](runtime::Team& team, runtime::Communicator& comm) { return missing_peer(team, comm); });
+}
+
+int missing_peer(runtime::Team& team_ref, runtime::Communicator& comm) {
+  runtime::Team* team = &team_ref;
   ulysses::Shape shape;
   shape.seq_per_rank = 128;
   shape.heads = 2 * comm.size();
@@ -259,38 +221,17 @@ TEST(UlyssesEmulated, BadShapesAreNamed) {
 }
 
 TEST(UlyssesRealChild, Scenario) {
-  const char* s = std::getenv("XSTAGE_TEST_CHILD");
-  if (!s) GTEST_SKIP() << "runs only as a rank started by the UlyssesReal tests";
-  int rc = 1;
-  try {
-    rc = std::string(s) == "ulysses_real" ? scenario_real() : std::string(s) == "ulysses_missing" ? scenario_missing_peer() : 1;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "scenario %s: %s\n", s, e.what());
-  }
-  std::fflush(stdout);
-  std::fflush(stderr);
-  std::_Exit(rc);
+  child_main({{"ulysses_real", scenario_real}, {"ulysses_missing", scenario_missing_peer}});
 }
-
-namespace {
-int run_ranks(const char* scenario) {
-  runtime::LaunchOptions o;
-  o.nproc = 2;
-  o.argv = {"/proc/self/exe", "--gtest_filter=UlyssesRealChild.*"};
-  o.extra_env["XSTAGE_TEST_CHILD"] = scenario;
-  o.timeout_s = 120;
-  return runtime::launch_local(o, runtime::new_unique_id_hex());
-}
-}  // namespace
 
 TEST(UlyssesReal, FusedEqualsSerialAndSingleGpuBitForBit) {
   NEED_SM90();
-  if (gpus() < 2) GTEST_SKIP() << "needs 2 GPUs with peer access (found " << gpus() << ")";
-  EXPECT_EQ(run_ranks("ulysses_real"), 0);
+  NEED_GPUS(2);
+  EXPECT_EQ(run_child_ranks("UlyssesRealChild.*", "ulysses_real", 2), 0);
 }
 
 TEST(UlyssesReal, MissingPeerTimesOutNamingIt) {
   NEED_SM90();
-  if (gpus() < 2) GTEST_SKIP() << "needs 2 GPUs with peer access (found " << gpus() << ")";
-  EXPECT_EQ(run_ranks("ulysses_missing"), 0);
+  NEED_GPUS(2);
+  EXPECT_EQ(run_child_ranks("UlyssesRealChild.*", "ulysses_missing", 2), 0);
 }

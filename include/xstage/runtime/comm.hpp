@@ -58,6 +58,8 @@ class Communicator {
   void wait_nccl(const char* what);
 
  private:
+  template <class T>
+  T allreduce_value(T v, ncclDataType_t type, ncclRedOp_t op);
   LaunchInfo info_;
   CommOptions opt_;
   int rank_ = 0, size_ = 1, device_ = 0;

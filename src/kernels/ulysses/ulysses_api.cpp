@@ -20,13 +20,7 @@ extern "C" int xstage_ulysses_create(xstage_team team, int batch, int seq_per_ra
   if (out == nullptr) return set_error(XSTAGE_ERR_INVALID, "out is null");
   return guarded([&] {
     *out = nullptr;
-    xstage::ulysses::Shape s;
-    s.batch = batch;
-    s.seq_per_rank = seq_per_rank;
-    s.heads = heads;
-    s.head_dim = head_dim;
-    s.dtype = dtype;
-    s.softmax_scale = softmax_scale;
+    const xstage::ulysses::Shape s{batch, seq_per_rank, heads, head_dim, dtype, softmax_scale};
     if (const std::string why = xstage::ulysses::check_shape(s, team->team->world()); !why.empty())
       return set_error(XSTAGE_ERR_INVALID, why);
     if (int rc = xstage::attention::capi::check_device(); rc != XSTAGE_OK) return rc;

@@ -78,7 +78,7 @@ xstage_attn_fwd_params Layer::attn_params(void* o) const {
   return p;
 }
 
-void Layer::pre_a2a(const void* const* q, const void* const* k, const void* const* v, cudaStream_t s) {
+A2AArgs Layer::a2a_args(int direction, int slot) const {
   A2AArgs a;
   a.view = team_.view();
   a.ctas_per_rank = a2a_ctas_;
@@ -86,7 +86,14 @@ void Layer::pre_a2a(const void* const* q, const void* const* k, const void* cons
   a.seq_per_rank = shape_.seq_per_rank;
   a.heads = shape_.heads;
   a.head_dim = shape_.head_dim;
-  a.direction = A2ADirection::kSeqToHead;
+  a.direction = A2ADirection(direction);
+  a.signal = signals_->table();
+  a.slot = slot;
+  return a;
+}
+
+void Layer::pre_a2a(const void* const* q, const void* const* k, const void* const* v, cudaStream_t s) {
+  A2AArgs a = a2a_args(int(A2ADirection::kSeqToHead), kSlotIn);
   a.tensors = 3;
   for (int g = 0; g < team_.local_ranks(); ++g) {
     XSTAGE_REQUIRE(q[g] && k[g] && v[g], "ulysses layer: q/k/v of local rank ", team_.first_rank() + g, " is null");
@@ -97,8 +104,6 @@ void Layer::pre_a2a(const void* const* q, const void* const* k, const void* cons
   a.dst[0] = qh_->peers();
   a.dst[1] = kh_->peers();
   a.dst[2] = vh_->peers();
-  a.signal = signals_->table();
-  a.slot = kSlotIn;
   ok(launch_a2a(a, s), "ulysses pre-attention all-to-all");
   sent_[kSlotIn] += uint32_t(a2a_ctas_);
   signals_->wait(kSlotIn, sent_[kSlotIn], s);
@@ -131,19 +136,10 @@ void Layer::attention_local(cudaStream_t s) {
 }
 
 void Layer::post_a2a(cudaStream_t s) {
-  A2AArgs a;
-  a.view = team_.view();
-  a.ctas_per_rank = a2a_ctas_;
-  a.batch = shape_.batch;
-  a.seq_per_rank = shape_.seq_per_rank;
-  a.heads = shape_.heads;
-  a.head_dim = shape_.head_dim;
-  a.direction = A2ADirection::kHeadToSeq;
+  A2AArgs a = a2a_args(int(A2ADirection::kHeadToSeq), kSlotOut);
   a.tensors = 1;
   for (int g = 0; g < team_.local_ranks(); ++g) a.src[0][g] = static_cast<const char*>(oh_) + tensor_bytes() * g;
   a.dst[0] = out_[epoch_ % 2]->peers();
-  a.signal = signals_->table();
-  a.slot = kSlotOut;
   ok(launch_a2a(a, s), "ulysses post-attention all-to-all");
   sent_[kSlotOut] += uint32_t(a2a_ctas_);
 }

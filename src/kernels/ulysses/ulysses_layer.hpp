@@ -34,6 +34,8 @@ struct Shape {
 
 enum class Variant { kFused, kSerial };
 
+struct A2AArgs;  // ulysses_a2a.cuh
+
 // "" when the shape fits a team of `world` ranks, else a message naming the bad value.
 std::string check_shape(const Shape& s, int world);
 
@@ -67,6 +69,7 @@ class Layer {
 
  private:
   xstage_attn_fwd_params attn_params(void* o) const;
+  A2AArgs a2a_args(int direction, int slot) const;  // the copy kernel's arguments common to both ways
   runtime::Team& team_;
   Shape shape_;
   std::unique_ptr<runtime::SymmetricBuffer> qh_, kh_, vh_, out_[2];
