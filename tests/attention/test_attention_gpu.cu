@@ -465,6 +465,9 @@ const Case kCases[] = {
     {"causal_s300_h4_d128",       BF,   1,  300,  300,  4, 128, Cont, Cont, true, 1, 0.f, 1.f},
     {"causal_sq127_skv1000_b2_d64_fp16", FP, 2, 127, 1000, 3, 64, Pad, Pad, true, 1, 0.f, 1.f},
     {"causal_sq1000_skv127_h2_d128", BF, 1, 1000,  127,  2, 128, Cont, Cont, true, 1, 0.f, 1.f},  // rows with no key
+    // D = 64 with several waves of 192-row tiles (the shapes above fill at most one), causal and not
+    {"causal_s4096_b2_h12_d64",   BF,   2, 4096, 4096, 12,  64, Cont, Cont, true, 1, 0.f, 1.f},
+    {"s2048_b4_h20_d64_fp16",     FP,   4, 2048, 2048, 20,  64, Cont, Pad, true, 0, 0.f, 1.f},
 };
 
 INSTANTIATE_TEST_SUITE_P(attention, AttentionGpu, testing::ValuesIn(kCases), case_name);

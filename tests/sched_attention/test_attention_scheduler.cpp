@@ -19,10 +19,12 @@ std::vector<Sched::WorkTileInfo> walk(const Sched::Params& p, int cta) {
   return out;
 }
 
-void check_exactly_once(int batch, int heads, int m_blocks, int ctas, bool longest_first, int groups) {
+void check_exactly_once(int batch, int heads, int m_blocks, int ctas, bool longest_first, int groups,
+                        int lpt_group = 0) {
   SCOPED_TRACE(testing::Message() << "batch " << batch << " heads " << heads << " m_blocks " << m_blocks << " ctas "
-                                  << ctas << " lf " << longest_first << " groups " << groups);
-  const auto p = Sched::make_params(batch, heads, m_blocks, ctas, longest_first, groups);
+                                  << ctas << " lf " << longest_first << " groups " << groups << " lpt_group "
+                                  << lpt_group);
+  const auto p = Sched::make_params(batch, heads, m_blocks, ctas, longest_first, groups, lpt_group);
   ASSERT_GE(Sched::grid_size(p), groups);
   ASSERT_LE(Sched::grid_size(p), std::max(ctas, groups));
   std::vector<int> seen(size_t(groups) * batch * heads * m_blocks, 0);
@@ -38,10 +40,38 @@ void check_exactly_once(int batch, int heads, int m_blocks, int ctas, bool longe
       ASSERT_LT(t.head, heads);
       ASSERT_GE(t.batch, t.group * batch) << "a group's tiles lie in its batch range";
       ASSERT_LT(t.batch, (t.group + 1) * batch);
+      ASSERT_EQ(w.cursor[0], &w - tiles.data()) << "one tile per round, rounds in sequence";
       ++seen[(size_t(t.batch) * heads + t.head) * m_blocks + t.m_block];
     }
   }
   for (size_t i = 0; i < seen.size(); ++i) ASSERT_EQ(seen[i], 1) << "tile " << i;
+}
+
+// Work of a causal tile ~ m_block + 1 (K/V blocks seen); busiest CTA over the mean.
+double causal_imbalance(const Sched::Params& p) {
+  double total = 0, worst = 0;
+  for (int cta = 0; cta < Sched::grid_size(p); ++cta) {
+    double work = 0;
+    for (const auto& w : walk(p, cta)) work += w.tile.m_block + 1;
+    total += work;
+    worst = std::max(worst, work);
+  }
+  return worst / (total / Sched::grid_size(p));
+}
+
+// Mean over the first `rounds` rounds of the distinct (batch, head) pairs among the tiles running together.
+double pairs_per_round(const Sched::Params& p, int rounds) {
+  double sum = 0;
+  for (int r = 0; r < rounds; ++r) {
+    std::vector<int> pairs;
+    for (int cta = 0; cta < Sched::grid_size(p); ++cta) {
+      const auto tiles = walk(p, cta);
+      if (r < int(tiles.size())) pairs.push_back(tiles[r].tile.batch * p.heads + tiles[r].tile.head);
+    }
+    std::sort(pairs.begin(), pairs.end());
+    sum += double(std::unique(pairs.begin(), pairs.end()) - pairs.begin());
+  }
+  return sum / rounds;
 }
 }  // namespace
 
@@ -52,6 +82,84 @@ TEST(AttentionScheduler, EveryTileExactlyOnce) {
         for (int ctas : {1, 5, 132})
           for (bool longest_first : {false, true})
             for (int groups : {1, 2, 8}) check_exactly_once(batch, heads, m_blocks, ctas, longest_first, groups);
+}
+
+TEST(AttentionScheduler, LptGroupsEveryTileExactlyOnce) {
+  // Every LPT group size (1 .. pairs, uneven last groups, groups smaller than a round so that a round
+  // straddles several boundaries) with every rank-group count.
+  for (int batch : {1, 2})
+    for (int heads : {1, 3, 7, 24})
+      for (int m_blocks : {1, 2, 7, 64, 512})
+        for (int ctas : {1, 5, 132})
+          for (int groups : {1, 2, 8})
+            for (int g : {1, 2, 3, 5, 8, 24}) {
+              if (g > batch * heads) continue;
+              check_exactly_once(batch, heads, m_blocks, ctas, /*longest_first=*/true, groups, g);
+              if (HasFatalFailure()) return;
+            }
+}
+
+TEST(AttentionScheduler, LptGroupPairsRule) {
+  constexpr long long kL2 = 60LL << 20, kMB = 1LL << 20;
+  // No L2 size or no K/V bytes: one global group.
+  EXPECT_EQ(Sched::lpt_group_pairs(24, 512, 132, 0, kL2, 10, 4), 24);
+  EXPECT_EQ(Sched::lpt_group_pairs(24, 512, 132, 32 * kMB, 0, 10, 4), 24);
+  // 24 heads x 64K, D 128 (32 MB of K/V per head, 512 m-blocks): L2 holds 1, balance needs
+  // ceil(10 * 132 / 512) = 3 pairs: 8 groups of 3.
+  EXPECT_EQ(Sched::lpt_group_pairs(24, 512, 132, 32 * kMB, kL2, 10, 4), 3);
+  // 8 heads x 64K: 3 per group would give only 3 groups (< 4): global.
+  EXPECT_EQ(Sched::lpt_group_pairs(8, 512, 132, 32 * kMB, kL2, 10, 4), 8);
+  // 24 heads x 32K (16 MB, 256 m-blocks): max(3, ceil(1320 / 256) = 6) = 6 -> 4 groups of 6.
+  EXPECT_EQ(Sched::lpt_group_pairs(24, 256, 132, 16 * kMB, kL2, 10, 4), 6);
+  EXPECT_EQ(Sched::lpt_group_pairs(24, 256, 132, 16 * kMB, kL2, 10, 8), 24);
+  // 24 heads x 16K (8 MB, 128 m-blocks): max(7, 11) = 11 -> fewer than 4 groups: global.
+  EXPECT_EQ(Sched::lpt_group_pairs(24, 128, 132, 8 * kMB, kL2, 10, 4), 24);
+  // Groups are evened out: 40 pairs, g = 3 -> 14 groups of at most 3.
+  EXPECT_EQ(Sched::lpt_group_pairs(40, 512, 132, 32 * kMB, kL2, 10, 4), 3);
+  // 26 pairs, g = 6 -> 5 groups -> 6 per group (the last 2); 25 pairs -> 5 of 5.
+  EXPECT_EQ(Sched::lpt_group_pairs(25, 256, 132, 16 * kMB, kL2, 10, 4), 5);
+  // make_params clamps the group to 1 .. pairs.
+  EXPECT_EQ(Sched::make_params(1, 24, 512, 132, true, 1, 0).lpt_group, 24);
+  EXPECT_EQ(Sched::make_params(1, 24, 512, 132, true, 1, 99).lpt_group, 24);
+  EXPECT_EQ(Sched::make_params(2, 24, 512, 132, true, 1, 3).lpt_group, 3);
+}
+
+TEST(AttentionScheduler, LptGroupsKeepConcurrentPairsFew) {
+  // 24 heads x 64K, D 128: global LPT runs all 24 heads together (each K/V read by ~5.5 CTAs in step);
+  // groups of 3 run at most 3 (4 where a round straddles two groups).
+  const auto global = Sched::make_params(1, 24, 512, 132, true);
+  const auto grouped = Sched::make_params(1, 24, 512, 132, true, 1, 3);
+  EXPECT_EQ(pairs_per_round(global, 40), 24.0);
+  EXPECT_LE(pairs_per_round(grouped, 40), 3.5);
+  // The first round holds the longest tiles of group 0 (heads 0..2), the first CTAs the longest of them.
+  EXPECT_EQ(Sched(grouped, 0).get_initial_work().tile.m_block, 511);
+  EXPECT_EQ(Sched(grouped, 2).get_initial_work().tile.head, 2);
+  EXPECT_EQ(Sched(grouped, 3).get_initial_work().tile.m_block, 510);
+  EXPECT_EQ(Sched(grouped, 131).get_initial_work().tile.m_block, 511 - 131 / 3);
+}
+
+TEST(AttentionScheduler, LptGroupBoundaryRoundsDealLongestFirst) {
+  // 2 heads, 10 m-blocks, groups of 1 (10 tiles each), 4 CTAs: round 2 = tiles 8..11 straddles the
+  // boundary at tile 10 (j = 2): rank 0 takes tile 10 (head 1, m 9), rank 1 tile 11 (head 1, m 8), rank 2
+  // tile 8 (head 0, m 1), rank 3 tile 9 (head 0, m 0). Round 2 is even: CTA c has rank c.
+  const auto p = Sched::make_params(1, 2, 10, 4, true, 1, 1);
+  auto third = [&](int cta) {
+    const Sched s(p, cta);
+    return s.get_next_work(s.get_next_work(s.get_initial_work())).tile;
+  };
+  EXPECT_EQ(std::make_tuple(third(0).head, third(0).m_block), std::make_tuple(1, 9));
+  EXPECT_EQ(std::make_tuple(third(1).head, third(1).m_block), std::make_tuple(1, 8));
+  EXPECT_EQ(std::make_tuple(third(2).head, third(2).m_block), std::make_tuple(0, 1));
+  EXPECT_EQ(std::make_tuple(third(3).head, third(3).m_block), std::make_tuple(0, 0));
+}
+
+TEST(AttentionScheduler, LptGroupsBalanceCausalWork) {
+  // The groups the rule picks keep the busiest CTA within 2 % of the mean (24 heads x 64K: groups of 3;
+  // 40 heads x 64K: 3) and 3.5 % (24 heads x 32K: groups of 6); global LPT 0.2-0.5 %.
+  EXPECT_LT(causal_imbalance(Sched::make_params(1, 24, 512, 132, true, 1, 3)), 1.02);
+  EXPECT_LT(causal_imbalance(Sched::make_params(1, 40, 512, 132, true, 1, 3)), 1.02);
+  EXPECT_LT(causal_imbalance(Sched::make_params(1, 24, 256, 132, true, 1, 6)), 1.035);
+  EXPECT_LT(causal_imbalance(Sched::make_params(1, 24, 512, 132, true)), 1.005);
 }
 
 TEST(AttentionScheduler, GridNeverExceedsTiles) {

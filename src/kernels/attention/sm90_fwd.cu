@@ -34,9 +34,9 @@ PFN_cuTensorMapEncodeTiled_v12000 encode_fn() {
   return fn;
 }
 
-// SM count and opt-in shared memory per block, read once per device.
+// SM count, opt-in shared memory per block and L2 size, read once per device.
 struct DeviceLimits {
-  int sms = 0, smem_optin = 0;
+  int sms = 0, smem_optin = 0, l2_bytes = 0;
 };
 cudaError_t device_limits(DeviceLimits* out) {
   constexpr int kMaxDevices = 64;
@@ -53,6 +53,7 @@ cudaError_t device_limits(DeviceLimits* out) {
     if (cudaError_t e = cudaDeviceGetAttribute(&d.smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
         e != cudaSuccess)
       return e;
+    if (cudaError_t e = cudaDeviceGetAttribute(&d.l2_bytes, cudaDevAttrL2CacheSize, dev); e != cudaSuccess) return e;
   }
   *out = d;
   return cudaSuccess;
@@ -86,6 +87,8 @@ cudaError_t make_map(CUtensorMap* map, const void* ptr, CUtensorMapDataType dtyp
 // 2. The epilogue's parameters, built by the caller for its epilogue type; then one launch.
 template <class C, class Epi>
 cudaError_t make_mainloop(const xstage_attn_fwd_params& p, int groups, int ctas, FwdParams<Scheduler, Epi>* kp) {
+  DeviceLimits lim;
+  if (cudaError_t e = device_limits(&lim); e != cudaSuccess) return e;
   using E = typename C::Element;
   const CUtensorMapDataType dt =
       std::is_same_v<E, __nv_bfloat16> ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
@@ -104,8 +107,16 @@ cudaError_t make_mainloop(const xstage_attn_fwd_params& p, int groups, int ctas,
   const float scale = p.softmax_scale > 0.f ? p.softmax_scale : 1.f / std::sqrt(float(C::kHeadDim));
   kp->scale_log2 = scale * 1.4426950408889634f;
   const int m_blocks = (p.seqlen_q + C::kBlockM - 1) / C::kBlockM;
+  // Causal: LPT within groups of (batch, head) pairs sized by the L2 (attention_scheduler.cuh); rank groups
+  // running side by side share the L2.
+  const int pairs = p.batch / groups * p.heads;
+  const long long kv_pair_bytes = 2LL * p.seqlen_kv * C::kHeadDim * int(sizeof(E));
+  const int per_group_ctas = Scheduler::make_params(p.batch / groups, p.heads, m_blocks, ctas, false, groups).ctas;
+  const int lpt_group =
+      Scheduler::lpt_group_pairs(pairs, m_blocks, per_group_ctas, kv_pair_bytes, lim.l2_bytes / groups,
+                                 XSTAGE_ATTN_LPT_MIN_ROUNDS, XSTAGE_ATTN_LPT_MIN_GROUPS);
   kp->sched = Scheduler::make_params(p.batch / groups, p.heads, m_blocks, ctas, /*longest_first=*/kp->causal != 0,
-                                     groups);
+                                     groups, lpt_group);
   return cudaSuccess;
 }
 

@@ -26,6 +26,14 @@
 #ifndef XSTAGE_ATTN_PINGPONG
 #define XSTAGE_ATTN_PINGPONG 1
 #endif
+// Causal LPT groups (attention_scheduler.cuh, lpt_group_pairs): at least this many rounds of tiles per
+// group, and grouping only when it gives at least this many groups (else one global LPT order).
+#ifndef XSTAGE_ATTN_LPT_MIN_ROUNDS
+#define XSTAGE_ATTN_LPT_MIN_ROUNDS 10
+#endif
+#ifndef XSTAGE_ATTN_LPT_MIN_GROUPS
+#define XSTAGE_ATTN_LPT_MIN_GROUPS 4
+#endif
 
 namespace xstage::attention::sm90 {
 
