@@ -1,0 +1,155 @@
+// Synthetic top-k routings and top-k validation (include/xstage/moe/routing.hpp).
+#include "xstage/moe/routing.hpp"
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <numeric>
+#include <random>
+#include <utility>
+
+#include "xstage/common/error.hpp"
+
+namespace xstage::moe {
+namespace {
+
+// Uniform double in (0, 1) from mt19937_64 bits (the simulator's formula: identical streams).
+double uniform01(std::mt19937_64& g) { return (double(g() >> 11) + 0.5) * (1.0 / 9007199254740992.0); }
+
+// Unbiased integer in [0, n), n >= 1 (rejection below 2^64 mod n).
+std::uint64_t bounded(std::mt19937_64& g, std::uint64_t n) {
+  const std::uint64_t threshold = (0 - n) % n;
+  for (;;) {
+    const std::uint64_t r = g();
+    if (r >= threshold) return r % n;
+  }
+}
+
+std::uint64_t splitmix64(std::uint64_t x) {
+  x += 0x9E3779B97F4A7C15ULL;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
+  return x ^ (x >> 31);
+}
+
+void validate_config(const RoutingConfig& c) {
+  XSTAGE_REQUIRE(c.world >= 1, "routing: world size must be >= 1, got ", c.world);
+  XSTAGE_REQUIRE(c.tokens_per_rank >= 0, "routing: tokens per rank must be >= 0, got ", c.tokens_per_rank);
+  XSTAGE_REQUIRE(c.experts >= 1, "routing: number of experts must be >= 1, got ", c.experts);
+  XSTAGE_REQUIRE(c.topk >= 1 && c.topk <= c.experts, "routing: top-k must be in [1, ", c.experts, "] (the number of experts), got ",
+                 c.topk);
+  XSTAGE_REQUIRE(std::isfinite(c.zipf_alpha) && c.zipf_alpha > 0, "routing: Zipf exponent must be positive, got ",
+                 c.zipf_alpha);
+  const long long rows = 1LL * c.world * c.tokens_per_rank * c.topk;
+  XSTAGE_REQUIRE(rows <= INT_MAX, "routing: world * tokens per rank * top-k = ", rows, " routed rows exceed 2^31 - 1");
+}
+
+}  // namespace
+
+RoutingKind parse_routing_kind(const std::string& s) {
+  if (s == "balanced") return RoutingKind::Balanced;
+  if (s == "skewed") return RoutingKind::Skewed;
+  throw UsageError("routing must be balanced or skewed, got '" + s + "'");
+}
+
+const char* to_string(RoutingKind k) { return k == RoutingKind::Balanced ? "balanced" : "skewed"; }
+
+Routing generate_routing(const RoutingConfig& c) {
+  validate_config(c);
+  Routing r;
+  r.world = c.world;
+  r.tokens_per_rank = c.tokens_per_rank;
+  r.experts = c.experts;
+  r.topk = c.topk;
+  const long long tokens = 1LL * c.world * c.tokens_per_rank;
+  r.index.resize(std::size_t(tokens) * c.topk);
+  r.weight.resize(r.index.size());
+
+  std::mt19937_64 gen(c.seed);
+  if (c.kind == RoutingKind::Balanced) {
+    // Partial Fisher-Yates on a persistent permutation: k steps from any permutation give a uniform
+    // k-subset in uniform order, so the array never needs resetting.
+    std::vector<int> perm(c.experts);
+    std::iota(perm.begin(), perm.end(), 0);
+    for (long long t = 0; t < tokens; ++t)
+      for (int j = 0; j < c.topk; ++j) {
+        const int i = j + int(bounded(gen, std::uint64_t(c.experts - j)));
+        std::swap(perm[j], perm[i]);
+        r.index[std::size_t(t) * c.topk + j] = perm[j];
+      }
+  } else {
+    // Same stream as sim::route_tokens: popularity order first, then E keys per token.
+    std::vector<int> order(c.experts);
+    std::iota(order.begin(), order.end(), 0);
+    for (int i = c.experts - 1; i > 0; --i) std::swap(order[i], order[gen() % (unsigned long long)(i + 1)]);
+    std::vector<double> inv_w(c.experts);  // 1 / w_e for the log-key form log(u) / w_e
+    for (int rk = 0; rk < c.experts; ++rk) inv_w[order[rk]] = std::pow(double(rk + 1), c.zipf_alpha);
+    std::vector<std::pair<double, int>> keys(c.experts);
+    const auto before = [](const auto& a, const auto& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); };
+    for (long long t = 0; t < tokens; ++t) {
+      for (int e = 0; e < c.experts; ++e) keys[e] = {std::log(uniform01(gen)) * inv_w[e], e};
+      std::partial_sort(keys.begin(), keys.begin() + c.topk, keys.end(), before);
+      for (int j = 0; j < c.topk; ++j) r.index[std::size_t(t) * c.topk + j] = keys[j].second;
+    }
+  }
+
+  std::mt19937_64 wgen(splitmix64(c.seed));
+  std::vector<double> z(c.topk);
+  for (long long t = 0; t < tokens; ++t) {
+    double zmax = -1e300;
+    for (int j = 0; j < c.topk; ++j) {
+      const double u1 = uniform01(wgen), u2 = uniform01(wgen);
+      z[j] = std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
+      zmax = std::max(zmax, z[j]);
+    }
+    double sum = 0;
+    for (int j = 0; j < c.topk; ++j) sum += (z[j] = std::exp(z[j] - zmax));
+    std::sort(z.begin(), z.end(), std::greater<double>());
+    for (int j = 0; j < c.topk; ++j) r.weight[std::size_t(t) * c.topk + j] = float(z[j] / sum);
+  }
+  return r;
+}
+
+void validate_topk(const std::int32_t* index, int tokens, int topk, int experts, int rank) {
+  XSTAGE_REQUIRE(tokens >= 0, "top-k indices: rank ", rank, ": token count must be >= 0, got ", tokens);
+  XSTAGE_REQUIRE(topk >= 1 && topk <= experts, "top-k indices: rank ", rank, ": top-k must be in [1, ", experts,
+                 "] (the number of experts), got ", topk);
+  XSTAGE_REQUIRE(tokens == 0 || index != nullptr, "top-k indices: rank ", rank, ": no index array for ", tokens, " tokens");
+  for (int t = 0; t < tokens; ++t) {
+    const std::int32_t* row = index + std::size_t(t) * topk;
+    for (int j = 0; j < topk; ++j) {
+      XSTAGE_REQUIRE(row[j] >= 0 && row[j] < experts, "top-k indices: rank ", rank, ", token ", t, ", slot ", j, ": expert ",
+                     row[j], " is out of range [0, ", experts, ")");
+      for (int i = 0; i < j; ++i)
+        XSTAGE_REQUIRE(row[i] != row[j], "top-k indices: rank ", rank, ", token ", t, ", slot ", j, ": expert ", row[j],
+                       " repeats slot ", i, " (a token's experts must be distinct)");
+    }
+  }
+}
+
+void validate_routing(const Routing& r) {
+  XSTAGE_REQUIRE(r.world >= 1 && r.tokens_per_rank >= 0, "routing: bad world ", r.world, " or tokens per rank ",
+                 r.tokens_per_rank);
+  const std::size_t n = std::size_t(r.world) * r.tokens_per_rank * std::size_t(r.topk < 0 ? 0 : r.topk);
+  XSTAGE_REQUIRE(r.index.size() == n && r.weight.size() == n, "routing: expected ", n, " indices and weights (",
+                 r.world, " ranks x ", r.tokens_per_rank, " tokens x top-", r.topk, "), got ", r.index.size(), " and ",
+                 r.weight.size());
+  for (int s = 0; s < r.world; ++s) {
+    validate_topk(r.rank_index(s), r.tokens_per_rank, r.topk, r.experts, s);
+    for (int t = 0; t < r.tokens_per_rank; ++t)
+      for (int j = 0; j < r.topk; ++j)
+        XSTAGE_REQUIRE(std::isfinite(r.w(s, t, j)), "routing weights: rank ", s, ", token ", t, ", slot ", j,
+                       ": weight ", r.w(s, t, j), " is not finite");
+  }
+}
+
+std::vector<int> expert_counts(const Routing& r) {
+  std::vector<int> count(r.experts, 0);
+  for (std::int32_t e : r.index) {
+    XSTAGE_REQUIRE(e >= 0 && e < r.experts, "expert counts: expert ", e, " is out of range [0, ", r.experts, ")");
+    count[e]++;
+  }
+  return count;
+}
+
+}  // namespace xstage::moe
