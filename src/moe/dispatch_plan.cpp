@@ -22,6 +22,11 @@ DispatchPlan::DispatchPlan(const std::vector<std::int32_t>& index, int tokens_pe
                  "dispatch layout: a rank could receive up to ", max_recv_rows(P, tokens_per_rank, topk, pr, b_m),
                  " rows, more than 2^30");
 
+  view_.place = place;
+  view_.tokens_per_rank = tokens_per_rank;  // at() needs these two from here on
+  view_.topk = topk;
+  view_.b_m = b_m;
+
   // Source side: counts[s][e] and each routed row's ordinal pos among its source's rows to e.
   counts_.assign(std::size_t(P) * E, 0);
   pos_.assign(n, 0);
@@ -45,10 +50,6 @@ DispatchPlan::DispatchPlan(const std::vector<std::int32_t>& index, int tokens_pe
       row_offset_[std::size_t(d) * (pr + 1) + le + 1] = row_offset_[std::size_t(d) * (pr + 1) + le] + (tokens + b_m - 1) / b_m;
     }
 
-  view_.place = place;
-  view_.tokens_per_rank = tokens_per_rank;
-  view_.topk = topk;
-  view_.b_m = b_m;
   view_.counts = counts_.data();
   view_.src_base = src_base_.data();
   view_.row_offset = row_offset_.data();
