@@ -2,7 +2,9 @@
 """Figure 11-like plot of the Ulysses study: per heads-per-rank, time of FA alone, Fused (sender-visible and
 with completion) and Serial against the sequence length M, and the residual E_res = T_fused - T_FA.
 
-    python3 scripts/plot_ulysses.py results/ulysses/emulated/ulysses.csv -o results/ulysses/emulated/fig11.png
+    python3 scripts/plot_ulysses.py results/ulysses/emulated/summary.json -o results/ulysses/emulated/fig11.png
+
+Input: the harness's ulysses.csv or its summary.json (same rows).
 """
 import argparse
 import csv
@@ -11,7 +13,7 @@ import sys
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("csv")
+    ap.add_argument("csv", help="ulysses.csv or summary.json")
     ap.add_argument("-o", "--out", required=True)
     a = ap.parse_args()
     try:
@@ -20,9 +22,14 @@ def main():
         import matplotlib.pyplot as plt
     except ImportError:
         sys.exit("plot_ulysses: matplotlib is missing (scripts/deps.sh installs python3-matplotlib)")
-    with open(a.csv) as f:
-        lines = [l for l in f if not l.startswith("#")]
-    rows = list(csv.DictReader(lines))
+    if a.csv.endswith(".json"):
+        import json
+        with open(a.csv) as f:
+            rows = [{k: str(v) for k, v in r.items() if not isinstance(v, dict)} for r in json.load(f)["rows"]]
+    else:
+        with open(a.csv) as f:
+            lines = [l for l in f if not l.startswith("#")]
+        rows = list(csv.DictReader(lines))
     if not rows:
         sys.exit(f"plot_ulysses: no rows in {a.csv}")
     mode = rows[0]["mode"]

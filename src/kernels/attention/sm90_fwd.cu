@@ -154,14 +154,18 @@ cudaError_t launch_kernel(const FwdParams<Scheduler, Epi>& kp, bool cooperative,
   return cudaLaunchKernelEx(&cfg, kernel, kp);
 }
 
+// groups > 1: the launch serves `groups` ranks (p.batch = groups x their batch), each on sms_per_group SMs
+// (emulated ranks: the same partition as the peer-store launch, so the two time the same schedule).
 template <class Element, int kHeadDim>
-cudaError_t run_local(const xstage_attn_fwd_params& p, cudaStream_t stream) {
+cudaError_t run_local(const xstage_attn_fwd_params& p, int groups, int sms_per_group, cudaStream_t stream) {
   using C = FwdConfig<Element, kHeadDim>;
   using Epi = LocalTmaEpilogue<C>;
   DeviceLimits lim;
   if (cudaError_t e = device_limits(&lim); e != cudaSuccess) return e;
+  if (groups < 1 || p.batch % groups != 0) return cudaErrorInvalidValue;
+  const int ctas = groups == 1 ? lim.sms : sms_per_group * groups;
   FwdParams<Scheduler, Epi> kp{};
-  if (cudaError_t e = make_mainloop<C>(p, 1, lim.sms, &kp); e != cudaSuccess) return e;
+  if (cudaError_t e = make_mainloop<C>(p, groups, ctas, &kp); e != cudaSuccess) return e;
   const CUtensorMapDataType dt =
       std::is_same_v<Element, __nv_bfloat16> ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
   if (cudaError_t e = make_map(&kp.epi.tma_o, p.o, dt, kHeadDim, p.seqlen_q, p.heads, p.batch, p.o_stride, 64);
@@ -170,7 +174,7 @@ cudaError_t run_local(const xstage_attn_fwd_params& p, cudaStream_t stream) {
   kp.epi.lse = p.lse;
   kp.epi.seqlen_q = p.seqlen_q;
   kp.epi.heads = p.heads;
-  return launch_kernel<C>(kp, /*cooperative=*/false, stream);
+  return launch_kernel<C>(kp, /*cooperative=*/groups > 1, stream);
 }
 
 template <class Element, int kHeadDim>
@@ -208,9 +212,18 @@ cudaError_t run_to_peers(const xstage_attn_fwd_params& p, const PeerOutput& out,
 }  // namespace
 
 cudaError_t run_fwd_sm90(const xstage_attn_fwd_params& p, cudaStream_t stream) {
+  return run_fwd_sm90_grouped(p, 1, 0, stream);
+}
+
+cudaError_t run_fwd_sm90_grouped(const xstage_attn_fwd_params& p, int groups, int sms_per_group,
+                                 cudaStream_t stream) {
   const bool bf16 = p.dtype == XSTAGE_DTYPE_BF16;
-  if (p.head_dim == 128) return bf16 ? run_local<__nv_bfloat16, 128>(p, stream) : run_local<__half, 128>(p, stream);
-  if (p.head_dim == 64) return bf16 ? run_local<__nv_bfloat16, 64>(p, stream) : run_local<__half, 64>(p, stream);
+  if (p.head_dim == 128)
+    return bf16 ? run_local<__nv_bfloat16, 128>(p, groups, sms_per_group, stream)
+                : run_local<__half, 128>(p, groups, sms_per_group, stream);
+  if (p.head_dim == 64)
+    return bf16 ? run_local<__nv_bfloat16, 64>(p, groups, sms_per_group, stream)
+                : run_local<__half, 64>(p, groups, sms_per_group, stream);
   return cudaErrorNotSupported;
 }
 

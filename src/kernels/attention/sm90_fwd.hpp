@@ -30,6 +30,9 @@ struct PeerOutput {
 };
 
 cudaError_t run_fwd_sm90(const xstage_attn_fwd_params& p, cudaStream_t stream);
+// The same, the launch partitioned into `groups` rank groups of sms_per_group SMs each (p.batch = groups x
+// the per-rank batch), as the peer-store launch partitions emulated ranks.
+cudaError_t run_fwd_sm90_grouped(const xstage_attn_fwd_params& p, int groups, int sms_per_group, cudaStream_t stream);
 // "" when `out` fits `p`, else a message naming the bad value.
 std::string check_peer_output(const xstage_attn_fwd_params& p, const PeerOutput& out);
 // *ctas_per_rank (if not null) receives the CTAs each source rank launched: every one of them raises the

@@ -132,7 +132,9 @@ void Layer::attention_fused(cudaStream_t s) {
 
 void Layer::attention_local(cudaStream_t s) {
   const xstage_attn_fwd_params p = attn_params(oh_);
-  ok(attention::run_fwd_sm90(p, s), "ulysses attention (local epilogue)");
+  // Same rank partition of the SMs as the fused launch, so FA-only and Fused time the same schedule.
+  ok(attention::run_fwd_sm90_grouped(p, team_.local_ranks(), team_.sms_per_rank(), s),
+     "ulysses attention (local epilogue)");
 }
 
 void Layer::post_a2a(cudaStream_t s) {
