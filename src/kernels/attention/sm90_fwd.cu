@@ -215,16 +215,30 @@ cudaError_t run_fwd_sm90(const xstage_attn_fwd_params& p, cudaStream_t stream) {
   return run_fwd_sm90_grouped(p, 1, 0, stream);
 }
 
-cudaError_t run_fwd_sm90_grouped(const xstage_attn_fwd_params& p, int groups, int sms_per_group,
-                                 cudaStream_t stream) {
+namespace {
+// Calls f(Type<Element>{}, std::integral_constant<int, kHeadDim>{}) for p's compile-time variant.
+template <class T>
+struct Type {
+  using type = T;
+};
+template <class F>
+cudaError_t with_variant(const xstage_attn_fwd_params& p, F&& f) {
   const bool bf16 = p.dtype == XSTAGE_DTYPE_BF16;
   if (p.head_dim == 128)
-    return bf16 ? run_local<__nv_bfloat16, 128>(p, groups, sms_per_group, stream)
-                : run_local<__half, 128>(p, groups, sms_per_group, stream);
+    return bf16 ? f(Type<__nv_bfloat16>{}, std::integral_constant<int, 128>{})
+                : f(Type<__half>{}, std::integral_constant<int, 128>{});
   if (p.head_dim == 64)
-    return bf16 ? run_local<__nv_bfloat16, 64>(p, groups, sms_per_group, stream)
-                : run_local<__half, 64>(p, groups, sms_per_group, stream);
+    return bf16 ? f(Type<__nv_bfloat16>{}, std::integral_constant<int, 64>{})
+                : f(Type<__half>{}, std::integral_constant<int, 64>{});
   return cudaErrorNotSupported;
+}
+}  // namespace
+
+cudaError_t run_fwd_sm90_grouped(const xstage_attn_fwd_params& p, int groups, int sms_per_group,
+                                 cudaStream_t stream) {
+  return with_variant(p, [&](auto e, auto d) {
+    return run_local<typename decltype(e)::type, decltype(d)::value>(p, groups, sms_per_group, stream);
+  });
 }
 
 std::string check_peer_output(const xstage_attn_fwd_params& p, const PeerOutput& out) {
@@ -258,14 +272,9 @@ std::string check_peer_output(const xstage_attn_fwd_params& p, const PeerOutput&
 cudaError_t run_fwd_sm90_to_peers(const xstage_attn_fwd_params& p, const PeerOutput& out, int* ctas_per_rank,
                                   cudaStream_t stream) {
   if (!check_peer_output(p, out).empty()) return cudaErrorInvalidValue;
-  const bool bf16 = p.dtype == XSTAGE_DTYPE_BF16;
-  if (p.head_dim == 128)
-    return bf16 ? run_to_peers<__nv_bfloat16, 128>(p, out, ctas_per_rank, stream)
-                : run_to_peers<__half, 128>(p, out, ctas_per_rank, stream);
-  if (p.head_dim == 64)
-    return bf16 ? run_to_peers<__nv_bfloat16, 64>(p, out, ctas_per_rank, stream)
-                : run_to_peers<__half, 64>(p, out, ctas_per_rank, stream);
-  return cudaErrorNotSupported;
+  return with_variant(p, [&](auto e, auto d) {
+    return run_to_peers<typename decltype(e)::type, decltype(d)::value>(p, out, ctas_per_rank, stream);
+  });
 }
 
 }  // namespace xstage::attention
