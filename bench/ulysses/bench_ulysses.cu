@@ -7,6 +7,8 @@
 // Variants (per rank, per call): fa (attention alone, local epilogue), fused_sender (the fused kernel alone:
 // sender-visible, no completion wait), fused (fused kernel + completion wait), a2a (our all-to-all alone,
 // + wait), serial (attention, then our all-to-all, + wait), pre_a2a (the pre-attention all-to-all + wait).
+// Real ranks add nccl_a2a (the post-attention all-to-all as ncclAlltoAll with the layout transforms around
+// it, cudaMemcpy2DAsync) and serial_nccl (fa, then nccl_a2a): what a user would build from NCCL.
 // E_res = T(fused_sender) - T(fa): what fusing adds to the sender (the paper's residual); E_res_e2e uses
 // the completion-waited time. Correctness first, on the same inputs: Fused == Serial bit for bit, and the
 // output against a float64 reference on sampled rows (FA3's rule: max|out - ref| <= 2 max|lowprec - ref|
@@ -140,6 +142,40 @@ class AgreedTimer final : public bench::Timer {
  private:
   bench::CudaTimer inner_;
   runtime::Communicator* comm_;
+};
+
+// The post-attention all-to-all the NCCL way (one local rank, real ranks): oh (batch, S, H/P, d) -> per
+// destination contiguous chunks (batch, S/P, H/P, d) -> ncclAlltoAll -> out (batch, S/P, H, d), source s's
+// chunk at heads [s H/P, (s+1) H/P).
+struct NcclA2A {
+  runtime::Communicator& comm;
+  int batch, spr, heads, dim;
+  void *send = nullptr, *recv = nullptr, *out = nullptr;
+  NcclA2A(runtime::Communicator& c, int b, int s, int h, int d) : comm(c), batch(b), spr(s), heads(h), dim(d) {
+    const size_t bytes = size_t(b) * s * h * d * 2;
+    ok(cudaMalloc(&send, bytes), "cudaMalloc");
+    ok(cudaMalloc(&recv, bytes), "cudaMalloc");
+    ok(cudaMalloc(&out, bytes), "cudaMalloc");
+  }
+  ~NcclA2A() {
+    cudaFree(send);
+    cudaFree(recv);
+    cudaFree(out);
+  }
+  void run(const void* oh, cudaStream_t s) {
+    const int P = comm.size(), hp = heads / P;
+    const size_t row = size_t(hp) * dim * 2, chunk = size_t(batch) * spr * row;
+    for (int d = 0; d < P; ++d)  // rows [d spr, (d+1) spr) of every batch entry, for destination d
+      ok(cudaMemcpy2DAsync(static_cast<char*>(send) + d * chunk, spr * row, static_cast<const char*>(oh) + d * spr * row,
+                           size_t(P) * spr * row, spr * row, batch, cudaMemcpyDeviceToDevice, s),
+         "cudaMemcpy2DAsync (send layout)");
+    runtime::check_nccl(ncclAlltoAll(send, recv, chunk / 2, ncclBfloat16, comm.nccl(), s), "ncclAlltoAll", comm.rank());
+    for (int src = 0; src < P; ++src)  // source src's chunk: its heads of my rows
+      ok(cudaMemcpy2DAsync(static_cast<char*>(out) + src * row, size_t(heads) * dim * 2,
+                           static_cast<const char*>(recv) + src * chunk, row, row, size_t(batch) * spr,
+                           cudaMemcpyDeviceToDevice, s),
+         "cudaMemcpy2DAsync (receive layout)");
+  }
 };
 
 std::vector<int> parse_list(const std::string& s, const char* what) {
@@ -296,6 +332,24 @@ int run(const Args& a) {
           },
           [&](int) { layer.pre_a2a(q.data(), k.data(), v.data(), s); },
       };
+      std::vector<std::string> bnames = names;
+      std::unique_ptr<NcclA2A> nccl;
+      if (comm) {
+        nccl = std::make_unique<NcclA2A>(*comm, 1, shape.seq_per_rank, shape.heads, a.dim);
+        layer.attention_local(s);
+        nccl->run(layer.local_attention_output(), s);
+        team->check("nccl all-to-all");
+        std::vector<uint16_t> via_nccl(bytes / 2);
+        ok(cudaMemcpy(via_nccl.data(), nccl->out, bytes, cudaMemcpyDeviceToHost), "copy out");
+        equal = equal && via_nccl == outs[1][0];  // the NCCL path must deliver the Serial output exactly
+        bnames.push_back("nccl_a2a");
+        bnames.push_back("serial_nccl");
+        fns.push_back([&](int) { nccl->run(layer.local_attention_output(), s); });
+        fns.push_back([&](int) {
+          layer.attention_local(s);
+          nccl->run(layer.local_attention_output(), s);
+        });
+      }
       bench::Params bp;
       bp.warmup_s = comm ? 0 : a.warmup_s;
       bp.block_s = a.block_s;
@@ -306,7 +360,7 @@ int run(const Args& a) {
           for (int c = 0; c < 10; ++c) f(c);
       AgreedTimer timer(fns, s, comm.get());
       bench::NvmlSampler sampler(team->device());
-      const bench::Result r = bench::run_protocol(names, timer, &sampler, bp);
+      const bench::Result r = bench::run_protocol(bnames, timer, &sampler, bp);
       layer.wait_output(s);  // fused_sender blocks sent signals nobody waited for
       team->check("ulysses timing");
       auto us = [&](const char* n) { return r.stats_of(n).median_ms.value_or(NAN) * 1e3; };
@@ -315,6 +369,7 @@ int run(const Args& a) {
       auto rank_max = [&](double x) { return comm ? comm->allreduce(x, ncclMax) : x; };
       const double fa = rank_max(us("fa")), fsend = rank_max(us("fused_sender")), fused = rank_max(us("fused")),
                    a2a = rank_max(us("a2a")), serial = rank_max(us("serial")), pre = rank_max(us("pre_a2a"));
+      const double nccl_a2a = comm ? rank_max(us("nccl_a2a")) : NAN, serial_nccl = comm ? rank_max(us("serial_nccl")) : NAN;
       // Model audit: one 64 x d bf16 tile per consumer warpgroup, K = the CTAs of a rank (its SM share).
       const int K = team->sms_per_rank();
       model::AttnConfig ac;
@@ -340,6 +395,8 @@ int run(const Args& a) {
                   {"spread_fused", spread("fused")}, {"spread_serial", spread("serial")},
                   {"E_res_us", fsend - fa}, {"E_res_e2e_us", fused - fa},
                   {"hidden_fraction", a2a > 0 ? (serial - fused) / a2a : NAN}, {"speedup_vs_serial", serial / fused},
+                  {"nccl_a2a_us", comm ? json(nccl_a2a) : json(nullptr)},
+                  {"serial_nccl_us", comm ? json(serial_nccl) : json(nullptr)},
                   {"fused_equals_serial", equal}, {"max_err", err.max_err}, {"tolerance", tol},
                   {"V_tile_bytes", 64 * a.dim * 2}, {"V_aggregate_bytes", double(K) * 64 * a.dim * 2},
                   {"G_qloop_measured_us", g_qloop * 1e6}, {"sigma_measured_us", ac.sigma * 1e6}, {"model", audit}};

@@ -66,6 +66,8 @@ class Layer {
   void attention_local(cudaStream_t s);   // FA only: into the local head-partitioned buffer
   void post_a2a(cudaStream_t s);          // the Serial all-to-all from that buffer, signals, no wait
   void wait_output(cudaStream_t s);       // every signal sent so far has arrived
+  // attention_local's output: every local rank's (batch, S, heads / P, head_dim), back to back.
+  const void* local_attention_output() const { return oh_; }
 
  private:
   xstage_attn_fwd_params attn_params(void* o) const;

@@ -1,0 +1,151 @@
+#!/usr/bin/env python3
+"""What a DiT user runs today, against xstage's fused Ulysses layer, in the same processes (real ranks:
+one process per GPU under torchrun; the two-GPU study runs it):
+
+    torchrun --nproc-per-node 2 bench/ulysses/torch_baseline.py --seq 8K,16K --heads-per-rank 3,6 --out DIR
+
+Backends per shape (same inputs, same ranks), timed with the project's benchmark protocol
+(xstage.bench_protocol; every rank makes the same number of calls per block, agreed with an all-reduce,
+because every call waits for the other ranks):
+  torch   the xDiT/yunchang way: all_to_all_single for q, k and v (sequence -> heads), torch SDPA with the
+          cuDNN backend, all_to_all_single back (heads -> sequence)
+  xstage  xstage.ulysses.ulysses_attention (pre-attention all-to-all by SM stores, attention with the
+          all-to-all fused into its epilogue, completion wait)
+Check: max |xstage - torch| <= 2^-5 max |torch| on every rank (as bench/attention's check). Output: a
+table on rank 0, DIR/torch_baseline.csv and DIR/torch_baseline.json (written only here; per-rank max of
+the medians). The layout helpers (seq_to_head, head_to_seq) are tested on the CPU with gloo
+(tests/ulysses/test_torch_layout.py).
+"""
+import argparse
+import json
+import os
+import shlex
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "python"))
+
+
+def seq_to_head(x, group=None):
+    """(B, S/P, H, D) sequence-partitioned -> (B, S, H/P, D) head-partitioned (one all_to_all_single)."""
+    import torch
+    import torch.distributed as dist
+    P = dist.get_world_size(group)
+    B, s, H, D = x.shape
+    send = x.reshape(B, s, P, H // P, D).permute(2, 1, 0, 3, 4).contiguous()  # (P, s, B, Hp, D): chunk p -> rank p
+    recv = torch.empty_like(send)
+    dist.all_to_all_single(recv, send, group=group)  # recv[p]: rank p's s tokens of my heads
+    return recv.permute(2, 0, 1, 3, 4).reshape(B, P * s, H // P, D)
+
+
+def head_to_seq(o, group=None):
+    """(B, S, H/P, D) head-partitioned -> (B, S/P, H, D) sequence-partitioned (one all_to_all_single)."""
+    import torch
+    import torch.distributed as dist
+    P = dist.get_world_size(group)
+    B, S, hp, D = o.shape
+    s = S // P
+    send = o.reshape(B, P, s, hp, D).permute(1, 2, 0, 3, 4).contiguous()  # (P, s, B, Hp, D): rows of rank p
+    recv = torch.empty_like(send)
+    dist.all_to_all_single(recv, send, group=group)  # recv[p]: my rows of rank p's heads
+    return recv.permute(2, 1, 0, 3, 4).reshape(B, s, P * hp, D)
+
+
+def torch_ulysses(q, k, v, attention, group=None):
+    """The baseline layer: three all-to-alls in, attention(q, k, v) on (B, S, H/P, D), one all-to-all out."""
+    qh, kh, vh = (seq_to_head(t, group) for t in (q, k, v))
+    return head_to_seq(attention(qh, kh, vh), group)
+
+
+def parse_list(text):
+    out = []
+    for item in text.split(","):
+        if not item:
+            raise SystemExit(f"torch_baseline: empty item in '{text}'")
+        mult = 1024 if item[-1] in "kK" else 1
+        out.append(int(item.rstrip("kK")) * mult)
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--seq", default="8K,16K,32K,48K,64K", help="total sequence lengths M")
+    ap.add_argument("--heads-per-rank", default="3,6,12")
+    ap.add_argument("--dim", type=int, default=128)
+    ap.add_argument("--warmup-calls", type=int, default=10)
+    ap.add_argument("--block-s", type=float, default=0.4)
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--out", type=Path)
+    a = ap.parse_args()
+
+    import torch
+    import torch.distributed as dist
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from xstage import bench_protocol as bp
+    from xstage.team import Team
+    from xstage.ulysses import ulysses_attention
+
+    local = int(os.environ.get("LOCAL_RANK", "0"))
+    torch.cuda.set_device(local)
+    dist.init_process_group("nccl", device_id=torch.device("cuda", local))
+    P, rank = dist.get_world_size(), dist.get_rank()
+    team = Team.from_process_group()
+
+    def cudnn(q, k, v):
+        with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+            o = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2))
+        return o.transpose(1, 2)
+
+    class AgreedTimer(bp.CudaEventTimer):  # same calls per block on every rank
+        def time_calls(self, call, first, n):
+            t = torch.tensor([n], device="cuda")
+            dist.all_reduce(t, op=dist.ReduceOp.MAX)
+            return super().time_calls(call, first, int(t.item()))
+
+    rows = []
+    for M in parse_list(a.seq):
+        for hp in parse_list(a.heads_per_rank):
+            H, s = hp * P, M // P
+            gen = torch.Generator(device="cuda").manual_seed(1234 + rank)
+            q, k, v = (torch.randn(1, s, H, a.dim, generator=gen, device="cuda").to(torch.bfloat16) for _ in range(3))
+            ref = torch_ulysses(q, k, v, cudnn)
+            got = ulysses_attention(q, k, v, team).clone()
+            err = (got.float() - ref.float()).abs().max().item()
+            tol = 2 ** -5 * ref.float().abs().max().item()
+            backends = {"torch": lambda x: torch_ulysses(*x, cudnn), "xstage": lambda x: ulysses_attention(*x, team)}
+            for fn in backends.values():
+                for _ in range(a.warmup_calls):
+                    fn((q, k, v))
+            res = bp.run_protocol(backends, [(q, k, v)], warmup_s=0.0, block_s=a.block_s, rounds=a.rounds,
+                                  timer=AgreedTimer(), nvml_device=local)
+            med = {n: res["stats"][n]["median_ms"] for n in backends}
+            t = torch.tensor([med["torch"], med["xstage"], err / tol], device="cuda", dtype=torch.float64)
+            dist.all_reduce(t, op=dist.ReduceOp.MAX)  # per-rank max
+            row = {"M": M, "heads_per_rank": hp, "heads": H, "head_dim": a.dim, "ranks": P,
+                   "torch_us": t[0].item() * 1e3, "xstage_us": t[1].item() * 1e3,
+                   "speedup_vs_torch": t[0].item() / t[1].item(), "worst_err_over_tol": t[2].item(),
+                   "check": "ok" if t[2].item() <= 1 else "MISMATCH", "protocol": res["protocol"]}
+            rows.append(row)
+            if rank == 0:
+                print(f"{M:7d} {hp:3d} {H:4d}  torch {row['torch_us']:9.1f} us  xstage {row['xstage_us']:9.1f} us"
+                      f"  x{row['speedup_vs_torch']:.3f}  {row['check']}", flush=True)
+    if rank == 0 and a.out:
+        a.out.mkdir(parents=True, exist_ok=True)
+        summary = {"ranks": P, "min_ratio_vs_torch": min(r["speedup_vs_torch"] for r in rows),
+                   "all_checks_ok": all(r["check"] == "ok" for r in rows), "team": team.label,
+                   "machine": f"{torch.cuda.get_device_name()} x{P}", "torch": torch.__version__,
+                   "command": "torchrun ... " + " ".join(shlex.quote(x) for x in sys.argv), "rows": rows}
+        (a.out / "torch_baseline.json").write_text(json.dumps(summary, indent=2) + "\n")
+        with open(a.out / "torch_baseline.csv", "w") as f:
+            cols = ["M", "heads_per_rank", "heads", "head_dim", "ranks", "torch_us", "xstage_us", "speedup_vs_torch",
+                    "worst_err_over_tol", "check"]
+            f.write(",".join(cols) + "\n")
+            for r in rows:
+                f.write(",".join(str(r[c]) for c in cols) + "\n")
+    dist.destroy_process_group()
+    return 0 if all(r["check"] == "ok" for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
