@@ -74,17 +74,8 @@ Outcome run_case(runtime::Team& team, const Case& c) {
   const size_t out_elems = size_t(c.batch) * c.seq_per_rank * heads_total * c.dim;
   auto out = team.alloc(out_elems * 2, "attention output");
   runtime::SignalSet sig(team, 1, "signals");
-  attention::PeerOutput po;
-  po.view = team.view();
-  po.batch = c.batch;
-  po.seq_per_rank = c.seq_per_rank;
-  po.sms_per_rank = team.sms_per_rank();
-  po.signal = sig.table();
-  po.slot = 0;
-  po.dst_stride[2] = c.dim;
-  po.dst_stride[1] = int64_t(heads_total) * c.dim;
-  po.dst_stride[0] = int64_t(c.seq_per_rank) * po.dst_stride[1];
-  for (int d = 0; d < c.world; ++d) po.dst[d] = out->peers().base[d];
+  const attention::PeerOutput po = attention::contiguous_peer_output(team, out->peers(), c.batch, c.seq_per_rank,
+                                                                     heads_total, c.dim, sig.table(), 0);
   if (const auto why = attention::check_peer_output(p, po); !why.empty()) throw std::runtime_error(why);
 
   Outcome res;

@@ -29,6 +29,25 @@ struct PeerOutput {
   int slot = 0;                        // counter (slot, source) on every destination is raised once per CTA
 };
 
+// The usual destination: every rank's contiguous [batch, seq_per_rank, heads_total, head_dim] copy of one
+// symmetric buffer (`dst`), served by `team`'s ranks on their SM share; counter (slot, source) of `signal`.
+inline PeerOutput contiguous_peer_output(const runtime::Team& team, const runtime::PeerTable& dst, int batch,
+                                         int seq_per_rank, int heads_total, int head_dim,
+                                         const runtime::PeerTable& signal, int slot) {
+  PeerOutput po;
+  po.view = team.view();
+  po.batch = batch;
+  po.seq_per_rank = seq_per_rank;
+  po.sms_per_rank = team.sms_per_rank();
+  po.signal = signal;
+  po.slot = slot;
+  po.dst_stride[2] = head_dim;
+  po.dst_stride[1] = int64_t(heads_total) * head_dim;
+  po.dst_stride[0] = int64_t(seq_per_rank) * po.dst_stride[1];
+  for (int d = 0; d < team.world(); ++d) po.dst[d] = dst.base[d];
+  return po;
+}
+
 cudaError_t run_fwd_sm90(const xstage_attn_fwd_params& p, cudaStream_t stream);
 // The same, the launch partitioned into `groups` rank groups of sms_per_group SMs each (p.batch = groups x
 // the per-rank batch), as the peer-store launch partitions emulated ranks.

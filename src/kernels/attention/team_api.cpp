@@ -159,22 +159,16 @@ extern "C" int xstage_attn_fwd_to_peers(const xstage_attn_fwd_params* p, xstage_
     XSTAGE_REQUIRE(epoch >= 1, "epoch must be >= 1 (1 for the first call on a team), got ", epoch);
     XSTAGE_REQUIRE(t.local_ranks() >= 1 && p->batch % t.local_ranks() == 0, "batch ", p->batch,
                    " is not a multiple of the ", t.local_ranks(), " ranks served here");
-    xstage::attention::PeerOutput po;
-    po.view = t.view();
-    po.batch = p->batch / t.local_ranks();
-    po.seq_per_rank = seq_per_rank;
-    po.sms_per_rank = t.sms_per_rank();
-    po.signal = team->signals->table();
-    po.slot = kSlotAttnOut;
+    XSTAGE_REQUIRE(seq_per_rank >= 1, "seq_per_rank must be >= 1, got ", seq_per_rank);
     const int64_t heads_total = int64_t(p->heads) * t.world();
-    po.dst_stride[2] = p->head_dim;
-    po.dst_stride[1] = heads_total * p->head_dim;
-    po.dst_stride[0] = int64_t(seq_per_rank) * po.dst_stride[1];
-    const size_t need = size_t(po.batch) * size_t(po.dst_stride[0]) * 2;
+    const int batch = p->batch / t.local_ranks();
+    const auto po = xstage::attention::contiguous_peer_output(t, out->buf->peers(), batch, seq_per_rank,
+                                                              int(heads_total), p->head_dim,
+                                                              team->signals->table(), kSlotAttnOut);
+    const size_t need = size_t(batch) * size_t(po.dst_stride[0]) * 2;
     XSTAGE_REQUIRE(out->buf->bytes() >= need, "output buffer '", out->buf->name(), "' holds ", out->buf->bytes(),
-                   " bytes per rank; [", po.batch, ", ", seq_per_rank, ", ", heads_total, ", ", p->head_dim,
+                   " bytes per rank; [", batch, ", ", seq_per_rank, ", ", heads_total, ", ", p->head_dim,
                    "] needs ", need);
-    for (int d = 0; d < t.world(); ++d) po.dst[d] = out->buf->peers().base[d];
     if (const std::string why = xstage::attention::check_peer_output(*p, po); !why.empty())
       return set_error(XSTAGE_ERR_INVALID, why);
     if (int rc = xstage::attention::capi::check_device(); rc != XSTAGE_OK) return rc;

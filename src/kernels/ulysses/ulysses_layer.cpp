@@ -110,18 +110,9 @@ void Layer::pre_a2a(const void* const* q, const void* const* k, const void* cons
 }
 
 void Layer::attention_fused(cudaStream_t s) {
-  const int P = team_.world();
-  attention::PeerOutput po;
-  po.view = team_.view();
-  po.batch = shape_.batch;
-  po.seq_per_rank = shape_.seq_per_rank;
-  po.sms_per_rank = team_.sms_per_rank();
-  po.signal = signals_->table();
-  po.slot = kSlotOut;
-  po.dst_stride[2] = shape_.head_dim;
-  po.dst_stride[1] = int64_t(shape_.heads) * shape_.head_dim;
-  po.dst_stride[0] = int64_t(shape_.seq_per_rank) * po.dst_stride[1];
-  for (int d = 0; d < P; ++d) po.dst[d] = out_[epoch_ % 2]->peers().base[d];
+  const attention::PeerOutput po =
+      attention::contiguous_peer_output(team_, out_[epoch_ % 2]->peers(), shape_.batch, shape_.seq_per_rank,
+                                        shape_.heads, shape_.head_dim, signals_->table(), kSlotOut);
   const xstage_attn_fwd_params p = attn_params(nullptr);
   if (const std::string why = attention::check_peer_output(p, po); !why.empty())
     throw UsageError("ulysses layer: " + why);
