@@ -1,0 +1,369 @@
+#pragma once
+// The fused MoE layer kernel, W8A8, v0 (docs/MOE.md, "Fused kernel v0"). NOT RUN ON A GPU YET.
+//
+// One persistent launch serves every local rank: CTA b belongs to local rank g = b / ctas_per_rank and is
+// instance b % ctas_per_rank of that rank's tile scheduler (any type with the sched/work_tile.hpp
+// interface over MoeTile). Per CTA:
+//   1. dispatch (all threads): copy this rank's routed rows (FP8 codes, 1x128 scales, and the row's
+//      (source, token, slot)) into the destination ranks' receive buffers at DispatchLayout's rows; then
+//      one release per destination (per-CTA completion signal, slot kSlotDispatch).
+//   2. warp-specialised tiles: warp 0 of warpgroup 0 is the producer (one thread issues every TMA load:
+//      A tile, its 128 A scales, B tile(s)); warpgroups 1 and 2 are the consumers (64 rows each): FP8
+//      wgmma m64n128k32 per 128-deep block into a scratch accumulator, promoted in fp32 with
+//      a_scale[row] * b_scale (DeepGEMM's technique), then the epilogue in the consumers:
+//        L1 tile (row p, n): 128 gate + 128 up columns -> h = silu(g) * u for 128 h columns, the per-row
+//            amax of those 128 columns (= one 1x128 scale block), FP8 codes + scale into the rank's
+//            intermediate buffer; then row_ready[p] += 1 (release).
+//        L2 tile (row p, n): 128 hidden columns -> bf16 straight into the source rank's combine buffer
+//            at entry (token, slot) (peer pointers; padding rows store nothing).
+//      Before an L1 tile the producer waits (acquire, timeout) for the dispatch signals of the source
+//      ranks that own rows of that tile; before an L2 tile for row_ready[p] == l1_ntiles (timeout names
+//      the row). Both waits are followed by fence.proxy.async.global (generic-proxy writes, TMA reads).
+//   3. after its last tile: every consumer thread fences its stores (system scope), the consumers meet
+//      at a named barrier, one thread raises slot kSlotCombine on every rank.
+// The weighted sum over the k slots is a second, small kernel (combine_kernel) after a stream-ordered
+// wait for every rank's combine signals.
+#include <cuda.h>
+#include <cuda_bf16.h>
+#include <cuda_fp8.h>
+
+#include <cstdint>
+#include <cstdio>
+
+#include "moe_params.hpp"
+#include "xstage/kernel/barrier.cuh"
+#include "xstage/kernel/fragment.cuh"
+#include "xstage/kernel/pipeline.cuh"
+#include "xstage/kernel/signal.cuh"
+#include "xstage/moe/dispatch_layout.hpp"
+#include "xstage/ptx/store.cuh"
+#include "xstage/ptx/sync.cuh"
+#include "xstage/ptx/timer.cuh"
+#include "xstage/ptx/tma.cuh"
+#include "xstage/ptx/wgmma.cuh"
+#include "xstage/ptx/wgmma_fp8.cuh"
+#include "xstage/runtime/device_error.hpp"
+#include "xstage/runtime/peer_table.hpp"
+#include "xstage/sched/moe_scheduler.hpp"
+
+namespace xstage::moe_kernel {
+
+struct SharedStorage {
+  alignas(1024) uint8_t a[Config::kStages][Config::kABytes];
+  alignas(1024) uint8_t b[Config::kStages][2 * Config::kBBytes];  // L1: gate box then up box; L2: one box
+  alignas(16) float sa[Config::kStages][kBlockM];
+  uint64_t full[Config::kStages], empty[Config::kStages];
+};
+
+enum class Bar : uint32_t {
+  kConsumers = 1,  // both consumer warpgroups (256 threads)
+};
+
+// ---------------------------------------------------------------- small device helpers
+__device__ __forceinline__ void tma_load_2d(const CUtensorMap* map, uint64_t* bar, void* dst, int c0, int c1) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4}], "
+      "[%2];\n" ::"r"(ptx::smem_addr(dst)),
+      "l"(map), "r"(ptx::smem_addr(bar)), "r"(c0), "r"(c1)
+      : "memory");
+}
+
+__device__ __forceinline__ bool record_moe_error(MoeDeviceError* e, int code, int rank, int what, uint32_t expected,
+                                                 uint32_t got) {
+  if (e == nullptr || atomicCAS(&e->code, 0, code) != 0) return false;
+  e->rank = rank;
+  e->peer_or_row = what;
+  e->expected = expected;
+  e->got = got;
+  __threadfence_system();
+  return true;
+}
+
+// Waits (acquire) until row p's Linear-1 tiles are all stored; false after the timeout (recorded).
+__device__ __forceinline__ bool wait_row_ready(const uint32_t* ctr, uint32_t target, uint64_t timeout_ns,
+                                               MoeDeviceError* err, int rank, int row) {
+  uint32_t got = kernel::signal_load_acquire(ctr);
+  if (got >= target) return true;
+  const uint64_t t0 = ptx::globaltimer_ns();
+  while (true) {
+    got = kernel::signal_load_acquire(ctr);
+    if (got >= target) return true;
+    if (ptx::globaltimer_ns() - t0 > timeout_ns) {
+      if (record_moe_error(err, 2, rank, row, target, got))
+        printf("xstage moe: rank %d: timed out waiting for the Linear-1 tiles of row %d (saw %u of %u)\n", rank, row,
+               got, target);
+      return false;
+    }
+  }
+}
+
+__device__ __forceinline__ uint64_t desc(const void* smem, uint32_t byte_offset) {
+  return ptx::make_desc_sw128(ptx::smem_addr(smem) + byte_offset, 16, 1024);
+}
+
+template <int N>
+__device__ __forceinline__ void fence_regs(float (&r)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) ptx::fence_operand(r[i]);
+}
+
+// scratch = A_wg[64 x 128] * B[128 x 128]^T over one 128-deep block (4 k steps of 32 bytes); waits for it.
+__device__ __forceinline__ void mma_block(float (&acc)[64], const uint8_t* a_wg, const uint8_t* b) {
+  fence_regs(acc);
+  ptx::wgmma_fence();
+#pragma unroll
+  for (int k = 0; k < kBlockK / 32; ++k) ptx::WgmmaFp8<128>::ss(acc, desc(a_wg, k * 32), desc(b, k * 32), k > 0);
+  ptx::wgmma_commit();
+  ptx::wgmma_wait<0>();
+  fence_regs(acc);
+}
+
+// final += scratch * (a_scale[row] * b_scale): rows r0 (elements with (i/2)%2 == 0) and r0 + 8.
+__device__ __forceinline__ void promote(float (&fin)[64], const float (&acc)[64], float s0, float s1) {
+#pragma unroll
+  for (int i = 0; i < 64; ++i) fin[i] += acc[i] * (((i / 2) % 2) ? s1 : s0);
+}
+
+// ---------------------------------------------------------------- phase 1: dispatch
+template <class P>
+__device__ void dispatch(const P& p, int g, int c) {
+  const int s = p.view.first_rank + g, H = p.hidden, K = p.topk, KB = H / kBlockK;
+  const int32_t* idx = p.topk_index[g];
+  const int32_t* pos = p.topk_pos[g];
+  const int64_t stride = int64_t(p.ctas_per_rank) * blockDim.x, first = int64_t(c) * blockDim.x + threadIdx.x;
+  const int chunks = H / 16;
+  const int64_t rows = int64_t(p.tokens) * K;
+  for (int64_t i = first; i < rows * chunks; i += stride) {
+    const int q = int(i / chunks), ch = int(i % chunks), t = q / K;
+    const moe::DispatchDest d = p.dl.dest(s, idx[q], pos[q]);
+    const uint4 v = *reinterpret_cast<const uint4*>(p.x[g] + int64_t(t) * H + ch * 16);
+    ptx::st_weak_v4(p.recv_x.template at<uint8_t>(d.rank, (size_t(d.recv_row) * H + size_t(ch) * 16)), v);
+  }
+  for (int64_t i = first; i < rows * KB; i += stride) {
+    const int q = int(i / KB), kb = int(i % KB), t = q / K;
+    const moe::DispatchDest d = p.dl.dest(s, idx[q], pos[q]);
+    *p.recv_sa.template at<float>(d.rank, (size_t(kb) * p.rows_cap + d.recv_row) * sizeof(float)) =
+        p.x_scale[g][int64_t(t) * KB + kb];
+  }
+  for (int64_t q = first; q < rows; q += stride) {
+    const moe::DispatchDest d = p.dl.dest(s, idx[q], pos[q]);
+    *p.recv_meta.template at<RecvMeta>(d.rank, size_t(d.recv_row) * sizeof(RecvMeta)) =
+        RecvMeta{s, int(q / K), int(q % K), 0};
+  }
+  __threadfence_system();  // this thread's stores are performed before the CTA's release below
+  __syncthreads();
+  if (threadIdx.x == 0)
+    for (int d = 0; d < p.view.world; ++d)
+      kernel::signal_add_release(p.signal.template at<uint32_t>(d, runtime::signal_offset(p.view.world, kSlotDispatch, s)));
+}
+
+// Producer, before the L1 tile of row `row` (local expert le, in-expert row m): the dispatch of every
+// source that owns rows of the tile is complete. `seen` caches sources already waited for.
+template <class P>
+__device__ void wait_dispatch(const P& p, int rank, int le, int m, int valid, uint32_t& seen) {
+  const int e = p.dl.place.global_of(rank, le);
+  const int lo = m * kBlockM, hi = lo + valid;  // rows [lo, hi) of the expert's block
+  for (int s = 0; s < p.view.world; ++s) {
+    if (seen & (1u << s)) continue;
+    const int b = p.dl.base(s, e), n = p.dl.count(s, e);
+    if (n == 0 || b >= hi || b + n <= lo) continue;
+    const uint32_t* ctr = p.signal.template at<uint32_t>(rank, runtime::signal_offset(p.view.world, kSlotDispatch, s));
+    kernel::signal_wait_geq(ctr, p.dispatch_target, p.timeout_ns, p.team_err, kernel::SignalWaitInfo{rank, s, kSlotDispatch});
+    seen |= 1u << s;  // a timeout is recorded once; the kernel goes on (results are then wrong, and reported)
+  }
+}
+
+// ---------------------------------------------------------------- the fused kernel
+template <class Sched>
+__global__ void __launch_bounds__(Config::kThreads, 1) moe_fused_kernel(const __grid_constant__ KernelParams<Sched> p) {
+  using C = Config;
+  extern __shared__ uint8_t smem_raw[];
+  SharedStorage& sh = *reinterpret_cast<SharedStorage*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  const int g = blockIdx.x / p.ctas_per_rank, c = blockIdx.x % p.ctas_per_rank;
+  const int rank = p.view.first_rank + g;
+  const int warpgroup = threadIdx.x / 128, tid = threadIdx.x % 128;
+  constexpr uint32_t kConsumerWarps = 4 * C::kConsumerWGs;
+
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < C::kStages; ++s) {
+      ptx::mbar_init(&sh.full[s], 1);
+      ptx::mbar_init(&sh.empty[s], kConsumerWarps);
+    }
+    ptx::fence_mbar_init_release_cluster();
+  }
+  dispatch(p, g, c);  // ends with __syncthreads (barrier init visible too)
+
+  const auto& sp = p.sched[g];
+  const sched::MoeLayout& layout = sp.layout;
+  const int KB1 = p.hidden / kBlockK, KB2 = p.inter / kBlockK;
+  const int row_tiles = p.rows_cap / kBlockM;
+
+  if (warpgroup == 0) {
+    // ---- producer: one thread issues every TMA load.
+    ptx::setmaxnreg_dec<C::kProducerRegs>();
+    if (tid != 0) return;
+    ptx::prefetch_tma_map(&p.tma_x);
+    ptx::prefetch_tma_map(&p.tma_sa);
+    ptx::prefetch_tma_map(&p.tma_w1);
+    ptx::prefetch_tma_map(&p.tma_h);
+    ptx::prefetch_tma_map(&p.tma_hs);
+    ptx::prefetch_tma_map(&p.tma_w2);
+    kernel::PipeState<C::kStages> ps;
+    uint32_t seen = 0;
+    const Sched sched(sp, c);
+    for (auto w = sched.get_initial_work(); w.is_valid(); w = sched.get_next_work(w)) {
+      const sched::MoeTile& t = w.tile;
+      const int grow = g * p.rows_cap + t.row * kBlockM;  // first row in the folded [ranks * rows_cap] maps
+      const int ex = g * layout.num_experts + t.expert;   // expert index in the weight tensors
+      if (t.kind == sched::MoeTileKind::L1) {
+        wait_dispatch(p, rank, t.expert, t.m, layout.tokens_in_row(t.row), seen);
+        ptx::fence_proxy_async_global();
+        for (int kb = 0; kb < KB1; ++kb) {
+          ptx::mbar_wait_acquire_cta(&sh.empty[ps.stage], ps.phase ^ 1);
+          ptx::mbar_arrive_expect_tx_release_cta(&sh.full[ps.stage], C::kL1TxBytes);
+          tma_load_2d(&p.tma_x, &sh.full[ps.stage], sh.a[ps.stage], kb * kBlockK, grow);
+          tma_load_2d(&p.tma_sa, &sh.full[ps.stage], sh.sa[ps.stage], t.row * kBlockM, g * KB1 + kb);
+          const int gate_row = ex * 2 * p.inter + t.n * kBlockN;
+          tma_load_2d(&p.tma_w1, &sh.full[ps.stage], sh.b[ps.stage], kb * kBlockK, gate_row);
+          tma_load_2d(&p.tma_w1, &sh.full[ps.stage], sh.b[ps.stage] + C::kBBytes, kb * kBlockK, gate_row + p.inter);
+          ps.advance();
+        }
+      } else {
+        wait_row_ready(p.row_ready + g * row_tiles + t.row, uint32_t(layout.l1_ntiles), p.timeout_ns, p.err, rank,
+                       t.row);
+        ptx::fence_proxy_async_global();
+        for (int kb = 0; kb < KB2; ++kb) {
+          ptx::mbar_wait_acquire_cta(&sh.empty[ps.stage], ps.phase ^ 1);
+          ptx::mbar_arrive_expect_tx_release_cta(&sh.full[ps.stage], C::kL2TxBytes);
+          tma_load_2d(&p.tma_h, &sh.full[ps.stage], sh.a[ps.stage], kb * kBlockK, grow);
+          tma_load_2d(&p.tma_hs, &sh.full[ps.stage], sh.sa[ps.stage], t.row * kBlockM, g * KB2 + kb);
+          tma_load_2d(&p.tma_w2, &sh.full[ps.stage], sh.b[ps.stage], kb * kBlockK, ex * p.hidden + t.n * kBlockN);
+          ps.advance();
+        }
+      }
+    }
+    return;
+  }
+
+  // ---- consumers: warpgroup wg owns rows [64 wg, 64 wg + 64) of every tile.
+  ptx::setmaxnreg_inc<C::kConsumerRegs>();
+  const int wg = warpgroup - 1;
+  const bool warp_leader = (tid % 32) == 0;
+  const int r0 = 16 * (tid / 32) + (tid % 32) / 4;  // this thread's two fragment rows: r0, r0 + 8
+  kernel::PipeState<C::kStages> ps;
+  const Sched sched(sp, c);
+  for (auto w = sched.get_initial_work(); w.is_valid(); w = sched.get_next_work(w)) {
+    const sched::MoeTile& t = w.tile;
+    const int ex = g * layout.num_experts + t.expert;
+    const int valid = layout.tokens_in_row(t.row) - wg * 64;  // rows of this warpgroup holding tokens
+    const int64_t lrow0 = int64_t(t.row) * kBlockM + wg * 64;  // first row of the warpgroup in the rank's buffer
+    float acc[64];
+    if (t.kind == sched::MoeTileKind::L1) {
+      float fg[64], fu[64];
+#pragma unroll
+      for (int i = 0; i < 64; ++i) fg[i] = fu[i] = 0.f;
+      const float* sg = p.w1_scale + (int64_t(ex) * (2 * p.inter / kBlockN) + t.n) * KB1;
+      const float* su = p.w1_scale + (int64_t(ex) * (2 * p.inter / kBlockN) + p.inter / kBlockN + t.n) * KB1;
+      for (int kb = 0; kb < KB1; ++kb) {
+        const float bg = __ldg(sg + kb), bu = __ldg(su + kb);
+        ptx::mbar_wait_acquire_cta(&sh.full[ps.stage], ps.phase);
+        const float a0 = sh.sa[ps.stage][wg * 64 + r0], a1 = sh.sa[ps.stage][wg * 64 + r0 + 8];
+        const uint8_t* a_wg = sh.a[ps.stage] + wg * 64 * kBlockK;
+        mma_block(acc, a_wg, sh.b[ps.stage]);
+        promote(fg, acc, a0 * bg, a1 * bg);
+        mma_block(acc, a_wg, sh.b[ps.stage] + C::kBBytes);
+        if (warp_leader) ptx::mbar_arrive_release_cta(&sh.empty[ps.stage]);
+        ps.advance();
+        promote(fu, acc, a0 * bu, a1 * bu);
+      }
+      // SwiGLU, then FP8 with one 1x128 scale per row (the tile's 128 h columns are one scale block).
+      float amax[2] = {0.f, 0.f};
+#pragma unroll
+      for (int i = 0; i < 64; ++i) {
+        const int r = r0 + 8 * ((i / 2) % 2);
+        const float gt = fg[i];
+        const float h = r < valid ? gt / (1.0f + expf(-gt)) * fu[i] : 0.f;  // padding rows: zeros
+        fg[i] = h;
+        amax[(i / 2) % 2] = fmaxf(amax[(i / 2) % 2], fabsf(h));
+      }
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        amax[r] = fmaxf(amax[r], __shfl_xor_sync(0xffffffffu, amax[r], 1));
+        amax[r] = fmaxf(amax[r], __shfl_xor_sync(0xffffffffu, amax[r], 2));
+        amax[r] = fmaxf(amax[r], 1e-4f);  // moe::kAmaxFloor
+      }
+      const float inv[2] = {448.0f / amax[0], 448.0f / amax[1]};
+      uint8_t* hrow = p.h + (int64_t(g) * p.rows_cap + lrow0) * p.inter + t.n * kBlockN;
+#pragma unroll
+      for (int i = 0; i < 64; i += 2) {
+        const int rr = (i / 2) % 2, r = r0 + 8 * rr, col = kernel::frag_col(i, tid);
+        const __nv_fp8x2_storage_t q =
+            __nv_cvt_float2_to_fp8x2(make_float2(fg[i] * inv[rr], fg[i + 1] * inv[rr]), __NV_SATFINITE, __NV_E4M3);
+        *reinterpret_cast<uint16_t*>(hrow + int64_t(r) * p.inter + col) = q;
+      }
+      if (tid % 4 == 0) {
+        float* hs = p.h_scale + (int64_t(g) * KB2 + t.n) * p.rows_cap + lrow0;
+        hs[r0] = amax[0] / 448.0f;
+        hs[r0 + 8] = amax[1] / 448.0f;
+      }
+      // The row's readiness: both warpgroups' stores, then one release (gpu scope suffices: the
+      // intermediate buffer is read only by this rank's CTAs; sys is what the wrappers offer).
+      ptx::fence_proxy_async_global();
+      __threadfence();
+      kernel::bar_sync(Bar::kConsumers, 256);
+      if (wg == 0 && tid == 0) kernel::signal_add_release(p.row_ready + g * row_tiles + t.row, 1);
+    } else {
+      float fa[64];
+#pragma unroll
+      for (int i = 0; i < 64; ++i) fa[i] = 0.f;
+      const float* sb = p.w2_scale + (int64_t(ex) * (p.hidden / kBlockN) + t.n) * KB2;
+      for (int kb = 0; kb < KB2; ++kb) {
+        const float b = __ldg(sb + kb);
+        ptx::mbar_wait_acquire_cta(&sh.full[ps.stage], ps.phase);
+        const float a0 = sh.sa[ps.stage][wg * 64 + r0], a1 = sh.sa[ps.stage][wg * 64 + r0 + 8];
+        mma_block(acc, sh.a[ps.stage] + wg * 64 * kBlockK, sh.b[ps.stage]);
+        if (warp_leader) ptx::mbar_arrive_release_cta(&sh.empty[ps.stage]);
+        ps.advance();
+        promote(fa, acc, a0 * b, a1 * b);
+      }
+      // Combine stores: row -> (source, token, slot) shipped by the dispatch; bf16 pairs to the peer.
+#pragma unroll
+      for (int rr = 0; rr < 2; ++rr) {
+        const int r = r0 + 8 * rr;
+        if (r >= valid) continue;
+        const RecvMeta m = *p.recv_meta.template at<const RecvMeta>(rank, size_t(lrow0 + r) * sizeof(RecvMeta));
+        __nv_bfloat16* dst = p.combine.template at<__nv_bfloat16>(
+            m.src, ((size_t(m.token) * p.topk + m.slot) * p.hidden + size_t(t.n) * kBlockN) * sizeof(__nv_bfloat16));
+#pragma unroll
+        for (int i = 2 * rr; i < 64; i += 4) {
+          const int col = kernel::frag_col(i, tid);
+          *reinterpret_cast<uint32_t*>(dst + col) = kernel::pack2<__nv_bfloat16>(fa[i], fa[i + 1]);
+        }
+      }
+    }
+  }
+  // Per-CTA completion of the combine stores (docs/FOUNDATION.md: release only after completion).
+  __threadfence_system();
+  kernel::bar_sync(Bar::kConsumers, 256);
+  if (wg == 0 && tid == 0)
+    for (int d = 0; d < p.view.world; ++d)
+      kernel::signal_add_release(p.signal.template at<uint32_t>(d, runtime::signal_offset(p.view.world, kSlotCombine, rank)));
+}
+
+// ---------------------------------------------------------------- the weighted sum
+// out[t][h] = sum_j weight[t][j] * combine[t][j][h], fp32, slot order, no contraction (as the reference).
+__global__ void __launch_bounds__(256) combine_kernel(const __grid_constant__ CombineParams p) {
+  const int g = blockIdx.y, rank = p.view.first_rank + g;
+  const int64_t n = int64_t(p.tokens) * p.hidden;
+  const __nv_bfloat16* comb = p.combine.at<const __nv_bfloat16>(rank);
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t t = i / p.hidden, h = i % p.hidden;
+    float acc = 0.f;
+    for (int j = 0; j < p.topk; ++j)
+      acc = __fadd_rn(acc, __fmul_rn(p.weight[g][t * p.topk + j],
+                                     __bfloat162float(comb[(t * p.topk + j) * p.hidden + h])));
+    p.out[g][i] = acc;
+  }
+}
+
+}  // namespace xstage::moe_kernel

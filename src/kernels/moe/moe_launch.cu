@@ -1,0 +1,56 @@
+// Launches of the fused MoE kernel (both scheduler instantiations) and of the weighted sum
+// (moe_params.hpp). The host logic lives in moe_layer.cpp. NOT RUN ON A GPU YET (docs/MOE.md).
+#include <array>
+#include <atomic>
+
+#include "moe_kernel.cuh"
+#include "moe_params.hpp"
+
+namespace xstage::moe_kernel {
+namespace {
+
+constexpr int kSmemBytes = int(sizeof(SharedStorage)) + 1024;  // + manual 1024 B alignment
+
+template <class Sched>
+cudaError_t launch(const KernelParams<Sched>& kp, int grid, cudaStream_t stream) {
+  auto kernel = moe_fused_kernel<Sched>;
+  // Raising the dynamic shared-memory limit is per function and device; once per device.
+  static std::array<std::atomic<bool>, 64> configured{};
+  int dev = 0;
+  if (cudaError_t e = cudaGetDevice(&dev); e != cudaSuccess) return e;
+  if (dev >= 64) return cudaErrorInvalidDevice;
+  if (!configured[dev].load()) {
+    if (cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
+        e != cudaSuccess)
+      return e;
+    configured[dev].store(true);
+  }
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(grid);
+  cfg.blockDim = dim3(Config::kThreads);
+  cfg.dynamicSmemBytes = kSmemBytes;
+  cfg.stream = stream;
+  // Cooperative always: L2 tiles wait on other CTAs' L1 tiles and receivers on other ranks' dispatch, so
+  // every CTA must be resident; a launch that cannot make them so fails instead of deadlocking.
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeCooperative;
+  attr[0].val.cooperative = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  return cudaLaunchKernelEx(&cfg, kernel, kp);
+}
+
+}  // namespace
+
+cudaError_t launch_fused(const KernelParams<sched::MoeExpertWaveScheduler>& kp, int grid, cudaStream_t stream) {
+  return launch(kp, grid, stream);
+}
+cudaError_t launch_fused(const KernelParams<sched::MoeInterleavedScheduler>& kp, int grid, cudaStream_t stream) {
+  return launch(kp, grid, stream);
+}
+cudaError_t launch_combine(const CombineParams& cp, int blocks, int ranks, cudaStream_t stream) {
+  combine_kernel<<<dim3(blocks, ranks), 256, 0, stream>>>(cp);
+  return cudaGetLastError();
+}
+
+}  // namespace xstage::moe_kernel

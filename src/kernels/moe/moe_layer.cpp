@@ -1,0 +1,298 @@
+// Host entry of the fused MoE layer kernel (moe_layer.hpp): validation, the dispatch plan and its device
+// tables, TMA descriptors, and the launches (moe_launch.cu). NOT RUN ON A GPU YET (docs/MOE.md).
+#include <cuda.h>
+#include <cudaTypedefs.h>
+
+#include <algorithm>
+#include <cstring>
+#include <type_traits>
+#include <vector>
+
+#include "moe_params.hpp"
+#include "moe_layer.hpp"
+#include "xstage/common/error.hpp"
+#include "xstage/moe/dispatch_plan.hpp"
+#include "xstage/moe/routing.hpp"
+
+namespace xstage::moe_kernel {
+namespace {
+
+void ok(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) throw RuntimeError(detail::concat("moe layer: ", what, " failed: ", cudaGetErrorString(e)));
+}
+
+size_t round16(size_t n) { return (n + 15) / 16 * 16; }
+
+PFN_cuTensorMapEncodeTiled_v12000 encode_fn() {
+  static PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
+    void* p = nullptr;
+    cudaDriverEntryPointQueryResult q{};
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &q) !=
+            cudaSuccess ||
+        q != cudaDriverEntryPointSuccess)
+      p = nullptr;
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(p);
+  }();
+  return fn;
+}
+
+// 2-d row-major map {cols, rows}: FP8 bytes with the 128 B swizzle (box {128, 128}) or fp32 scales without
+// (box {128, 1}).
+void make_map_2d(CUtensorMap* map, const void* base, bool fp8, uint64_t cols, uint64_t rows, const char* what) {
+  auto enc = encode_fn();
+  if (enc == nullptr) throw RuntimeError("moe layer: cuTensorMapEncodeTiled is not available from the driver");
+  const uint64_t elem = fp8 ? 1 : 4;
+  const cuuint64_t dims[2] = {cols, rows};
+  const cuuint64_t strides[1] = {cols * elem};
+  const cuuint32_t box[2] = {128, fp8 ? 128u : 1u};
+  const cuuint32_t es[2] = {1, 1};
+  const CUresult r = enc(map, fp8 ? CU_TENSOR_MAP_DATA_TYPE_UINT8 : CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2,
+                         const_cast<void*>(base), dims, strides, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                         fp8 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_NONE,
+                         CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS)
+    throw RuntimeError(detail::concat("moe layer: TMA descriptor of ", what, " rejected (CUresult ", int(r), "; ",
+                                      cols, " x ", rows, ")"));
+}
+
+// Everything of the kernel parameters that does not depend on the scheduler type.
+template <class Sched>
+void fill_common(KernelParams<Sched>& kp, runtime::Team& team, const MoeLayerParams& prm, int ctas,
+                 const CUtensorMap (&maps)[6]) {
+  kp.tma_x = maps[0];
+  kp.tma_sa = maps[1];
+  kp.tma_w1 = maps[2];
+  kp.tma_h = maps[3];
+  kp.tma_hs = maps[4];
+  kp.tma_w2 = maps[5];
+  kp.view = team.view();
+  kp.ctas_per_rank = ctas;
+  kp.hidden = prm.shape.hidden;
+  kp.inter = prm.shape.inter;
+  kp.topk = prm.shape.topk;
+  kp.tokens = prm.shape.tokens_per_rank;
+  kp.w1_scale = prm.w1_scale;
+  kp.w2_scale = prm.w2_scale;
+  kp.timeout_ns = team.timeout_ns();
+  kp.team_err = team.error_record();
+}
+
+}  // namespace
+
+std::string check_moe_shape(const MoeShape& s, int world) {
+  if (world < 1 || world > runtime::kMaxRanks)
+    return detail::concat("world size ", world, " is outside [1, ", runtime::kMaxRanks, "]");
+  if (s.hidden < kBlockK || s.hidden % kBlockK != 0)
+    return detail::concat("hidden = ", s.hidden, " must be a positive multiple of ", kBlockK, " (the FP8 block)");
+  if (s.inter < kBlockK || s.inter % kBlockK != 0)
+    return detail::concat("inter = ", s.inter, " must be a positive multiple of ", kBlockK, " (the FP8 block)");
+  if (s.experts < 1 || s.experts % world != 0)
+    return detail::concat("experts = ", s.experts, " must be a positive multiple of the world size ", world);
+  if (s.topk < 1 || s.topk > s.experts)
+    return detail::concat("topk = ", s.topk, " must be in [1, experts = ", s.experts, "]");
+  if (s.tokens_per_rank < 1) return detail::concat("tokens_per_rank = ", s.tokens_per_rank, " must be >= 1");
+  const long long rows = moe::max_recv_rows(world, s.tokens_per_rank, s.topk, s.experts / world, kBlockM);
+  if (rows * (long long)std::max(s.hidden, s.inter) >= (1LL << 31))
+    return detail::concat("receive buffer of ", rows, " rows x ", std::max(s.hidden, s.inter),
+                          " is too large for 32-bit TMA coordinates in v0");
+  return "";
+}
+
+MoeWorkspace::MoeWorkspace(runtime::Team& team, const MoeShape& shape) : team_(team), shape_(shape) {
+  if (const std::string why = check_moe_shape(shape, team.world()); !why.empty())
+    throw UsageError("moe layer: " + why);
+  const int P = team.world(), H = shape.hidden, I = shape.inter;
+  const long long rows = moe::max_recv_rows(P, shape.tokens_per_rank, shape.topk, shape.experts / P, kBlockM);
+  rows_cap_ = int((rows + kBlockM - 1) / kBlockM * kBlockM);
+  const size_t R = size_t(rows_cap_);
+  recv_x_ = team.alloc(round16(R * H), "moe recv_x");
+  recv_sa_ = team.alloc(round16(R * (H / kBlockK) * sizeof(float)), "moe recv_sa");
+  recv_meta_ = team.alloc(round16(R * sizeof(RecvMeta)), "moe recv_meta");
+  h_ = team.alloc(round16(R * I), "moe h");
+  h_scale_ = team.alloc(round16(R * (I / kBlockK) * sizeof(float)), "moe h_scale");
+  row_ready_ = team.alloc(round16(R / kBlockM * sizeof(uint32_t)), "moe row_ready");
+  combine_ = team.alloc(round16(size_t(shape.tokens_per_rank) * shape.topk * H * 2), "moe combine");
+  signals_ = std::make_unique<runtime::SignalSet>(team, 2, "moe signals");
+  ok(cudaMalloc(&err_, sizeof(MoeDeviceError)), "cudaMalloc (error record)");
+  ok(cudaMemset(err_, 0, sizeof(MoeDeviceError)), "cudaMemset (error record)");
+}
+
+MoeWorkspace::~MoeWorkspace() {
+  if (err_) cudaFree(err_);
+  if (tables_) cudaFree(tables_);
+}
+
+void MoeWorkspace::check(runtime::Team& team, const std::string& what) {
+  ok(cudaStreamSynchronize(team.stream()), "stream synchronize");
+  MoeDeviceError e{};
+  ok(cudaMemcpy(&e, err_, sizeof e, cudaMemcpyDeviceToHost), "cudaMemcpy (error record)");
+  if (e.code != 0) {
+    ok(cudaMemset(err_, 0, sizeof e), "cudaMemset (error record)");
+    throw RuntimeError(detail::concat(what, ": rank ", e.rank, ": timed out waiting for the Linear-1 tiles of row ",
+                                      e.peer_or_row, " (saw ", e.got, " of ", e.expected, ")"));
+  }
+  team.check(what);
+}
+
+void run_moe_layer(runtime::Team& team, MoeWorkspace& ws, const MoeLayerParams& prm, cudaStream_t stream) {
+  const MoeShape& s = prm.shape;
+  const int P = team.world(), ranks = team.local_ranks(), first = team.first_rank();
+  if (const std::string why = check_moe_shape(s, P); !why.empty()) throw UsageError("moe layer: " + why);
+  const MoeShape& w = ws.shape();
+  XSTAGE_REQUIRE(s.hidden == w.hidden && s.inter == w.inter && s.experts == w.experts && s.topk == w.topk &&
+                     s.tokens_per_rank == w.tokens_per_rank,
+                 "moe layer: params shape (hidden ", s.hidden, ", inter ", s.inter, ", experts ", s.experts, ", topk ",
+                 s.topk, ", tokens ", s.tokens_per_rank, ") differs from the workspace's (hidden ", w.hidden, ", inter ",
+                 w.inter, ", experts ", w.experts, ", topk ", w.topk, ", tokens ", w.tokens_per_rank, ")");
+  XSTAGE_REQUIRE(&ws.team_ == &team, "moe layer: the workspace belongs to another team");
+  XSTAGE_REQUIRE(prm.topk_index_all != nullptr, "moe layer: topk_index_all (the routing of every rank) is null");
+  auto aligned16 = [](const void* q) { return reinterpret_cast<uintptr_t>(q) % 16 == 0; };
+  for (int g = 0; g < ranks; ++g) {
+    const MoeRankInputs& in = prm.rank[g];
+    const int r = first + g;
+    XSTAGE_REQUIRE(in.x && in.x_scale && in.topk_weight && in.out, "moe layer: local rank ", r,
+                   ": x, x_scale, topk_weight and out must all be set");
+    XSTAGE_REQUIRE(aligned16(in.x), "moe layer: local rank ", r, ": x must be 16-byte aligned");
+  }
+  XSTAGE_REQUIRE(prm.w1 && prm.w1_scale && prm.w2 && prm.w2_scale, "moe layer: w1, w1_scale, w2, w2_scale must be set");
+  XSTAGE_REQUIRE(aligned16(prm.w1) && aligned16(prm.w2), "moe layer: w1 and w2 must be 16-byte aligned (TMA)");
+  XSTAGE_REQUIRE(prm.order == MoeOrder::kExpertWave || prm.order == MoeOrder::kInterleaved,
+                 "moe layer: unknown tile order ", int(prm.order));
+  XSTAGE_REQUIRE(prm.experts_per_wave >= 1, "moe layer: experts_per_wave must be >= 1, got ", prm.experts_per_wave);
+  XSTAGE_REQUIRE(prm.lead >= 1, "moe layer: the interleaved lead D must be >= 1 (the kernel waits on Linear-1 rows in "
+                 "order), got ", prm.lead);
+  const int ctas = prm.ctas_per_rank > 0 ? prm.ctas_per_rank : team.sms_per_rank();
+  XSTAGE_REQUIRE(ctas >= 1 && ctas * ranks <= team.sm_count(), "moe layer: ", ctas, " CTAs per rank x ", ranks,
+                 " local ranks exceed the ", team.sm_count(), " SMs (one CTA per SM; all must be resident)");
+  if (ranks > 1)
+    XSTAGE_CHECK(ws.recv_x_->emulated_stride() == ws.recv_x_->bytes() &&
+                     ws.h_->emulated_stride() == ws.h_->bytes() && ws.recv_sa_->emulated_stride() == ws.recv_sa_->bytes() &&
+                     ws.h_scale_->emulated_stride() == ws.h_scale_->bytes() &&
+                     ws.row_ready_->emulated_stride() == ws.row_ready_->bytes(),
+                 "moe layer: emulated copies are not back to back");
+
+  // ---- routing -> dispatch plan (validates every index: rank, token, slot, value)
+  const int T = s.tokens_per_rank, K = s.topk, El = s.experts / P, H = s.hidden, I = s.inter;
+  const std::vector<int32_t> index(prm.topk_index_all, prm.topk_index_all + size_t(P) * T * K);
+  const moe::DispatchPlan plan(index, T, K, moe::make_placement(s.experts, P), kBlockM);
+  for (int g = 0; g < ranks; ++g)
+    XSTAGE_REQUIRE(plan.recv_rows(first + g) <= ws.rows_capacity(), "moe layer: rank ", first + g, " receives ",
+                   plan.recv_rows(first + g), " rows, more than the workspace's ", ws.rows_capacity());
+
+  // ---- device tables, one allocation: counts [P][E], src_base [P][E], row_offset [P][El+1],
+  //      tokens [ranks][El], index [ranks][T][K], pos [ranks][T][K]
+  std::vector<int32_t> tab;
+  auto put = [&](const std::vector<int>& v) {
+    const size_t at = tab.size();
+    tab.insert(tab.end(), v.begin(), v.end());
+    return at;
+  };
+  const size_t o_counts = put(plan.counts()), o_base = put(plan.src_base()), o_off = put(plan.row_offsets());
+  std::vector<int> tok, idx, pos;
+  for (int g = 0; g < ranks; ++g) {
+    const std::vector<int> lt = plan.local_tokens(first + g);
+    tok.insert(tok.end(), lt.begin(), lt.end());
+    for (int t = 0; t < T; ++t)
+      for (int j = 0; j < K; ++j) {
+        idx.push_back(plan.expert(first + g, t, j));
+        pos.push_back(plan.pos_in_src(first + g, t, j));
+      }
+  }
+  const size_t o_tok = put(tok), o_idx = put(idx), o_pos = put(pos);
+  const size_t bytes = tab.size() * sizeof(int32_t);
+  if (bytes > ws.tables_bytes_) {
+    if (ws.tables_) ok(cudaFree(ws.tables_), "cudaFree (tables)");
+    ws.tables_ = nullptr;
+    ok(cudaMalloc(&ws.tables_, bytes), "cudaMalloc (tables)");
+    ws.tables_bytes_ = bytes;
+  }
+  ok(cudaMemcpyAsync(ws.tables_, tab.data(), bytes, cudaMemcpyHostToDevice, stream), "cudaMemcpyAsync (tables)");
+  const int32_t* dt = static_cast<const int32_t*>(ws.tables_);
+
+  // ---- TMA descriptors over the local ranks' folded buffers and the weights
+  const uint64_t R = uint64_t(ws.rows_capacity());
+  const uint64_t experts_here = uint64_t(ranks) * El;
+  CUtensorMap maps[6];
+  make_map_2d(&maps[0], ws.recv_x_->local(first), true, H, uint64_t(ranks) * R, "recv_x");
+  make_map_2d(&maps[1], ws.recv_sa_->local(first), false, R, uint64_t(ranks) * (H / kBlockK), "recv_sa");
+  make_map_2d(&maps[2], prm.w1, true, H, experts_here * 2 * I, "w1");
+  make_map_2d(&maps[3], ws.h_->local(first), true, I, uint64_t(ranks) * R, "h");
+  make_map_2d(&maps[4], ws.h_scale_->local(first), false, R, uint64_t(ranks) * (I / kBlockK), "h_scale");
+  make_map_2d(&maps[5], prm.w2, true, I, experts_here * H, "w2");
+
+  // ---- per-call state: row readiness from zero; epochs of the two signal slots
+  ok(cudaMemsetAsync(ws.row_ready_->local(first), 0, ws.row_ready_->bytes() * ranks, stream), "cudaMemsetAsync (row_ready)");
+  ws.sent_[kSlotDispatch] += uint32_t(ctas);
+  ws.sent_[kSlotCombine] += uint32_t(ctas);
+
+  auto fill = [&](auto& kp) {
+    using Sched = typename std::remove_reference_t<decltype(kp)>::Sched;
+    fill_common(kp, team, prm, ctas, maps);
+    kp.rows_cap = int(R);
+    kp.dl = plan.view().rebased(dt + o_counts, dt + o_base, dt + o_off);
+    for (int g = 0; g < ranks; ++g) {
+      const int r = first + g;
+      sched::MoeLayout l;
+      l.num_experts = El;
+      l.row_offset = dt + o_off + size_t(r) * (El + 1);
+      l.tokens = dt + o_tok + size_t(g) * El;
+      l.l1_ntiles = I / kBlockN;  // one L1 tile = 128 gate + 128 up columns -> 128 h columns
+      l.l2_ntiles = H / kBlockN;
+      l.b_m = kBlockM;
+      const sched::MoeLayoutStorage host = plan.layout(r, l.l1_ntiles, l.l2_ntiles);
+      typename Sched::Params sp;
+      if constexpr (std::is_same_v<Sched, sched::MoeInterleavedScheduler>) {
+        sp.lead = prm.lead;
+      } else {
+        sp.experts_per_wave = prm.experts_per_wave;
+      }
+      sp.instances = ctas;
+      sp.roles = 1;
+      sp.layout = host.view();
+      Sched::validate(sp);  // host arrays
+      XSTAGE_CHECK(Sched::grid_size(sp) == ctas, "moe layer: scheduler grid differs from the CTAs per rank");
+      sp.layout = l;  // device arrays
+      kp.sched[g] = sp;
+      kp.topk_index[g] = dt + o_idx + size_t(g) * T * K;
+      kp.topk_pos[g] = dt + o_pos + size_t(g) * T * K;
+      kp.x[g] = prm.rank[g].x;
+      kp.x_scale[g] = prm.rank[g].x_scale;
+    }
+    kp.recv_x = ws.recv_x_->peers();
+    kp.recv_sa = ws.recv_sa_->peers();
+    kp.recv_meta = ws.recv_meta_->peers();
+    kp.combine = ws.combine_->peers();
+    kp.signal = ws.signals_->table();
+    kp.h = static_cast<uint8_t*>(ws.h_->local(first));
+    kp.h_scale = static_cast<float*>(ws.h_scale_->local(first));
+    kp.row_ready = static_cast<uint32_t*>(ws.row_ready_->local(first));
+    kp.dispatch_target = ws.sent_[kSlotDispatch];
+    kp.err = ws.err_;
+    ok(launch_fused(kp, ranks * ctas, stream), "fused MoE kernel launch");
+  };
+  if (prm.order == MoeOrder::kExpertWave) {
+    KernelParams<sched::MoeExpertWaveScheduler> kp{};
+    fill(kp);
+  } else {
+    KernelParams<sched::MoeInterleavedScheduler> kp{};
+    fill(kp);
+  }
+
+  // ---- every rank's combine stores into this rank's buffer, then the weighted sum
+  ws.signals_->wait(kSlotCombine, ws.sent_[kSlotCombine], stream);
+  CombineParams cp{};
+  cp.view = team.view();
+  cp.tokens = T;
+  cp.topk = K;
+  cp.hidden = H;
+  cp.combine = ws.combine_->peers();
+  for (int g = 0; g < ranks; ++g) {
+    cp.weight[g] = prm.rank[g].topk_weight;
+    cp.out[g] = prm.rank[g].out;
+  }
+  const int64_t n = int64_t(T) * H;
+  const int blocks = int(std::min<int64_t>((n + 255) / 256, 1024));
+  ok(launch_combine(cp, blocks, ranks, stream), "combine kernel launch");
+}
+
+}  // namespace xstage::moe_kernel

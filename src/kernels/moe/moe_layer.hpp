@@ -1,0 +1,112 @@
+#pragma once
+// The fused expert-parallel MoE layer, W8A8 (issue 11, SPEC §5), v0: one persistent sm_90a kernel per
+// layer call over a runtime::Team (real or emulated ranks) does dispatch -> Linear-1 (FP8 wgmma, per-128
+// block-scale promotion) -> SwiGLU + FP8 1x128 requantisation -> Linear-2 -> combine stores into the
+// source ranks' combine buffers; a small second kernel does the top-k weighted sum. docs/MOE.md,
+// "Fused kernel v0", says what is written, how it synchronises, and that it has NOT run on a GPU yet.
+//
+// Usage (every local rank's tensors in device memory; the routing of ALL ranks on the host):
+//   MoeWorkspace ws(team, {hidden, inter, experts, topk, tokens_per_rank});
+//   MoeLayerParams p{...};                   // per local rank g: x, x_scale, weights, topk, out
+//   run_moe_layer(team, ws, p, stream);      // enqueues; ws.check(team) after a sync names device errors
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "xstage/runtime/peer_table.hpp"
+#include "xstage/runtime/team.hpp"
+
+namespace xstage::moe_kernel {
+
+// The one compiled configuration: 128-row tiles (two 64-row consumer warpgroups), 128-wide N tiles
+// (Linear-1: 128 gate + 128 up columns -> 128 h columns), 128-deep K blocks (= the FP8 scale block).
+inline constexpr int kBlockM = 128;
+inline constexpr int kBlockN = 128;
+inline constexpr int kBlockK = 128;
+
+struct MoeShape {
+  int hidden = 0;           // H, multiple of 128
+  int inter = 0;            // I (per expert intermediate), multiple of 128
+  int experts = 0;          // E over all ranks, multiple of the world size
+  int topk = 0;             // k, 1 <= k <= E
+  int tokens_per_rank = 0;  // T (capacity; every call uses exactly T tokens per rank)
+};
+
+// Which tile order the kernel walks (both compile; the kernel must not depend on the order).
+enum class MoeOrder { kExpertWave = 0, kInterleaved = 1 };
+
+// Device tensors of one local rank. FP8 codes are e4m3 bytes; scales fp32 (xstage/moe/quant.hpp's
+// conventions, DeepGEMM's block scales).
+struct MoeRankInputs {
+  const uint8_t* x = nullptr;        // [T][H] activation codes
+  const float* x_scale = nullptr;    // [T][H/128] 1x128 scales (row-major, as quantize_act_1x128 gives)
+  const float* topk_weight = nullptr;  // [T][k] combine weights
+  float* out = nullptr;              // [T][H] fp32 result (top-k weighted sum of bf16 expert outputs)
+};
+
+struct MoeLayerParams {
+  MoeShape shape;
+  // Routing of every rank (host): index[(rank * T + t) * k + j] = global expert. Validated (names rank,
+  // token, slot, value). v0: the counts exchange is not fused; every rank must pass the same routing.
+  const int32_t* topk_index_all = nullptr;
+  MoeRankInputs rank[runtime::kMaxRanks];  // [g] for local rank first_rank + g
+  // Weights of the experts of the local ranks, in global expert order starting at the first local
+  // rank's first expert: (local ranks) x (E/P) experts.
+  const uint8_t* w1 = nullptr;        // [experts][2I][H] codes: rows [0, I) gate, [I, 2I) up
+  const float* w1_scale = nullptr;    // [experts][2I/128][H/128] 128x128 scales
+  const uint8_t* w2 = nullptr;        // [experts][H][I]
+  const float* w2_scale = nullptr;    // [experts][H/128][I/128]
+  MoeOrder order = MoeOrder::kExpertWave;
+  int experts_per_wave = 1;  // Expert-Wave: local experts per wave
+  int lead = 1;              // Interleaved: D (>= 1: the kernel waits on L1 rows in order)
+  int ctas_per_rank = 0;     // 0: team.sms_per_rank()
+};
+
+// First failure the fused kernel recorded (device memory; decoded by MoeWorkspace::check).
+struct MoeDeviceError {
+  int code;  // 0 none, 1 dispatch signal timeout, 2 Linear-1 row readiness timeout
+  int rank, peer_or_row;
+  uint32_t expected, got;
+};
+
+// The symmetric and local buffers of one layer shape, the completion signals and the epoch. Sized for
+// the worst routing (moe::max_recv_rows), so any routing of this shape fits.
+class MoeWorkspace {
+ public:
+  MoeWorkspace(runtime::Team& team, const MoeShape& shape);
+  ~MoeWorkspace();
+  MoeWorkspace(const MoeWorkspace&) = delete;
+  MoeWorkspace& operator=(const MoeWorkspace&) = delete;
+
+  const MoeShape& shape() const { return shape_; }
+  int rows_capacity() const { return rows_cap_; }  // receive rows per rank (multiple of kBlockM)
+  // Waits for the team's stream, then throws RuntimeError naming the first device failure of the MoE
+  // kernel (rank, and the peer or the row it waited for) or of the team's record; clears both.
+  void check(runtime::Team& team, const std::string& what);
+
+ private:
+  friend void run_moe_layer(runtime::Team&, MoeWorkspace&, const MoeLayerParams&, cudaStream_t);
+  runtime::Team& team_;
+  MoeShape shape_;
+  int rows_cap_ = 0;
+  std::unique_ptr<runtime::SymmetricBuffer> recv_x_, recv_sa_, recv_meta_, h_, h_scale_, row_ready_, combine_;
+  std::unique_ptr<runtime::SignalSet> signals_;
+  uint32_t sent_[2] = {0, 0};  // signals expected per (slot, source) so far (counters only grow)
+  MoeDeviceError* err_ = nullptr;
+  // Device copies of the per-call tables (reallocated when too small).
+  void* tables_ = nullptr;
+  size_t tables_bytes_ = 0;
+};
+
+// Validates everything (UsageError with the value and the rule), builds the dispatch plan, uploads the
+// tables and enqueues on `stream`: the fused kernel (one cooperative launch serving every local rank),
+// the wait for every rank's combine stores, and the weighted-sum kernel.
+void run_moe_layer(runtime::Team& team, MoeWorkspace& ws, const MoeLayerParams& params, cudaStream_t stream);
+
+// Why the shape cannot run ("" if it can), for callers that want to check before allocating.
+std::string check_moe_shape(const MoeShape& s, int world);
+
+}  // namespace xstage::moe_kernel

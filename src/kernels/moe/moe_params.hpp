@@ -1,0 +1,84 @@
+#pragma once
+// Parameters of the fused MoE kernel and of the weighted-sum kernel, host- and device-visible (no device
+// code here): moe_layer.cpp fills them, moe_launch.cu launches, moe_kernel.cuh reads them.
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "moe_layer.hpp"
+#include "xstage/moe/dispatch_layout.hpp"
+#include "xstage/runtime/device_error.hpp"
+#include "xstage/runtime/peer_table.hpp"
+#include "xstage/runtime/team.hpp"
+#include "xstage/sched/moe_scheduler.hpp"
+
+namespace xstage::moe_kernel {
+
+// ---------------------------------------------------------------- configuration
+struct Config {
+  static constexpr int kStages = 4;
+  static constexpr int kConsumerWGs = 2;
+  static constexpr int kThreads = 128 * (1 + kConsumerWGs);
+  static constexpr int kProducerRegs = 56, kConsumerRegs = 224;  // 128*56 + 256*224 <= 64K
+  static constexpr uint32_t kABytes = kBlockM * kBlockK;         // 16 KB
+  static constexpr uint32_t kBBytes = kBlockN * kBlockK;         // 16 KB per 128-row B box
+  static constexpr uint32_t kSaBytes = kBlockM * sizeof(float);  // 512 B
+  static constexpr uint32_t kL1TxBytes = kABytes + 2 * kBBytes + kSaBytes;  // gate + up boxes
+  static constexpr uint32_t kL2TxBytes = kABytes + kBBytes + kSaBytes;
+  static_assert(kBlockK == 128 && kBlockM == 128 && kBlockN == 128, "v0 has one configuration");
+};
+
+inline constexpr int kSlotDispatch = 0, kSlotCombine = 1;  // completion-signal slots
+
+// (source rank, token, slot) of a received row, written by the dispatch with the row.
+struct RecvMeta {
+  int src, token, slot, pad;
+};
+
+template <class Sched_>
+struct KernelParams {
+  using Sched = Sched_;
+  CUtensorMap tma_x;   // recv_x of the local ranks: {H, ranks * rows_cap} u8, box {128, 128}, sw128
+  CUtensorMap tma_sa;  // recv_sa: {rows_cap, ranks * H/128} f32, box {128, 1}
+  CUtensorMap tma_w1;  // {H, experts * 2I} u8, box {128, 128}, sw128
+  CUtensorMap tma_h;   // h: {I, ranks * rows_cap} u8, box {128, 128}, sw128
+  CUtensorMap tma_hs;  // h_scale: {rows_cap, ranks * I/128} f32, box {128, 1}
+  CUtensorMap tma_w2;  // {I, experts * H} u8, box {128, 128}, sw128
+  runtime::TeamView view;
+  int ctas_per_rank;
+  int hidden, inter, topk, tokens, rows_cap;
+  moe::DispatchLayout dl;  // tables in device memory
+  typename Sched::Params sched[runtime::kMaxRanks];  // per local rank; layout rebased onto device tables
+  const int32_t* topk_index[runtime::kMaxRanks];     // [T][k] of local rank g
+  const int32_t* topk_pos[runtime::kMaxRanks];       // [T][k]: ordinal among the source's rows to that expert
+  const uint8_t* x[runtime::kMaxRanks];
+  const float* x_scale[runtime::kMaxRanks];
+  runtime::PeerTable recv_x, recv_sa, recv_meta, combine, signal;
+  uint8_t* h;             // local ranks' intermediate codes, [ranks][rows_cap][I]
+  float* h_scale;         // [ranks][I/128][rows_cap]
+  uint32_t* row_ready;    // [ranks][rows_cap / 128], zeroed before the launch
+  const float* w1_scale;  // [experts][2I/128][H/128]
+  const float* w2_scale;  // [experts][H/128][I/128]
+  uint32_t dispatch_target;  // epoch * ctas_per_rank
+  uint64_t timeout_ns;
+  runtime::DeviceError* team_err;
+  MoeDeviceError* err;
+};
+
+// ---------------------------------------------------------------- the weighted sum
+struct CombineParams {
+  runtime::TeamView view;
+  int tokens, topk, hidden;
+  runtime::PeerTable combine;
+  const float* weight[runtime::kMaxRanks];  // [T][k] of local rank g
+  float* out[runtime::kMaxRanks];           // [T][H]
+};
+
+// Launches (moe_launch.cu): the two scheduler instantiations of the fused kernel (cooperative, `grid`
+// CTAs) and the weighted sum (`ranks` x `blocks` CTAs).
+cudaError_t launch_fused(const KernelParams<sched::MoeExpertWaveScheduler>& kp, int grid, cudaStream_t stream);
+cudaError_t launch_fused(const KernelParams<sched::MoeInterleavedScheduler>& kp, int grid, cudaStream_t stream);
+cudaError_t launch_combine(const CombineParams& cp, int blocks, int ranks, cudaStream_t stream);
+
+}  // namespace xstage::moe_kernel
