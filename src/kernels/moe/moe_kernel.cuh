@@ -51,7 +51,7 @@ namespace xstage::moe_kernel {
 struct SharedStorage {
   alignas(1024) uint8_t a[Config::kStages][Config::kABytes];
   alignas(1024) uint8_t b[Config::kStages][2 * Config::kBBytes];  // L1: gate box then up box; L2: one box
-  alignas(16) float sa[Config::kStages][kBlockM];
+  alignas(128) float sa[Config::kStages][kBlockM];  // TMA destinations: 128-byte aligned
   uint64_t full[Config::kStages], empty[Config::kStages];
 };
 

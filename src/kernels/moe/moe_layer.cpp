@@ -134,6 +134,12 @@ void MoeWorkspace::check(runtime::Team& team, const std::string& what) {
   team.check(what);
 }
 
+void MoeWorkspace::poison(cudaStream_t stream) {
+  const int first = team_.first_rank(), ranks = team_.local_ranks();
+  for (auto* b : {recv_x_.get(), recv_sa_.get(), recv_meta_.get(), h_.get(), h_scale_.get(), combine_.get()})
+    for (int g = 0; g < ranks; ++g) ok(cudaMemsetAsync(b->local(first + g), 0xFF, b->bytes(), stream), "cudaMemsetAsync (poison)");
+}
+
 void run_moe_layer(runtime::Team& team, MoeWorkspace& ws, const MoeLayerParams& prm, cudaStream_t stream) {
   const MoeShape& s = prm.shape;
   const int P = team.world(), ranks = team.local_ranks(), first = team.first_rank();

@@ -86,6 +86,9 @@ class MoeWorkspace {
   // Waits for the team's stream, then throws RuntimeError naming the first device failure of the MoE
   // kernel (rank, and the peer or the row it waited for) or of the team's record; clears both.
   void check(runtime::Team& team, const std::string& what);
+  // Tests: fills the receive, intermediate and combine buffers of the local ranks with 0xFF (FP8 and bf16
+  // NaN, fp32 NaN scales), so untouched padding rows or combine entries show up as NaN in the output.
+  void poison(cudaStream_t stream);
 
  private:
   friend void run_moe_layer(runtime::Team&, MoeWorkspace&, const MoeLayerParams&, cudaStream_t);
