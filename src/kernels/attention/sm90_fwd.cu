@@ -9,6 +9,7 @@
 #include <cmath>
 #include <mutex>
 
+#include "xstage/runtime/tensor_map.hpp"
 #include "sm90_epilogue.cuh"
 #include "sm90_fwd.hpp"
 #include "sm90_fwd_kernel.cuh"
@@ -20,19 +21,6 @@ using namespace sm90;
 
 using Scheduler = sched::StaticPersistentAttnScheduler;
 
-// cuTensorMapEncodeTiled through the runtime's driver entry point (no libcuda link needed).
-PFN_cuTensorMapEncodeTiled_v12000 encode_fn() {
-  static PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
-    void* p = nullptr;
-    cudaDriverEntryPointQueryResult q{};
-    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &q) !=
-            cudaSuccess ||
-        q != cudaDriverEntryPointSuccess)
-      p = nullptr;
-    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(p);
-  }();
-  return fn;
-}
 
 // SM count, opt-in shared memory per block and L2 size, read once per device.
 struct DeviceLimits {
@@ -64,7 +52,7 @@ cudaError_t device_limits(DeviceLimits* out) {
 // they are replaced by a valid one (the encoder checks every stride).
 cudaError_t make_map(CUtensorMap* map, const void* ptr, CUtensorMapDataType dtype, int d, int seq, int heads,
                      int batch, const int64_t (&stride)[3], int box_rows) {
-  auto enc = encode_fn();
+  auto enc = runtime::tensor_map_encoder();
   if (enc == nullptr) return cudaErrorNotSupported;
   constexpr int64_t kElt = 2;
   int64_t s_seq = stride[1] * kElt, s_head = stride[2] * kElt, s_batch = stride[0] * kElt;

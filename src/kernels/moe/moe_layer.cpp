@@ -8,6 +8,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "xstage/runtime/tensor_map.hpp"
 #include "moe_params.hpp"
 #include "moe_layer.hpp"
 #include "xstage/common/error.hpp"
@@ -23,23 +24,11 @@ void ok(cudaError_t e, const char* what) {
 
 size_t round16(size_t n) { return (n + 15) / 16 * 16; }
 
-PFN_cuTensorMapEncodeTiled_v12000 encode_fn() {
-  static PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
-    void* p = nullptr;
-    cudaDriverEntryPointQueryResult q{};
-    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &q) !=
-            cudaSuccess ||
-        q != cudaDriverEntryPointSuccess)
-      p = nullptr;
-    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(p);
-  }();
-  return fn;
-}
 
 // 2-d row-major map {cols, rows}: FP8 bytes with the 128 B swizzle (box {128, 128}) or fp32 scales without
 // (box {128, 1}).
 void make_map_2d(CUtensorMap* map, const void* base, bool fp8, uint64_t cols, uint64_t rows, const char* what) {
-  auto enc = encode_fn();
+  auto enc = runtime::tensor_map_encoder();
   if (enc == nullptr) throw RuntimeError("moe layer: cuTensorMapEncodeTiled is not available from the driver");
   const uint64_t elem = fp8 ? 1 : 4;
   const cuuint64_t dims[2] = {cols, rows};
