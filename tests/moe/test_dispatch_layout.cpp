@@ -11,11 +11,13 @@
 #include "../model/test_seed.hpp"
 #include "xstage/common/error.hpp"
 #include "xstage/moe/dispatch_plan.hpp"
+#include "../common/usage_error.hpp"
 
 using namespace xstage::moe;
 using xstage::UsageError;
 
 namespace {
+using xstage::testing::usage_error;
 
 bool same(const CombineSrc& a, const CombineSrc& b) {
   return a.src_rank == b.src_rank && a.token == b.token && a.slot == b.slot;
@@ -100,16 +102,6 @@ void check_plan(const Routing& r, const DispatchPlan& plan) {
     ASSERT_FALSE(v.locate(d, plan.recv_rows(d), &ll, &rr, &ss, &pos));
   }
   ASSERT_EQ(total, 1LL * P * T * k) << "counts sum to tokens * topk";
-}
-
-template <class F>
-std::string usage_error(F&& f) {
-  try {
-    f();
-  } catch (const UsageError& e) {
-    return e.what();
-  }
-  return "";
 }
 
 }  // namespace

@@ -11,11 +11,13 @@
 #include "../model/test_seed.hpp"
 #include "xstage/common/error.hpp"
 #include "xstage/moe/quant.hpp"
+#include "../common/usage_error.hpp"
 
 using namespace xstage::moe;
 using xstage::UsageError;
 
 namespace {
+using xstage::testing::usage_error;
 
 std::uint32_t bits(float x) {
   std::uint32_t b;
@@ -44,16 +46,6 @@ std::uint8_t e4m3_brute(float x) {
     if (d < best_d || (d == best_d && (c & 1) == 0)) best = c, best_d = d;
   }
   return std::uint8_t(sign | best);
-}
-
-template <class F>
-std::string usage_error(F&& f) {
-  try {
-    f();
-  } catch (const UsageError& e) {
-    return e.what();
-  }
-  return "";
 }
 
 }  // namespace

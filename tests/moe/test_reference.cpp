@@ -10,11 +10,13 @@
 #include "../model/test_seed.hpp"
 #include "xstage/common/error.hpp"
 #include "xstage/moe/reference.hpp"
+#include "../common/usage_error.hpp"
 
 using namespace xstage::moe;
 using xstage::UsageError;
 
 namespace {
+using xstage::testing::usage_error;
 
 // W1 = [gate = a*I; up = b*I], W2 = c*I for hidden = inter = n (one expert).
 MoeWeights identity_like(int n, int experts, float a, float b, float c) {
@@ -38,16 +40,6 @@ double rel_rms(const std::vector<float>& a, const std::vector<float>& b) {
   double num = 0, den = 0;
   for (std::size_t i = 0; i < a.size(); ++i) num += (double(a[i]) - b[i]) * (double(a[i]) - b[i]), den += double(b[i]) * b[i];
   return std::sqrt(num / den);
-}
-
-template <class F>
-std::string usage_error(F&& f) {
-  try {
-    f();
-  } catch (const UsageError& e) {
-    return e.what();
-  }
-  return "";
 }
 
 }  // namespace

@@ -11,22 +11,13 @@
 #include "xstage/common/error.hpp"
 #include "xstage/moe/routing.hpp"
 #include "xstage/sim/moe.hpp"
+#include "../common/usage_error.hpp"
 
 using namespace xstage::moe;
 using xstage::UsageError;
 
 namespace {
-
-// Message of the UsageError `f` throws ("" if none).
-template <class F>
-std::string usage_error(F&& f) {
-  try {
-    f();
-  } catch (const UsageError& e) {
-    return e.what();
-  }
-  return "";
-}
+using xstage::testing::usage_error;
 
 void expect_well_formed(const Routing& r) {
   ASSERT_EQ(r.index.size(), std::size_t(r.world) * r.tokens_per_rank * r.topk);
