@@ -183,7 +183,7 @@ void run_case(const Case& c) {
     std::printf("%s call %d: rms(kernel - w8a8) %.3e, rms(w8a8 - fp32) %.3e, max %.3e / %.3e, NaN %lld\n",
                 name(c).c_str(), call, err.rms_kernel, err.rms_ref, err.max_kernel, err.max_ref, err.nan);
     EXPECT_EQ(err.nan, 0);
-    EXPECT_LE(err.rms_kernel, 0.5 * err.rms_ref);
+    EXPECT_LE(err.rms_kernel, 0.25 * err.rms_ref);  // measured 0.04-0.09 (results/moe/correctness)
     EXPECT_LE(err.max_kernel, 2 * err.max_ref + 1e-3 * err.max_fp32);
   }
 }

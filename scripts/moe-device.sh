@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# One device call for the fused MoE kernel (issue 11), from a build carried to the GPU host:
+#   1. every MoE GPU test in its own process (a hang cannot eat the call), with its printed error ratios
+#   2. compute-sanitizer memcheck, racecheck and synccheck on small cases (MOE_SANITIZE=0 skips)
+#   3. optionally (MOE_BENCH=1) the MoE benchmark with its arguments in MOE_BENCH_ARGS
+# Writes $OUT/moe-tests.log, $OUT/sanitize.log, $OUT/machine.txt (and the benchmark's files).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
+OUT=${OUT:-results/moe/dev}
+mkdir -p "$OUT"
+BUILD=${XSTAGE_BUILD_DIR:-build}
+nccl_py=$(python3 -c "import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], 'lib'))" 2>/dev/null || true)
+[ -n "$nccl_py" ] && export LD_LIBRARY_PATH="$nccl_py:${LD_LIBRARY_PATH:-}"
+{ nvidia-smi -L; nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,power.limit --format=csv,noheader; } \
+  > "$OUT/machine.txt" 2>&1
+cat "$OUT/machine.txt"
+
+echo "== MoE GPU tests (${MOE_TESTS:-all})"
+for bin in ${MOE_TEST_BINS:-$BUILD/tests/moe_gpu/test_moe_layer_gpu}; do
+  [ -x "$bin" ] || { echo "missing $bin"; continue; }
+  for t in $("$bin" --gtest_list_tests | awk '/^[^ ]/{s=$1} /^  /{print s $1}'); do
+    if [ -n "${MOE_TESTS:-}" ] && ! echo "$t" | grep -qE "$MOE_TESTS"; then continue; fi
+    start=$(date +%s.%N)
+    timeout "${MOE_TEST_TIMEOUT:-90}" "$bin" --gtest_filter="$t" > "$OUT/one.log" 2>&1
+    rc=$?
+    dt=$(python3 -c "import time; print(f'{time.time() - $start:.1f}')")
+    echo "$t rc=$rc ${dt}s" | tee -a "$OUT/moe-tests.log"
+    grep -vE "^\[ (RUN|       OK|==========|----------|  PASSED)|^Note:|^Running main|^$" "$OUT/one.log" | head -40 >> "$OUT/moe-tests.log"
+  done
+done
+rm -f "$OUT/one.log"
+grep -cE " rc=0 " "$OUT/moe-tests.log" | sed 's/^/passed: /'
+grep -E " rc=[1-9]" "$OUT/moe-tests.log" | sed 's/^/FAILED: /'
+
+if [ "${MOE_SANITIZE:-1}" = 1 ]; then
+  echo "== compute-sanitizer"
+  SAN=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
+  if [ -n "$SAN" ]; then
+    for tool in memcheck racecheck synccheck; do
+      timeout "${MOE_SAN_TIMEOUT:-150}" "$SAN" --tool $tool --error-exitcode 3 "$BUILD/tests/moe_gpu/test_moe_layer_gpu" \
+        --gtest_filter="${MOE_SAN_FILTER:-MoeLayerGpu.SingleRank:MoeLayerGpu.EmulatedP2}" >> "$OUT/sanitize.log" 2>&1
+      echo "$tool exit $?" | tee -a "$OUT/sanitize.log"
+    done
+    grep -E "ERROR SUMMARY|RACECHECK SUMMARY|SYNCCHECK" "$OUT/sanitize.log" | head
+  else
+    echo "compute-sanitizer not found" | tee "$OUT/sanitize.log"
+  fi
+fi
+
+if [ "${MOE_BENCH:-0}" = 1 ]; then
+  echo "== MoE benchmark"
+  timeout "${MOE_BENCH_TIMEOUT:-400}" "$BUILD/bench/moe/bench_moe" --out "$OUT" ${MOE_BENCH_ARGS:-} 2>&1 | tail -60
+fi
