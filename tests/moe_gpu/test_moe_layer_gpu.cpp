@@ -254,6 +254,7 @@ TEST(MoeLayerGpu, RejectsBadInput) {
   moe_kernel::MoeLayerParams prm;
   prm.shape = shape;
   EXPECT_THROW(moe_kernel::run_moe_layer(*team, ws, prm, team->stream()), UsageError);  // null routing
+  EXPECT_THROW(moe_kernel::launch_moe_layer(*team, ws, prm, team->stream()), UsageError);  // nothing prepared
   std::vector<int32_t> index(2 * 16 * 2, 0);
   for (size_t i = 1; i < index.size(); i += 2) index[i] = 1;
   prm.topk_index_all = index.data();

@@ -1,5 +1,5 @@
 #pragma once
-// The fused MoE layer kernel, W8A8, v0 (docs/MOE.md, "Fused kernel v0"). NOT RUN ON A GPU YET.
+// The fused MoE layer kernel, W8A8, v1 (docs/MOE.md, "Fused kernel").
 //
 // One persistent launch serves every local rank: CTA b belongs to local rank g = b / ctas_per_rank and is
 // instance b % ctas_per_rank of that rank's tile scheduler (any type with the sched/work_tile.hpp
@@ -7,20 +7,24 @@
 //   1. dispatch (all threads): copy this rank's routed rows (FP8 codes, 1x128 scales, and the row's
 //      (source, token, slot)) into the destination ranks' receive buffers at DispatchLayout's rows; then
 //      one release per destination (per-CTA completion signal, slot kSlotDispatch).
-//   2. warp-specialised tiles: warp 0 of warpgroup 0 is the producer (one thread issues every TMA load:
-//      A tile, its 128 A scales, B tile(s)); warpgroups 1 and 2 are the consumers (64 rows each): FP8
-//      wgmma m64n128k32 per 128-deep block into a scratch accumulator, promoted in fp32 with
-//      a_scale[row] * b_scale (DeepGEMM's technique), then the epilogue in the consumers:
-//        L1 tile (row p, n): 128 gate + 128 up columns -> h = silu(g) * u for 128 h columns, the per-row
-//            amax of those 128 columns (= one 1x128 scale block), FP8 codes + scale into the rank's
-//            intermediate buffer; then row_ready[p] += 1 (release).
-//        L2 tile (row p, n): 128 hidden columns -> bf16 straight into the source rank's combine buffer
-//            at entry (token, slot) (peer pointers; padding rows store nothing).
-//      Before an L1 tile the producer waits (acquire, timeout) for the dispatch signals of the source
-//      ranks that own rows of that tile; before an L2 tile for row_ready[p] == l1_ntiles (timeout names
-//      the row). Both waits are followed by fence.proxy.async.global (generic-proxy writes, TMA reads).
-//   3. after its last tile: every consumer thread fences its stores (system scope), the consumers meet
-//      at a named barrier, one thread raises slot kSlotCombine on every rank.
+//   2. warp-specialised tiles, every role walking the same scheduler sequence:
+//      - producer (warp 0 of warpgroup 0, one thread): every TMA load (A tile, its 128 A scales, B tiles)
+//        into a kStages ring (full/empty mbarriers). Before an L1 tile it waits (acquire, timeout) for the
+//        dispatch signals of the sources that own rows of the tile; before an L2 tile for
+//        row_ready[p] == l1_ntiles. Both waits are followed by fence.proxy.async.global.
+//      - MMA warpgroups 1 and 2 (64 rows each): FP8 wgmma m64n128k32 per 128-deep block into a scratch
+//        accumulator, promoted in fp32 with a_scale[row] * b_scale (DeepGEMM's technique). Then
+//          L1 tile (row p, n): 128 gate + 128 up columns -> h = silu(g) * u, per-row amax over the 128
+//              columns (one 1x128 scale block) -> FP8 codes + scales into a staging slot;
+//          L2 tile (row p, n): 128 hidden columns -> bf16 rows into a staging slot;
+//        and on to the next tile: the MMA side only waits when both staging slots are still busy.
+//      - epilogue warps (warps 1 and 2 of warpgroup 0), both walking every tile so the slots stay in step:
+//          warp 1 (L1): one TMA store of the h tile + one bulk store of its scales into this rank's
+//              intermediate buffer, slot freed once read, then (writes complete) row_ready[p] += 1;
+//          warp 2 (L2): one bulk store per valid row (256 B) straight into entry (token, slot) of the row's
+//              source rank's combine buffer (peer memory), slot freed once read: the remote stores drain
+//              behind the MMA (the X-Stage); after the last tile, bulk_wait_group 0, a system fence and
+//              one release of slot kSlotCombine on every rank (the per-CTA completion signal).
 // The weighted sum over the k slots is a second, small kernel (combine_kernel) after a stream-ordered
 // wait for every rank's combine signals.
 #include <cuda.h>
@@ -51,13 +55,18 @@ namespace xstage::moe_kernel {
 struct SharedStorage {
   alignas(1024) uint8_t a[Config::kStages][Config::kABytes];
   alignas(1024) uint8_t b[Config::kStages][2 * Config::kBBytes];  // L1: gate box then up box; L2: one box
+  // Epilogue staging between the MMA warpgroups and the epilogue warps (double-buffered):
+  //   L1 tile: h codes [128][128] in the TMA 128 B swizzle at offset 0, the 128 row scales at kStageScales;
+  //   L2 tile: bf16 [128][136] (rows padded by 16 B: conflict-free fragment writes), one bulk store per row.
+  alignas(1024) uint8_t stage[Config::kEpiSlots][Config::kStageBytes];
   alignas(128) float sa[Config::kStages][kBlockM];  // TMA destinations: 128-byte aligned
   uint64_t full[Config::kStages], empty[Config::kStages];
+  uint64_t stage_full[Config::kEpiSlots], stage_empty[Config::kEpiSlots];
 };
+static_assert(sizeof(SharedStorage) + 1024 <= 227 * 1024, "shared memory of one CTA per SM");
 
-enum class Bar : uint32_t {
-  kConsumers = 1,  // both consumer warpgroups (256 threads)
-};
+// Warp roles of warpgroup 0 (the consumers are warpgroups 1 and 2).
+enum Warp : int { kProducerWarp = 0, kL1EpilogueWarp = 1, kL2EpilogueWarp = 2 };
 
 // ---------------------------------------------------------------- small device helpers
 __device__ __forceinline__ void tma_load_2d(const CUtensorMap* map, uint64_t* bar, void* dst, int c0, int c1) {
@@ -172,6 +181,15 @@ __device__ void wait_dispatch(const P& p, int rank, int le, int m, int valid, ui
 }
 
 // ---------------------------------------------------------------- the fused kernel
+__device__ __forceinline__ void tma_store_2d(const CUtensorMap* map, const void* src, int c0, int c1) {
+  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group [%0, {%2, %3}], [%1];\n" ::"l"(map),
+               "r"(ptx::smem_addr(src)), "r"(c0), "r"(c1)
+               : "memory");
+}
+
+// Position in the epilogue staging ring; the MMA warpgroups and both epilogue warps walk every tile.
+using EpiState = kernel::PipeState<Config::kEpiSlots>;
+
 template <class Sched>
 __global__ void __launch_bounds__(Config::kThreads, 1) moe_fused_kernel(const __grid_constant__ KernelParams<Sched> p) {
   using C = Config;
@@ -187,6 +205,10 @@ __global__ void __launch_bounds__(Config::kThreads, 1) moe_fused_kernel(const __
       ptx::mbar_init(&sh.full[s], 1);
       ptx::mbar_init(&sh.empty[s], kConsumerWarps);
     }
+    for (int s = 0; s < C::kEpiSlots; ++s) {
+      ptx::mbar_init(&sh.stage_full[s], kConsumerWarps);
+      ptx::mbar_init(&sh.stage_empty[s], 2);  // both epilogue warps see every slot (they stay in step)
+    }
     ptx::fence_mbar_init_release_cluster();
   }
   dispatch(p, g, c);  // ends with __syncthreads (barrier init visible too)
@@ -195,49 +217,112 @@ __global__ void __launch_bounds__(Config::kThreads, 1) moe_fused_kernel(const __
   const sched::MoeLayout& layout = sp.layout;
   const int KB1 = p.hidden / kBlockK, KB2 = p.inter / kBlockK;
   const int row_tiles = p.rows_cap / kBlockM;
+  const Sched sched(sp, c);
 
   if (warpgroup == 0) {
-    // ---- producer: one thread issues every TMA load.
     ptx::setmaxnreg_dec<C::kProducerRegs>();
-    if (tid != 0) return;
-    ptx::prefetch_tma_map(&p.tma_x);
-    ptx::prefetch_tma_map(&p.tma_sa);
-    ptx::prefetch_tma_map(&p.tma_w1);
-    ptx::prefetch_tma_map(&p.tma_h);
-    ptx::prefetch_tma_map(&p.tma_hs);
-    ptx::prefetch_tma_map(&p.tma_w2);
-    kernel::PipeState<C::kStages> ps;
-    uint32_t seen = 0;
-    const Sched sched(sp, c);
-    for (auto w = sched.get_initial_work(); w.is_valid(); w = sched.get_next_work(w)) {
-      const sched::MoeTile& t = w.tile;
-      const int grow = g * p.rows_cap + t.row * kBlockM;  // first row in the folded [ranks * rows_cap] maps
-      const int ex = g * layout.num_experts + t.expert;   // expert index in the weight tensors
-      if (t.kind == sched::MoeTileKind::L1) {
-        wait_dispatch(p, rank, t.expert, t.m, layout.tokens_in_row(t.row), seen);
-        ptx::fence_proxy_async_global();
-        for (int kb = 0; kb < KB1; ++kb) {
-          ptx::mbar_wait_acquire_cta(&sh.empty[ps.stage], ps.phase ^ 1);
-          ptx::mbar_arrive_expect_tx_release_cta(&sh.full[ps.stage], C::kL1TxBytes);
-          tma_load_2d(&p.tma_x, &sh.full[ps.stage], sh.a[ps.stage], kb * kBlockK, grow);
-          tma_load_2d(&p.tma_sa, &sh.full[ps.stage], sh.sa[ps.stage], t.row * kBlockM, g * KB1 + kb);
-          const int gate_row = ex * 2 * p.inter + t.n * kBlockN;
-          tma_load_2d(&p.tma_w1, &sh.full[ps.stage], sh.b[ps.stage], kb * kBlockK, gate_row);
-          tma_load_2d(&p.tma_w1, &sh.full[ps.stage], sh.b[ps.stage] + C::kBBytes, kb * kBlockK, gate_row + p.inter);
-          ps.advance();
+    const int warp = tid / 32, lane = tid % 32;
+    if (warp == kProducerWarp) {
+      // ---- producer: one thread issues every TMA load.
+      if (lane != 0) return;
+      ptx::prefetch_tma_map(&p.tma_x);
+      ptx::prefetch_tma_map(&p.tma_sa);
+      ptx::prefetch_tma_map(&p.tma_w1);
+      ptx::prefetch_tma_map(&p.tma_h);
+      ptx::prefetch_tma_map(&p.tma_hs);
+      ptx::prefetch_tma_map(&p.tma_w2);
+      kernel::PipeState<C::kStages> ps;
+      uint32_t seen = 0;
+      for (auto w = sched.get_initial_work(); w.is_valid(); w = sched.get_next_work(w)) {
+        const sched::MoeTile& t = w.tile;
+        const int grow = g * p.rows_cap + t.row * kBlockM;  // first row in the folded [ranks * rows_cap] maps
+        const int ex = g * layout.num_experts + t.expert;   // expert index in the weight tensors
+        if (t.kind == sched::MoeTileKind::L1) {
+          wait_dispatch(p, rank, t.expert, t.m, layout.tokens_in_row(t.row), seen);
+          ptx::fence_proxy_async_global();
+          for (int kb = 0; kb < KB1; ++kb) {
+            ptx::mbar_wait_acquire_cta(&sh.empty[ps.stage], ps.phase ^ 1);
+            ptx::mbar_arrive_expect_tx_release_cta(&sh.full[ps.stage], C::kL1TxBytes);
+            tma_load_2d(&p.tma_x, &sh.full[ps.stage], sh.a[ps.stage], kb * kBlockK, grow);
+            tma_load_2d(&p.tma_sa, &sh.full[ps.stage], sh.sa[ps.stage], t.row * kBlockM, g * KB1 + kb);
+            const int gate_row = ex * 2 * p.inter + t.n * kBlockN;
+            tma_load_2d(&p.tma_w1, &sh.full[ps.stage], sh.b[ps.stage], kb * kBlockK, gate_row);
+            tma_load_2d(&p.tma_w1, &sh.full[ps.stage], sh.b[ps.stage] + C::kBBytes, kb * kBlockK, gate_row + p.inter);
+            ps.advance();
+          }
+        } else {
+          wait_row_ready(p.row_ready + g * row_tiles + t.row, uint32_t(layout.l1_ntiles), p.timeout_ns, p.err, rank,
+                         t.row);
+          ptx::fence_proxy_async_global();
+          for (int kb = 0; kb < KB2; ++kb) {
+            ptx::mbar_wait_acquire_cta(&sh.empty[ps.stage], ps.phase ^ 1);
+            ptx::mbar_arrive_expect_tx_release_cta(&sh.full[ps.stage], C::kL2TxBytes);
+            tma_load_2d(&p.tma_h, &sh.full[ps.stage], sh.a[ps.stage], kb * kBlockK, grow);
+            tma_load_2d(&p.tma_hs, &sh.full[ps.stage], sh.sa[ps.stage], t.row * kBlockM, g * KB2 + kb);
+            tma_load_2d(&p.tma_w2, &sh.full[ps.stage], sh.b[ps.stage], kb * kBlockK, ex * p.hidden + t.n * kBlockN);
+            ps.advance();
+          }
         }
-      } else {
-        wait_row_ready(p.row_ready + g * row_tiles + t.row, uint32_t(layout.l1_ntiles), p.timeout_ns, p.err, rank,
-                       t.row);
-        ptx::fence_proxy_async_global();
-        for (int kb = 0; kb < KB2; ++kb) {
-          ptx::mbar_wait_acquire_cta(&sh.empty[ps.stage], ps.phase ^ 1);
-          ptx::mbar_arrive_expect_tx_release_cta(&sh.full[ps.stage], C::kL2TxBytes);
-          tma_load_2d(&p.tma_h, &sh.full[ps.stage], sh.a[ps.stage], kb * kBlockK, grow);
-          tma_load_2d(&p.tma_hs, &sh.full[ps.stage], sh.sa[ps.stage], t.row * kBlockM, g * KB2 + kb);
-          tma_load_2d(&p.tma_w2, &sh.full[ps.stage], sh.b[ps.stage], kb * kBlockK, ex * p.hidden + t.n * kBlockN);
-          ps.advance();
+      }
+      return;
+    }
+    if (warp == kL1EpilogueWarp || warp == kL2EpilogueWarp) {
+      // ---- epilogue warps: both walk every tile (staging slots in step); each stores its kind.
+      const bool l1_role = warp == kL1EpilogueWarp;
+      EpiState es;
+      for (auto w = sched.get_initial_work(); w.is_valid(); w = sched.get_next_work(w)) {
+        const sched::MoeTile& t = w.tile;
+        const bool mine = (t.kind == sched::MoeTileKind::L1) == l1_role;
+        ptx::mbar_wait_acquire_cta(&sh.stage_full[es.stage], es.phase);
+        uint8_t* st = sh.stage[es.stage];
+        if (!mine) {
+          if (lane == 0) ptx::mbar_arrive_release_cta(&sh.stage_empty[es.stage]);
+          es.advance();
+          continue;
         }
+        if (l1_role) {
+          // h codes by one 2-d TMA store, the 128 row scales by one bulk store; the row's readiness only
+          // after both are complete (the consumers of h are other CTAs' TMA loads).
+          if (lane == 0) {
+            tma_store_2d(&p.tma_h, st, t.n * kBlockN, g * p.rows_cap + t.row * kBlockM);
+            ptx::bulk_store(p.h_scale + (int64_t(g) * KB2 + t.n) * p.rows_cap + int64_t(t.row) * kBlockM,
+                            st + C::kStageScales, kBlockM * sizeof(float));
+            ptx::bulk_commit_group();
+            ptx::bulk_wait_group_read<0>();
+            ptx::mbar_arrive_release_cta(&sh.stage_empty[es.stage]);
+            ptx::bulk_wait_group<0>();
+            ptx::fence_proxy_async_global();
+            __threadfence();
+            kernel::signal_add_release(p.row_ready + g * row_tiles + t.row, 1);
+          }
+        } else {
+          // combine: every valid row's 256 bytes to entry (token, slot) of its source rank, one bulk store
+          // each, 4 rows per lane; the slot is free once the stores have read it (writes may still fly).
+          const int valid = layout.tokens_in_row(t.row);
+          for (int r = lane; r < valid; r += 32) {
+            const RecvMeta m =
+                *p.recv_meta.template at<const RecvMeta>(rank, size_t(int64_t(t.row) * kBlockM + r) * sizeof(RecvMeta));
+            __nv_bfloat16* dst = p.combine.template at<__nv_bfloat16>(
+                m.src, ((size_t(m.token) * p.topk + m.slot) * p.hidden + size_t(t.n) * kBlockN) * sizeof(__nv_bfloat16));
+            ptx::bulk_store(dst, st + r * C::kL2Pitch, kBlockN * sizeof(__nv_bfloat16));
+          }
+          ptx::bulk_commit_group();
+          ptx::bulk_wait_group_read<0>();
+          __syncwarp();
+          if (lane == 0) ptx::mbar_arrive_release_cta(&sh.stage_empty[es.stage]);
+        }
+        es.advance();
+      }
+      if (!l1_role) {
+        // Per-CTA completion of the combine stores (docs/FOUNDATION.md: release only after completion).
+        ptx::bulk_wait_group<0>();
+        ptx::fence_proxy_async_global();
+        __threadfence_system();
+        __syncwarp();
+        if (lane == 0)
+          for (int d = 0; d < p.view.world; ++d)
+            kernel::signal_add_release(
+                p.signal.template at<uint32_t>(d, runtime::signal_offset(p.view.world, kSlotCombine, rank)));
       }
     }
     return;
@@ -249,12 +334,11 @@ __global__ void __launch_bounds__(Config::kThreads, 1) moe_fused_kernel(const __
   const bool warp_leader = (tid % 32) == 0;
   const int r0 = 16 * (tid / 32) + (tid % 32) / 4;  // this thread's two fragment rows: r0, r0 + 8
   kernel::PipeState<C::kStages> ps;
-  const Sched sched(sp, c);
+  EpiState es;
   for (auto w = sched.get_initial_work(); w.is_valid(); w = sched.get_next_work(w)) {
     const sched::MoeTile& t = w.tile;
     const int ex = g * layout.num_experts + t.expert;
     const int valid = layout.tokens_in_row(t.row) - wg * 64;  // rows of this warpgroup holding tokens
-    const int64_t lrow0 = int64_t(t.row) * kBlockM + wg * 64;  // first row of the warpgroup in the rank's buffer
     float acc[64];
     if (t.kind == sched::MoeTileKind::L1) {
       float fg[64], fu[64];
@@ -291,25 +375,21 @@ __global__ void __launch_bounds__(Config::kThreads, 1) moe_fused_kernel(const __
         amax[r] = fmaxf(amax[r], 1e-4f);  // moe::kAmaxFloor
       }
       const float inv[2] = {448.0f / amax[0], 448.0f / amax[1]};
-      uint8_t* hrow = p.h + (int64_t(g) * p.rows_cap + lrow0) * p.inter + t.n * kBlockN;
+      ptx::mbar_wait_acquire_cta(&sh.stage_empty[es.stage], es.phase ^ 1);
+      uint8_t* st = sh.stage[es.stage];
 #pragma unroll
       for (int i = 0; i < 64; i += 2) {
-        const int rr = (i / 2) % 2, r = r0 + 8 * rr, col = kernel::frag_col(i, tid);
+        const int rr = (i / 2) % 2, r = wg * 64 + r0 + 8 * rr, col = kernel::frag_col(i, tid);
         const __nv_fp8x2_storage_t q =
             __nv_cvt_float2_to_fp8x2(make_float2(fg[i] * inv[rr], fg[i + 1] * inv[rr]), __NV_SATFINITE, __NV_E4M3);
-        *reinterpret_cast<uint16_t*>(hrow + int64_t(r) * p.inter + col) = q;
+        // TMA 128 B swizzle of a {128 B, 128 rows} box: 16-byte chunk index XOR row % 8.
+        *reinterpret_cast<uint16_t*>(st + r * 128 + (((col / 16) ^ (r % 8)) * 16) + col % 16) = q;
       }
       if (tid % 4 == 0) {
-        float* hs = p.h_scale + (int64_t(g) * KB2 + t.n) * p.rows_cap + lrow0;
+        float* hs = reinterpret_cast<float*>(st + C::kStageScales) + wg * 64;
         hs[r0] = amax[0] / 448.0f;
         hs[r0 + 8] = amax[1] / 448.0f;
       }
-      // The row's readiness: both warpgroups' stores, then one release (gpu scope suffices: the
-      // intermediate buffer is read only by this rank's CTAs; sys is what the wrappers offer).
-      ptx::fence_proxy_async_global();
-      __threadfence();
-      kernel::bar_sync(Bar::kConsumers, 256);
-      if (wg == 0 && tid == 0) kernel::signal_add_release(p.row_ready + g * row_tiles + t.row, 1);
     } else {
       float fa[64];
 #pragma unroll
@@ -324,28 +404,20 @@ __global__ void __launch_bounds__(Config::kThreads, 1) moe_fused_kernel(const __
         ps.advance();
         promote(fa, acc, a0 * b, a1 * b);
       }
-      // Combine stores: row -> (source, token, slot) shipped by the dispatch; bf16 pairs to the peer.
+      ptx::mbar_wait_acquire_cta(&sh.stage_empty[es.stage], es.phase ^ 1);
+      uint8_t* st = sh.stage[es.stage] + (wg * 64 + r0) * C::kL2Pitch;
 #pragma unroll
-      for (int rr = 0; rr < 2; ++rr) {
-        const int r = r0 + 8 * rr;
-        if (r >= valid) continue;
-        const RecvMeta m = *p.recv_meta.template at<const RecvMeta>(rank, size_t(lrow0 + r) * sizeof(RecvMeta));
-        __nv_bfloat16* dst = p.combine.template at<__nv_bfloat16>(
-            m.src, ((size_t(m.token) * p.topk + m.slot) * p.hidden + size_t(t.n) * kBlockN) * sizeof(__nv_bfloat16));
-#pragma unroll
-        for (int i = 2 * rr; i < 64; i += 4) {
-          const int col = kernel::frag_col(i, tid);
-          *reinterpret_cast<uint32_t*>(dst + col) = kernel::pack2<__nv_bfloat16>(fa[i], fa[i + 1]);
-        }
+      for (int i = 0; i < 64; i += 2) {
+        const int rr = (i / 2) % 2, col = kernel::frag_col(i, tid);
+        *reinterpret_cast<uint32_t*>(st + rr * 8 * C::kL2Pitch + col * 2) = kernel::pack2<__nv_bfloat16>(fa[i], fa[i + 1]);
       }
     }
+    // Hand the slot to the epilogue warps: generic-proxy smem writes before their bulk/TMA reads.
+    ptx::fence_proxy_async_shared_cta();
+    __syncwarp();
+    if (warp_leader) ptx::mbar_arrive_release_cta(&sh.stage_full[es.stage]);
+    es.advance();
   }
-  // Per-CTA completion of the combine stores (docs/FOUNDATION.md: release only after completion).
-  __threadfence_system();
-  kernel::bar_sync(Bar::kConsumers, 256);
-  if (wg == 0 && tid == 0)
-    for (int d = 0; d < p.view.world; ++d)
-      kernel::signal_add_release(p.signal.template at<uint32_t>(d, runtime::signal_offset(p.view.world, kSlotCombine, rank)));
 }
 
 // ---------------------------------------------------------------- the weighted sum

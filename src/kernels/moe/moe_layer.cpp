@@ -4,6 +4,7 @@
 #include <cudaTypedefs.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <type_traits>
 #include <vector>
@@ -68,6 +69,12 @@ void fill_common(KernelParams<Sched>& kp, runtime::Team& team, const MoeLayerPar
 
 }  // namespace
 
+struct MoeWorkspace::Prepared {
+  moe::DispatchPlan plan;
+  size_t o_counts, o_base, o_off, o_tok, o_idx, o_pos;  // int32 offsets of the tables in tables_
+  std::vector<sched::MoeLayoutStorage> layouts;         // host copies per local rank (scheduler validation)
+};
+
 std::string check_moe_shape(const MoeShape& s, int world) {
   if (world < 1 || world > runtime::kMaxRanks)
     return detail::concat("world size ", world, " is outside [1, ", runtime::kMaxRanks, "]");
@@ -129,18 +136,18 @@ void MoeWorkspace::poison(cudaStream_t stream) {
     for (int g = 0; g < ranks; ++g) ok(cudaMemsetAsync(b->local(first + g), 0xFF, b->bytes(), stream), "cudaMemsetAsync (poison)");
 }
 
-void run_moe_layer(runtime::Team& team, MoeWorkspace& ws, const MoeLayerParams& prm, cudaStream_t stream) {
+// Everything prepare and launch both need valid (the routing is prepare's).
+void MoeWorkspace::check_params(runtime::Team& team, const MoeLayerParams& prm) const {
   const MoeShape& s = prm.shape;
   const int P = team.world(), ranks = team.local_ranks(), first = team.first_rank();
   if (const std::string why = check_moe_shape(s, P); !why.empty()) throw UsageError("moe layer: " + why);
-  const MoeShape& w = ws.shape();
+  const MoeShape& w = shape();
   XSTAGE_REQUIRE(s.hidden == w.hidden && s.inter == w.inter && s.experts == w.experts && s.topk == w.topk &&
                      s.tokens_per_rank == w.tokens_per_rank,
                  "moe layer: params shape (hidden ", s.hidden, ", inter ", s.inter, ", experts ", s.experts, ", topk ",
                  s.topk, ", tokens ", s.tokens_per_rank, ") differs from the workspace's (hidden ", w.hidden, ", inter ",
                  w.inter, ", experts ", w.experts, ", topk ", w.topk, ", tokens ", w.tokens_per_rank, ")");
-  XSTAGE_REQUIRE(&ws.team_ == &team, "moe layer: the workspace belongs to another team");
-  XSTAGE_REQUIRE(prm.topk_index_all != nullptr, "moe layer: topk_index_all (the routing of every rank) is null");
+  XSTAGE_REQUIRE(&team_ == &team, "moe layer: the workspace belongs to another team");
   auto aligned16 = [](const void* q) { return reinterpret_cast<uintptr_t>(q) % 16 == 0; };
   for (int g = 0; g < ranks; ++g) {
     const MoeRankInputs& in = prm.rank[g];
@@ -153,21 +160,29 @@ void run_moe_layer(runtime::Team& team, MoeWorkspace& ws, const MoeLayerParams& 
   XSTAGE_REQUIRE(aligned16(prm.w1) && aligned16(prm.w2), "moe layer: w1 and w2 must be 16-byte aligned (TMA)");
   XSTAGE_REQUIRE(prm.order == MoeOrder::kExpertWave || prm.order == MoeOrder::kInterleaved,
                  "moe layer: unknown tile order ", int(prm.order));
-  XSTAGE_REQUIRE(prm.experts_per_wave >= 1, "moe layer: experts_per_wave must be >= 1, got ", prm.experts_per_wave);
+  XSTAGE_REQUIRE(prm.experts_per_wave >= 0, "moe layer: experts_per_wave must be >= 0 (0: waves that fill the SMs), got ",
+                 prm.experts_per_wave);
   XSTAGE_REQUIRE(prm.lead >= 1, "moe layer: the interleaved lead D must be >= 1 (the kernel waits on Linear-1 rows in "
                  "order), got ", prm.lead);
   const int ctas = prm.ctas_per_rank > 0 ? prm.ctas_per_rank : team.sms_per_rank();
   XSTAGE_REQUIRE(ctas >= 1 && ctas * ranks <= team.sm_count(), "moe layer: ", ctas, " CTAs per rank x ", ranks,
                  " local ranks exceed the ", team.sm_count(), " SMs (one CTA per SM; all must be resident)");
   if (ranks > 1)
-    XSTAGE_CHECK(ws.recv_x_->emulated_stride() == ws.recv_x_->bytes() &&
-                     ws.h_->emulated_stride() == ws.h_->bytes() && ws.recv_sa_->emulated_stride() == ws.recv_sa_->bytes() &&
-                     ws.h_scale_->emulated_stride() == ws.h_scale_->bytes() &&
-                     ws.row_ready_->emulated_stride() == ws.row_ready_->bytes(),
+    XSTAGE_CHECK(recv_x_->emulated_stride() == recv_x_->bytes() &&
+                     h_->emulated_stride() == h_->bytes() && recv_sa_->emulated_stride() == recv_sa_->bytes() &&
+                     h_scale_->emulated_stride() == h_scale_->bytes() &&
+                     row_ready_->emulated_stride() == row_ready_->bytes(),
                  "moe layer: emulated copies are not back to back");
 
+}
+
+void prepare_moe_layer(runtime::Team& team, MoeWorkspace& ws, const MoeLayerParams& prm, cudaStream_t stream) {
+  ws.check_params(team, prm);
+  XSTAGE_REQUIRE(prm.topk_index_all != nullptr, "moe layer: topk_index_all (the routing of every rank) is null");
+  const MoeShape& s = prm.shape;
+  const int P = team.world(), ranks = team.local_ranks(), first = team.first_rank();
   // ---- routing -> dispatch plan (validates every index: rank, token, slot, value)
-  const int T = s.tokens_per_rank, K = s.topk, El = s.experts / P, H = s.hidden, I = s.inter;
+  const int T = s.tokens_per_rank, K = s.topk, H = s.hidden, I = s.inter;
   const std::vector<int32_t> index(prm.topk_index_all, prm.topk_index_all + size_t(P) * T * K);
   const moe::DispatchPlan plan(index, T, K, moe::make_placement(s.experts, P), kBlockM);
   for (int g = 0; g < ranks; ++g)
@@ -202,6 +217,23 @@ void run_moe_layer(runtime::Team& team, MoeWorkspace& ws, const MoeLayerParams& 
     ws.tables_bytes_ = bytes;
   }
   ok(cudaMemcpyAsync(ws.tables_, tab.data(), bytes, cudaMemcpyHostToDevice, stream), "cudaMemcpyAsync (tables)");
+  auto prep = std::make_unique<MoeWorkspace::Prepared>(MoeWorkspace::Prepared{plan, o_counts, o_base, o_off, o_tok,
+                                                                               o_idx, o_pos, {}});
+  for (int g = 0; g < ranks; ++g) prep->layouts.push_back(plan.layout(first + g, I / kBlockN, H / kBlockN));
+  ws.prepared_ = std::move(prep);
+}
+
+void launch_moe_layer(runtime::Team& team, MoeWorkspace& ws, const MoeLayerParams& prm, cudaStream_t stream) {
+  XSTAGE_REQUIRE(ws.prepared_ != nullptr, "moe layer: launch before prepare (no routing uploaded)");
+  ws.check_params(team, prm);
+  const MoeShape& s = prm.shape;
+  const int P = team.world(), ranks = team.local_ranks(), first = team.first_rank();
+  const int T = s.tokens_per_rank, K = s.topk, El = s.experts / P, H = s.hidden, I = s.inter;
+  const MoeWorkspace::Prepared& pr = *ws.prepared_;
+  const moe::DispatchPlan& plan = pr.plan;
+  const size_t o_counts = pr.o_counts, o_base = pr.o_base, o_off = pr.o_off, o_tok = pr.o_tok, o_idx = pr.o_idx,
+               o_pos = pr.o_pos;
+  const int ctas = prm.ctas_per_rank > 0 ? prm.ctas_per_rank : team.sms_per_rank();
   const int32_t* dt = static_cast<const int32_t*>(ws.tables_);
 
   // ---- TMA descriptors over the local ranks' folded buffers and the weights
@@ -234,12 +266,15 @@ void run_moe_layer(runtime::Team& team, MoeWorkspace& ws, const MoeLayerParams& 
       l.l1_ntiles = I / kBlockN;  // one L1 tile = 128 gate + 128 up columns -> 128 h columns
       l.l2_ntiles = H / kBlockN;
       l.b_m = kBlockM;
-      const sched::MoeLayoutStorage host = plan.layout(r, l.l1_ntiles, l.l2_ntiles);
+      const sched::MoeLayoutStorage& host = pr.layouts[g];
       typename Sched::Params sp;
       if constexpr (std::is_same_v<Sched, sched::MoeInterleavedScheduler>) {
         sp.lead = prm.lead;
       } else {
-        sp.experts_per_wave = prm.experts_per_wave;
+        // 0: waves sized to fill the CTAs: enough experts that a wave's Linear-1 tiles cover every CTA.
+        const double l1_per_expert = double(host.view().rows()) * l.l1_ntiles / El;
+        sp.experts_per_wave = prm.experts_per_wave > 0 ? prm.experts_per_wave
+                                                       : std::clamp(int(std::ceil(ctas / std::max(1.0, l1_per_expert))), 1, El);
       }
       sp.instances = ctas;
       sp.roles = 1;
@@ -288,6 +323,11 @@ void run_moe_layer(runtime::Team& team, MoeWorkspace& ws, const MoeLayerParams& 
   const int64_t n = int64_t(T) * H;
   const int blocks = int(std::min<int64_t>((n + 255) / 256, 1024));
   ok(launch_combine(cp, blocks, ranks, stream), "combine kernel launch");
+}
+
+void run_moe_layer(runtime::Team& team, MoeWorkspace& ws, const MoeLayerParams& params, cudaStream_t stream) {
+  prepare_moe_layer(team, ws, params, stream);
+  launch_moe_layer(team, ws, params, stream);
 }
 
 }  // namespace xstage::moe_kernel

@@ -60,7 +60,7 @@ struct MoeLayerParams {
   const uint8_t* w2 = nullptr;        // [experts][H][I]
   const float* w2_scale = nullptr;    // [experts][H/128][I/128]
   MoeOrder order = MoeOrder::kExpertWave;
-  int experts_per_wave = 1;  // Expert-Wave: local experts per wave
+  int experts_per_wave = 0;  // Expert-Wave: local experts per wave; 0: waves sized to fill the CTAs
   int lead = 1;              // Interleaved: D (>= 1: the kernel waits on L1 rows in order)
   int ctas_per_rank = 0;     // 0: team.sms_per_rank()
 };
@@ -91,7 +91,11 @@ class MoeWorkspace {
   void poison(cudaStream_t stream);
 
  private:
-  friend void run_moe_layer(runtime::Team&, MoeWorkspace&, const MoeLayerParams&, cudaStream_t);
+  friend void prepare_moe_layer(runtime::Team&, MoeWorkspace&, const MoeLayerParams&, cudaStream_t);
+  friend void launch_moe_layer(runtime::Team&, MoeWorkspace&, const MoeLayerParams&, cudaStream_t);
+  void check_params(runtime::Team& team, const MoeLayerParams& prm) const;
+  struct Prepared;  // the routing of the last prepare: plan, table offsets, host scheduler layouts
+  std::unique_ptr<Prepared> prepared_;
   runtime::Team& team_;
   MoeShape shape_;
   int rows_cap_ = 0;
@@ -104,10 +108,17 @@ class MoeWorkspace {
   size_t tables_bytes_ = 0;
 };
 
-// Validates everything (UsageError with the value and the rule), builds the dispatch plan, uploads the
-// tables and enqueues on `stream`: the fused kernel (one cooperative launch serving every local rank),
-// the wait for every rank's combine stores, and the weighted-sum kernel.
+// prepare + launch. Validates everything (UsageError with the value and the rule), builds the dispatch
+// plan, uploads the tables and enqueues on `stream`: the fused kernel (one cooperative launch serving
+// every local rank), the wait for every rank's combine stores, and the weighted-sum kernel.
 void run_moe_layer(runtime::Team& team, MoeWorkspace& ws, const MoeLayerParams& params, cudaStream_t stream);
+
+// The two halves of run_moe_layer. prepare: the host half of a routing (validation, dispatch plan, its
+// device tables, uploaded on `stream`); launch: the device half with the tensors of `params` and the last
+// prepared routing (params.topk_index_all is not read again). A benchmark times launch alone for a fixed
+// routing (v0 computes the plan on the host: the counts exchange is not fused).
+void prepare_moe_layer(runtime::Team& team, MoeWorkspace& ws, const MoeLayerParams& params, cudaStream_t stream);
+void launch_moe_layer(runtime::Team& team, MoeWorkspace& ws, const MoeLayerParams& params, cudaStream_t stream);
 
 // Why the shape cannot run ("" if it can), for callers that want to check before allocating.
 std::string check_moe_shape(const MoeShape& s, int world);

@@ -17,7 +17,11 @@ namespace xstage::moe_kernel {
 
 // ---------------------------------------------------------------- configuration
 struct Config {
-  static constexpr int kStages = 4;
+  static constexpr int kStages = 3;
+  static constexpr int kEpiSlots = 2;                            // epilogue staging slots
+  static constexpr uint32_t kL2Pitch = kBlockN * 2 + 16;         // bf16 row + 16 B (bank-conflict-free)
+  static constexpr uint32_t kStageBytes = kBlockM * kL2Pitch;    // 34 KB; an L1 tile uses 16 KB + 512 B
+  static constexpr uint32_t kStageScales = kBlockM * kBlockN;    // byte offset of the L1 row scales
   static constexpr int kConsumerWGs = 2;
   static constexpr int kThreads = 128 * (1 + kConsumerWGs);
   static constexpr int kProducerRegs = 56, kConsumerRegs = 224;  // 128*56 + 256*224 <= 64K
