@@ -1,0 +1,495 @@
+// Host side of the unfused MoE baseline and of the FP8 ceiling (unfused.hpp): validation, the host
+// permutation (DispatchPlan at P = 1), cuBLASLt FP8 block-scaled GEMMs, launches of unfused.cu's kernels.
+// WRITTEN WITHOUT A GPU: compiled, not run.
+#include "unfused.hpp"
+
+#include <cublasLt.h>
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "unfused_kernels.hpp"
+#include "xstage/common/error.hpp"
+#include "xstage/moe/dispatch_plan.hpp"
+#include "xstage/moe/quant.hpp"
+#include "xstage/moe/routing.hpp"
+#include "xstage/moe/shapes.hpp"
+
+namespace xstage::moe_bench {
+
+using ::xstage::RuntimeError;
+using ::xstage::UsageError;
+namespace {
+
+template <class... Args>
+std::string cat(const Args&... a) {
+  return ::xstage::detail::concat(a...);
+}
+
+void cuda_check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) throw RuntimeError(cat(what, ": ", cudaGetErrorName(e), " (", cudaGetErrorString(e), ")"));
+}
+void lt_check(cublasStatus_t s, const char* what) {
+  if (s != CUBLAS_STATUS_SUCCESS)
+    throw RuntimeError(cat(what, ": ", cublasLtGetStatusName(s), " (", cublasLtGetStatusString(s), ")"));
+}
+#define XS_CUDA(call) cuda_check((call), #call)
+#define XS_LT(call) lt_check((call), #call)
+
+constexpr std::size_t kWorkspaceBytes = std::size_t(32) << 20;  // cuBLAS's recommendation for Hopper
+constexpr int kQ = moe::kQuantBlock;                             // 128
+
+int round_up(int x, int m) { return (x + m - 1) / m * m; }
+
+const char* scale_mode_name(cublasLtMatmulMatrixScale_t m) {
+  switch (m) {
+    case CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F: return "VEC128_32F";
+    case CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F: return "BLK128x128_32F";
+    default: return "other";
+  }
+}
+
+void require_device_ptr(const void* p, std::size_t align, const char* what) {
+  XSTAGE_REQUIRE(p != nullptr, what, " is null");
+  XSTAGE_REQUIRE(reinterpret_cast<std::uintptr_t>(p) % align == 0, what, " must be ", align,
+                 "-byte aligned (got address ", p, ")");
+}
+
+}  // namespace
+
+const char* to_string(WeightFormat f) { return f == WeightFormat::kFp8 ? "w8a8" : "w4a8"; }
+
+const char* to_string(Int4Path p) {
+  switch (p) {
+    case Int4Path::kNone: return "fp8-weights";
+    case Int4Path::kVec128Weights: return "int4->e4m3, VEC128 weight scales (exact)";
+    case Int4Path::kRequant128x128: return "int4 requantised to e4m3 128x128 blocks (not exact)";
+  }
+  return "?";
+}
+
+std::string check_unfused_shape(const UnfusedShape& s) {
+  if (s.hidden <= 0 || s.hidden % kQ != 0)
+    return cat("unfused MoE: hidden = ", s.hidden, " must be a positive multiple of ", kQ);
+  if (s.inter <= 0 || s.inter % kQ != 0)
+    return cat("unfused MoE: inter = ", s.inter, " must be a positive multiple of ", kQ);
+  if (s.experts < 1) return cat("unfused MoE: experts = ", s.experts, " must be >= 1");
+  if (s.topk < 1 || s.topk > s.experts)
+    return cat("unfused MoE: topk = ", s.topk, " must be in [1, experts = ", s.experts, "]");
+  if (s.tokens < 1) return cat("unfused MoE: tokens = ", s.tokens, " must be >= 1");
+  const long long rows = moe::max_recv_rows(1, s.tokens, s.topk, s.experts, kRowAlign);
+  if (rows > (1LL << 30))
+    return cat("unfused MoE: tokens * topk = ", (long long)s.tokens * s.topk, " routed rows (", rows,
+               " with padding) exceed 2^30");
+  return "";
+}
+
+namespace detail {
+
+DeviceBuffer::DeviceBuffer(std::size_t n) : bytes(n) {
+  if (n == 0) return;
+  const cudaError_t e = cudaMalloc(&p, n);
+  if (e != cudaSuccess) {
+    p = nullptr;
+    throw RuntimeError(cat("cudaMalloc(", n, " bytes): ", cudaGetErrorName(e), " (", cudaGetErrorString(e), ")"));
+  }
+}
+DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
+  if (this != &o) {
+    if (p) cudaFree(p);
+    p = o.p, bytes = o.bytes;
+    o.p = nullptr, o.bytes = 0;
+  }
+  return *this;
+}
+DeviceBuffer::~DeviceBuffer() {
+  if (p) cudaFree(p);
+}
+
+struct LtHandle {
+  cublasLtHandle_t h = nullptr;
+  LtHandle() { XS_LT(cublasLtCreate(&h)); }
+  ~LtHandle() {
+    if (h) cublasLtDestroy(h);
+  }
+  LtHandle(const LtHandle&) = delete;
+  LtHandle& operator=(const LtHandle&) = delete;
+};
+
+// Row-major D[m][n] (bf16) = X[m][k] (e4m3, 1x128 scales, VEC128) * W[n][k]^T (e4m3, scales in w_mode),
+// computed by cuBLASLt as column-major D^T = op(A) op(B): A = W (k x n, ld k, transa = T), B = X (k x m,
+// ld k, transb = N), D (n x m, ld n). One descriptor; the scale pointers are set per call (host-side
+// descriptor writes); one heuristic query per distinct m, cached with its B/D layouts.
+class LtFp8Gemm {
+ public:
+  LtFp8Gemm(cublasLtHandle_t lt, int n, int k, cublasLtMatmulMatrixScale_t w_mode, std::string name)
+      : lt_(lt), n_(n), k_(k), w_mode_(w_mode), name_(std::move(name)) {
+    XS_LT(cublasLtMatmulDescCreate(&desc_, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+    XS_LT(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+    XS_LT(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+    const std::int32_t am = w_mode, bm = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
+    XS_LT(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &am, sizeof am));
+    XS_LT(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &bm, sizeof bm));
+    const std::int8_t fast_accum = 0;  // block scaling promotes per 128-deep block; no fast accumulation
+    XS_LT(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast_accum, sizeof fast_accum));
+    XS_LT(cublasLtMatrixLayoutCreate(&a_, CUDA_R_8F_E4M3, std::uint64_t(k), std::uint64_t(n), std::int64_t(k)));
+    XS_LT(cublasLtMatmulPreferenceCreate(&pref_));
+    const std::uint64_t ws = kWorkspaceBytes;
+    XS_LT(cublasLtMatmulPreferenceSetAttribute(pref_, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
+  }
+  ~LtFp8Gemm() {
+    for (auto& [m, e] : cache_) {
+      if (e.b) cublasLtMatrixLayoutDestroy(e.b);
+      if (e.d) cublasLtMatrixLayoutDestroy(e.d);
+    }
+    if (pref_) cublasLtMatmulPreferenceDestroy(pref_);
+    if (a_) cublasLtMatrixLayoutDestroy(a_);
+    if (desc_) cublasLtMatmulDescDestroy(desc_);
+  }
+  LtFp8Gemm(const LtFp8Gemm&) = delete;
+  LtFp8Gemm& operator=(const LtFp8Gemm&) = delete;
+
+  cublasLtMatmulMatrixScale_t weight_mode() const { return w_mode_; }
+
+  void run(int m, const void* w, const float* w_scale, const void* x, const float* x_scale, void* d, void* workspace,
+           cudaStream_t stream) {
+    XS_LT(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &w_scale, sizeof w_scale));
+    XS_LT(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &x_scale, sizeof x_scale));
+    const PerM& pm = per_m(m);
+    const float alpha = 1.0f, beta = 0.0f;
+    const cublasStatus_t s = cublasLtMatmul(lt_, desc_, &alpha, w, a_, x, pm.b, &beta, d, pm.d, d, pm.d, &pm.algo,
+                                            workspace, kWorkspaceBytes, stream);
+    if (s != CUBLAS_STATUS_SUCCESS)
+      throw RuntimeError(cat("cublasLtMatmul (", what(m), "): ", cublasLtGetStatusName(s), " (",
+                             cublasLtGetStatusString(s), ")"));
+  }
+
+ private:
+  struct PerM {
+    cublasLtMatrixLayout_t b = nullptr, d = nullptr;
+    cublasLtMatmulAlgo_t algo{};
+  };
+
+  std::string what(int m) const {
+    return cat(name_, ": D[", m, "][", n_, "] bf16 = X[", m, "][", k_, "] e4m3 (B scales VEC128_32F) * W[", n_, "][",
+               k_, "]^T e4m3 (A scales ", scale_mode_name(w_mode_), ")");
+  }
+
+  const PerM& per_m(int m) {
+    if (auto it = cache_.find(m); it != cache_.end()) return it->second;
+    PerM pm;
+    XS_LT(cublasLtMatrixLayoutCreate(&pm.b, CUDA_R_8F_E4M3, std::uint64_t(k_), std::uint64_t(m), std::int64_t(k_)));
+    cublasStatus_t s = cublasLtMatrixLayoutCreate(&pm.d, CUDA_R_16BF, std::uint64_t(n_), std::uint64_t(m),
+                                                  std::int64_t(n_));
+    cublasLtMatmulHeuristicResult_t res{};
+    int found = 0;
+    if (s == CUBLAS_STATUS_SUCCESS)
+      s = cublasLtMatmulAlgoGetHeuristic(lt_, desc_, a_, pm.b, pm.d, pm.d, pref_, 1, &res, &found);
+    if (s != CUBLAS_STATUS_SUCCESS || found == 0 || res.state != CUBLAS_STATUS_SUCCESS) {
+      if (pm.b) cublasLtMatrixLayoutDestroy(pm.b);
+      if (pm.d) cublasLtMatrixLayoutDestroy(pm.d);
+      const cublasStatus_t shown = s != CUBLAS_STATUS_SUCCESS ? s : res.state;
+      throw RuntimeError(cat("cublasLtMatmulAlgoGetHeuristic (", what(m), "): ",
+                             found == 0 && s == CUBLAS_STATUS_SUCCESS ? "no algorithm returned" : "failed", ", status ",
+                             cublasLtGetStatusName(shown), " (", cublasLtGetStatusString(shown), ")"));
+    }
+    pm.algo = res.algo;
+    return cache_.emplace(m, pm).first->second;
+  }
+
+  cublasLtHandle_t lt_;
+  int n_, k_;
+  cublasLtMatmulMatrixScale_t w_mode_;
+  std::string name_;
+  cublasLtMatmulDesc_t desc_ = nullptr;
+  cublasLtMatrixLayout_t a_ = nullptr;
+  cublasLtMatmulPreference_t pref_ = nullptr;
+  std::map<int, PerM> cache_;
+};
+
+}  // namespace detail
+
+// ------------------------------------------------------------------------------------------------
+// UnfusedMoe
+
+namespace {
+
+// e4m3 code of every int4 nibble value (two's complement), packed one byte per value: exact (quant.hpp).
+void int4_code_tables(std::uint64_t& lo, std::uint64_t& hi) {
+  lo = hi = 0;
+  for (int v = 0; v < 16; ++v) {
+    const int q = v >= 8 ? v - 16 : v;
+    const std::uint64_t c = moe::fp8_e4m3_encode(float(q));
+    XSTAGE_CHECK(moe::fp8_e4m3_decode(std::uint8_t(c)) == float(q), "int4 value ", q, " is not exact in e4m3");
+    (v < 8 ? lo : hi) |= c << (8 * (v & 7));
+  }
+}
+
+// Floats per expert of a weight [n][k]'s scales in cuBLASLt's A layout for `mode`.
+std::size_t weight_scale_stride(int n, int k, cublasLtMatmulMatrixScale_t mode) {
+  return mode == CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F ? std::size_t(n / kQ) * round_up(k / kQ, 4)
+                                                              : std::size_t(k / kQ) * n;
+}
+
+}  // namespace
+
+UnfusedMoe::UnfusedMoe(const UnfusedShape& shape, WeightFormat format, UnfusedOptions opt)
+    : shape_(shape), format_(format), opt_(opt) {
+  if (const std::string why = check_unfused_shape(shape); !why.empty()) throw UsageError(why);
+  const int H = shape.hidden, I = shape.inter, E = shape.experts, T = shape.tokens, k = shape.topk;
+  max_rows_ = int(moe::max_recv_rows(1, T, k, E, kRowAlign));
+
+  lt_ = std::make_unique<detail::LtHandle>();
+  workspace_ = detail::DeviceBuffer(kWorkspaceBytes);
+  const std::size_t R = std::size_t(max_rows_);
+  xp_ = detail::DeviceBuffer(R * H);
+  xps_ = detail::DeviceBuffer(R * (H / kQ) * sizeof(float));
+  y1_ = detail::DeviceBuffer(R * 2 * I * 2);
+  hq_ = detail::DeviceBuffer(R * I);
+  hqs_ = detail::DeviceBuffer(R * (I / kQ) * sizeof(float));
+  y2_ = detail::DeviceBuffer(R * H * 2);
+  row_src_ = detail::DeviceBuffer(R * sizeof(int));
+  row_expert_ = detail::DeviceBuffer(R * sizeof(int));
+  expert_off_ = detail::DeviceBuffer(std::size_t(E + 1) * sizeof(int));
+  slot_row_ = detail::DeviceBuffer(std::size_t(T) * k * sizeof(int));
+
+  cublasLtMatmulMatrixScale_t mode = CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F;
+  if (format_ == WeightFormat::kFp8) {
+    int4_path_ = Int4Path::kNone;
+  } else {
+    w1q_ = detail::DeviceBuffer(std::size_t(E) * 2 * I * H);
+    w2q_ = detail::DeviceBuffer(std::size_t(E) * H * I);
+    if (opt_.force_int4_requant) {
+      int4_path_ = Int4Path::kRequant128x128;
+      int4_note_ = "forced by UnfusedOptions::force_int4_requant";
+    } else {
+      int4_path_ = Int4Path::kVec128Weights;
+      mode = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
+    }
+  }
+  auto make_gemms = [&](cublasLtMatmulMatrixScale_t m) {
+    gemm1_ = std::make_unique<detail::LtFp8Gemm>(lt_->h, 2 * I, H, m, "unfused Linear-1");
+    gemm2_ = std::make_unique<detail::LtFp8Gemm>(lt_->h, H, I, m, "unfused Linear-2");
+    w1s_ = detail::DeviceBuffer(std::size_t(E) * weight_scale_stride(2 * I, H, m) * sizeof(float));
+    w2s_ = detail::DeviceBuffer(std::size_t(E) * weight_scale_stride(H, I, m) * sizeof(float));
+  };
+  make_gemms(mode);
+  if (int4_path_ == Int4Path::kVec128Weights) {
+    probe_int4_vec128();
+    if (int4_path_ == Int4Path::kRequant128x128) make_gemms(CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F);
+  }
+}
+
+UnfusedMoe::~UnfusedMoe() = default;
+
+// One Linear-1 and one Linear-2 GEMM of kRowAlign rows with VEC128 scales on A (the weights) and on B,
+// on zeroed operands of expert 0. A cuBLAS refusal (no heuristic result, NOT_SUPPORTED / INVALID_VALUE
+// from cublasLtMatmul) switches W4A8 to the 128x128 requantisation path and says why; a CUDA error is
+// fatal (it may be sticky).
+void UnfusedMoe::probe_int4_vec128() {
+  const int H = shape_.hidden, I = shape_.inter;
+  XS_CUDA(cudaMemset(w1q_.p, 0, std::size_t(2) * I * H));
+  XS_CUDA(cudaMemset(w2q_.p, 0, std::size_t(H) * I));
+  XS_CUDA(cudaMemset(w1s_.p, 0, w1s_.bytes));
+  XS_CUDA(cudaMemset(w2s_.p, 0, w2s_.bytes));
+  XS_CUDA(cudaMemset(xp_.p, 0, std::size_t(kRowAlign) * H));
+  XS_CUDA(cudaMemset(xps_.p, 0, std::size_t(kRowAlign) * (H / kQ) * sizeof(float)));
+  XS_CUDA(cudaMemset(hq_.p, 0, std::size_t(kRowAlign) * I));
+  XS_CUDA(cudaMemset(hqs_.p, 0, std::size_t(kRowAlign) * (I / kQ) * sizeof(float)));
+  XS_CUDA(cudaDeviceSynchronize());
+  try {
+    gemm1_->run(kRowAlign, w1q_.p, w1s_.as<float>(), xp_.p, xps_.as<float>(), y1_.p, workspace_.p, nullptr);
+    gemm2_->run(kRowAlign, w2q_.p, w2s_.as<float>(), hq_.p, hqs_.as<float>(), y2_.p, workspace_.p, nullptr);
+  } catch (const RuntimeError& e) {
+    int4_path_ = Int4Path::kRequant128x128;
+    int4_note_ = cat("cuBLASLt refused VEC128_32F scales on the weights (A): ", e.what(),
+                     "; falling back to 128x128 requantisation of the int4 weights (not exact)");
+    return;
+  }
+  XS_CUDA(cudaDeviceSynchronize());
+  int4_note_ = "cuBLASLt accepted VEC128_32F scales on A and B (probe GEMMs of 4 rows ran)";
+}
+
+void UnfusedMoe::set_weights(const std::uint8_t* w1, const float* w1_scale, const std::uint8_t* w2,
+                             const float* w2_scale) {
+  require_device_ptr(w1, 16, "UnfusedMoe::set_weights: w1");
+  require_device_ptr(w2, 16, "UnfusedMoe::set_weights: w2");
+  require_device_ptr(w1_scale, 4, "UnfusedMoe::set_weights: w1_scale");
+  require_device_ptr(w2_scale, 4, "UnfusedMoe::set_weights: w2_scale");
+  const int H = shape_.hidden, I = shape_.inter, E = shape_.experts;
+  w1_user_ = w1, w2_user_ = w2, w1s_user_ = w1_scale, w2s_user_ = w2_scale;
+  XS_CUDA(cudaDeviceSynchronize());  // no run in flight reads the scale buffers
+  XS_CUDA(cudaMemset(w1s_.p, 0, w1s_.bytes));
+  XS_CUDA(cudaMemset(w2s_.p, 0, w2s_.bytes));
+  if (int4_path_ == Int4Path::kVec128Weights) {
+    // [E][N][K/128] -> [E][K/128][N] (VEC128 of A is outer-dim-major).
+    XS_CUDA(detail::launch_transpose_scales(w1_scale, E, 2 * I, H / kQ, w1s_.as<float>(), nullptr));
+    XS_CUDA(detail::launch_transpose_scales(w2_scale, E, H, I / kQ, w2s_.as<float>(), nullptr));
+  } else if (int4_path_ == Int4Path::kNone) {
+    // [E][N/128][K/128] -> [E][N/128][round_up(K/128, 4)] (BLK128x128 row pitch of 16 bytes).
+    XS_CUDA(cudaMemcpy2D(w1s_.p, std::size_t(round_up(H / kQ, 4)) * sizeof(float), w1_scale,
+                         std::size_t(H / kQ) * sizeof(float), std::size_t(H / kQ) * sizeof(float),
+                         std::size_t(E) * (2 * I / kQ), cudaMemcpyDeviceToDevice));
+    XS_CUDA(cudaMemcpy2D(w2s_.p, std::size_t(round_up(I / kQ, 4)) * sizeof(float), w2_scale,
+                         std::size_t(I / kQ) * sizeof(float), std::size_t(I / kQ) * sizeof(float),
+                         std::size_t(E) * (H / kQ), cudaMemcpyDeviceToDevice));
+  }  // kRequant128x128: the scales are computed by every run() with the codes
+  XS_CUDA(cudaDeviceSynchronize());
+  have_weights_ = true;
+}
+
+void UnfusedMoe::set_routing(const std::int32_t* topk_index_host) {
+  XSTAGE_REQUIRE(topk_index_host != nullptr, "UnfusedMoe::set_routing: top-k indices are null");
+  const int T = shape_.tokens, k = shape_.topk, E = shape_.experts;
+  moe::validate_topk(topk_index_host, T, k, E, 0);
+  const std::vector<std::int32_t> index(topk_index_host, topk_index_host + std::size_t(T) * k);
+  // P = 1, b_m = kRowAlign: expert blocks back to back, each padded to a multiple of 4 rows, rows of an
+  // expert in (token, slot) order -- the fused kernel's receive layout with 4-row tiles.
+  const moe::DispatchPlan plan(index, T, k, moe::make_placement(E, 1), kRowAlign);
+  const std::vector<int> counts = plan.local_tokens(0);
+  const std::vector<int>& tiles = plan.row_offsets();  // [E + 1] in units of kRowAlign rows
+  XSTAGE_CHECK(int(counts.size()) == E && int(tiles.size()) == E + 1, "unfused MoE: unexpected dispatch plan size");
+  const int rows = plan.recv_rows(0);
+  XSTAGE_CHECK(rows <= max_rows_, "unfused MoE: routing needs ", rows, " padded rows, workspace holds ", max_rows_);
+
+  std::vector<int> offsets(E + 1), row_src(rows, -1), row_expert(rows, 0), slot_row(std::size_t(T) * k);
+  for (int e = 0; e <= E; ++e) offsets[e] = tiles[e] * kRowAlign;
+  for (int e = 0; e < E; ++e) {
+    XSTAGE_CHECK(offsets[e + 1] - offsets[e] == round_up(counts[e], kRowAlign), "unfused MoE: expert ", e, " has ",
+                 counts[e], " rows but a block of ", offsets[e + 1] - offsets[e]);
+    for (int p = offsets[e]; p < offsets[e + 1]; ++p) row_expert[p] = e;
+  }
+  const std::vector<moe::CombineSrc>& map = plan.combine_map(0);
+  for (int p = 0; p < rows; ++p)
+    if (map[p].token >= 0) row_src[p] = map[p].token * k + map[p].slot;
+  for (int t = 0; t < T; ++t)
+    for (int j = 0; j < k; ++j) slot_row[std::size_t(t) * k + j] = plan.dest(0, t, j).recv_row;
+
+  XS_CUDA(cudaDeviceSynchronize());  // no run in flight reads the tables
+  if (rows > 0) {
+    XS_CUDA(cudaMemcpy(row_src_.p, row_src.data(), std::size_t(rows) * sizeof(int), cudaMemcpyHostToDevice));
+    XS_CUDA(cudaMemcpy(row_expert_.p, row_expert.data(), std::size_t(rows) * sizeof(int), cudaMemcpyHostToDevice));
+  }
+  XS_CUDA(cudaMemcpy(expert_off_.p, offsets.data(), offsets.size() * sizeof(int), cudaMemcpyHostToDevice));
+  XS_CUDA(cudaMemcpy(slot_row_.p, slot_row.data(), slot_row.size() * sizeof(int), cudaMemcpyHostToDevice));
+  counts_ = counts;
+  offsets_ = std::move(offsets);
+  slot_row_host_ = std::move(slot_row);
+  rows_ = rows;
+  have_routing_ = true;
+}
+
+void UnfusedMoe::convert_int4_weights(cudaStream_t stream) {
+  const int H = shape_.hidden, I = shape_.inter, E = shape_.experts;
+  if (int4_path_ == Int4Path::kVec128Weights) {
+    std::uint64_t lo, hi;
+    int4_code_tables(lo, hi);
+    XS_CUDA(detail::launch_int4_to_fp8(w1_user_, std::int64_t(E) * 2 * I * H / 2, lo, hi, w1q_.as<std::uint8_t>(),
+                                       stream));
+    XS_CUDA(detail::launch_int4_to_fp8(w2_user_, std::int64_t(E) * H * I / 2, lo, hi, w2q_.as<std::uint8_t>(), stream));
+  } else {
+    XS_CUDA(detail::launch_int4_requant_128(w1_user_, w1s_user_, E, 2 * I, H, w1q_.as<std::uint8_t>(),
+                                            w1s_.as<float>(), round_up(H / kQ, 4), stream));
+    XS_CUDA(detail::launch_int4_requant_128(w2_user_, w2s_user_, E, H, I, w2q_.as<std::uint8_t>(), w2s_.as<float>(),
+                                            round_up(I / kQ, 4), stream));
+  }
+}
+
+void UnfusedMoe::run(const std::uint8_t* x, const float* x_scale, const float* topk_weight, float* out,
+                     cudaStream_t stream) {
+  XSTAGE_REQUIRE(have_weights_, "UnfusedMoe::run: set_weights has not been called");
+  XSTAGE_REQUIRE(have_routing_, "UnfusedMoe::run: set_routing has not been called");
+  require_device_ptr(x, 16, "UnfusedMoe::run: x");
+  require_device_ptr(x_scale, 4, "UnfusedMoe::run: x_scale");
+  require_device_ptr(topk_weight, 4, "UnfusedMoe::run: topk_weight");
+  require_device_ptr(out, 16, "UnfusedMoe::run: out");
+  const int H = shape_.hidden, I = shape_.inter, E = shape_.experts;
+  const int* row_src = row_src_.as<int>();
+  const int* row_expert = row_expert_.as<int>();
+  const int* expert_off = expert_off_.as<int>();
+
+  if (format_ == WeightFormat::kInt4) convert_int4_weights(stream);
+  const std::uint8_t* w1 = format_ == WeightFormat::kFp8 ? w1_user_ : w1q_.as<std::uint8_t>();
+  const std::uint8_t* w2 = format_ == WeightFormat::kFp8 ? w2_user_ : w2q_.as<std::uint8_t>();
+  const std::size_t s1 = weight_scale_stride(2 * I, H, gemm1_->weight_mode());
+  const std::size_t s2 = weight_scale_stride(H, I, gemm2_->weight_mode());
+
+  XS_CUDA(detail::launch_permute(x, x_scale, H, shape_.topk, row_src, row_expert, expert_off, rows_,
+                                 xp_.as<std::uint8_t>(), xps_.as<float>(), stream));
+  for (int e = 0; e < E; ++e) {
+    if (counts_[e] == 0) continue;
+    const std::size_t off = std::size_t(offsets_[e]);
+    const int m = offsets_[e + 1] - offsets_[e];
+    gemm1_->run(m, w1 + std::size_t(e) * 2 * I * H, w1s_.as<float>() + e * s1, xp_.as<std::uint8_t>() + off * H,
+                xps_.as<float>() + off * (H / kQ), y1_.as<std::uint16_t>() + off * 2 * I, workspace_.p, stream);
+  }
+  XS_CUDA(detail::launch_swiglu_quant(y1_.as<std::uint16_t>(), I, row_expert, expert_off, rows_,
+                                      hq_.as<std::uint8_t>(), hqs_.as<float>(), stream));
+  for (int e = 0; e < E; ++e) {
+    if (counts_[e] == 0) continue;
+    const std::size_t off = std::size_t(offsets_[e]);
+    const int m = offsets_[e + 1] - offsets_[e];
+    gemm2_->run(m, w2 + std::size_t(e) * H * I, w2s_.as<float>() + e * s2, hq_.as<std::uint8_t>() + off * I,
+                hqs_.as<float>() + off * (I / kQ), y2_.as<std::uint16_t>() + off * H, workspace_.p, stream);
+  }
+  XS_CUDA(detail::launch_combine(y2_.as<std::uint16_t>(), topk_weight, slot_row_.as<int>(), shape_.tokens,
+                                 shape_.topk, H, out, stream));
+}
+
+double UnfusedMoe::flops() const {
+  const moe::MoeShape s{"unfused", shape_.hidden, shape_.inter, shape_.experts, shape_.topk, ""};
+  return moe::moe_layer_flops(s, shape_.tokens);
+}
+
+// ------------------------------------------------------------------------------------------------
+// CeilingGemm
+
+CeilingGemm::CeilingGemm(const UnfusedShape& shape) : shape_(shape) {
+  if (const std::string why = check_unfused_shape(shape); !why.empty()) throw UsageError(why);
+  const int H = shape.hidden, I = shape.inter;
+  m_ = round_up(shape.tokens * shape.topk, kRowAlign);
+  const std::size_t M = std::size_t(m_);
+  lt_ = std::make_unique<detail::LtHandle>();
+  workspace_ = detail::DeviceBuffer(kWorkspaceBytes);
+  const auto blk = CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F;
+  w1_ = detail::DeviceBuffer(std::size_t(2) * I * H);
+  w1s_ = detail::DeviceBuffer(weight_scale_stride(2 * I, H, blk) * sizeof(float));
+  x1_ = detail::DeviceBuffer(M * H);
+  x1s_ = detail::DeviceBuffer(M * (H / kQ) * sizeof(float));
+  d1_ = detail::DeviceBuffer(M * 2 * I * 2);
+  w2_ = detail::DeviceBuffer(std::size_t(H) * I);
+  w2s_ = detail::DeviceBuffer(weight_scale_stride(H, I, blk) * sizeof(float));
+  x2_ = detail::DeviceBuffer(M * I);
+  x2s_ = detail::DeviceBuffer(M * (I / kQ) * sizeof(float));
+  d2_ = detail::DeviceBuffer(M * H * 2);
+  // Codes of magnitude [0.5, 2) and small scales: every output is finite (|d| < 4 * K * scale products).
+  XS_CUDA(detail::launch_fill_fp8(w1_.as<std::uint8_t>(), std::int64_t(w1_.bytes), 1u, nullptr));
+  XS_CUDA(detail::launch_fill_fp8(x1_.as<std::uint8_t>(), std::int64_t(x1_.bytes), 2u, nullptr));
+  XS_CUDA(detail::launch_fill_fp8(w2_.as<std::uint8_t>(), std::int64_t(w2_.bytes), 3u, nullptr));
+  XS_CUDA(detail::launch_fill_fp8(x2_.as<std::uint8_t>(), std::int64_t(x2_.bytes), 4u, nullptr));
+  XS_CUDA(detail::launch_fill_f32(w1s_.as<float>(), std::int64_t(w1s_.bytes / 4), 1.0f / 64, nullptr));
+  XS_CUDA(detail::launch_fill_f32(w2s_.as<float>(), std::int64_t(w2s_.bytes / 4), 1.0f / 64, nullptr));
+  XS_CUDA(detail::launch_fill_f32(x1s_.as<float>(), std::int64_t(x1s_.bytes / 4), 1.0f / 32, nullptr));
+  XS_CUDA(detail::launch_fill_f32(x2s_.as<float>(), std::int64_t(x2s_.bytes / 4), 1.0f / 32, nullptr));
+  XS_CUDA(cudaDeviceSynchronize());
+  gemm1_ = std::make_unique<detail::LtFp8Gemm>(lt_->h, 2 * I, H, blk, "ceiling Linear-1");
+  gemm2_ = std::make_unique<detail::LtFp8Gemm>(lt_->h, H, I, blk, "ceiling Linear-2");
+}
+
+CeilingGemm::~CeilingGemm() = default;
+
+void CeilingGemm::run(cudaStream_t stream) {
+  gemm1_->run(m_, w1_.p, w1s_.as<float>(), x1_.p, x1s_.as<float>(), d1_.p, workspace_.p, stream);
+  gemm2_->run(m_, w2_.p, w2s_.as<float>(), x2_.p, x2s_.as<float>(), d2_.p, workspace_.p, stream);
+}
+
+double CeilingGemm::flops() const {
+  const moe::MoeShape s{"ceiling", shape_.hidden, shape_.inter, shape_.experts, shape_.topk, ""};
+  return moe::moe_layer_flops(s, shape_.tokens);
+}
+
+}  // namespace xstage::moe_bench

@@ -1,0 +1,290 @@
+// The CUDA kernels of the unfused MoE baseline (declarations and layouts: unfused_kernels.hpp; the
+// host side, cuBLASLt included: unfused.cpp). Simple memory-bound kernels, one instantiation each.
+// WRITTEN WITHOUT A GPU: compiled for sm_90a, not run.
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "unfused_kernels.hpp"
+#include "xstage/moe/quant.hpp"
+
+namespace xstage::moe_bench::detail {
+namespace {
+
+constexpr int kBlock = 128;  // the quantisation block (1x128 / 128x128)
+
+__device__ __forceinline__ float bf16_bits_to_float(std::uint16_t b) { return __uint_as_float(std::uint32_t(b) << 16); }
+
+__device__ __forceinline__ std::uint32_t nibble_code(std::uint32_t v, std::uint64_t lo, std::uint64_t hi) {
+  return std::uint32_t(((v < 8 ? lo : hi) >> (8 * (v & 7))) & 0xFFu);
+}
+
+// Scale slot of (row p, K block kb) in the padded VEC128 layout of unfused_kernels.hpp.
+__device__ __forceinline__ std::int64_t vec128_slot(const int* row_expert, const int* expert_off, int p, int kb,
+                                                    int kblocks) {
+  const int e = row_expert[p];
+  const int off = expert_off[e], rows_e = expert_off[e + 1] - off;
+  return std::int64_t(off) * kblocks + std::int64_t(kb) * rows_e + (p - off);
+}
+
+// One block per padded row.
+__global__ void __launch_bounds__(128) permute_kernel(const std::uint8_t* __restrict__ x,
+                                                      const float* __restrict__ x_scale, int hidden, int topk,
+                                                      const int* __restrict__ row_src,
+                                                      const int* __restrict__ row_expert,
+                                                      const int* __restrict__ expert_off, std::uint8_t* __restrict__ xp,
+                                                      float* __restrict__ xps) {
+  const int p = blockIdx.x;
+  const int src = row_src[p];
+  const int kblocks = hidden / kBlock, vecs = hidden / 16;
+  uint4* dst = reinterpret_cast<uint4*>(xp + std::int64_t(p) * hidden);
+  if (src >= 0) {
+    const int t = src / topk;
+    const uint4* s = reinterpret_cast<const uint4*>(x + std::int64_t(t) * hidden);
+    for (int i = threadIdx.x; i < vecs; i += blockDim.x) dst[i] = s[i];
+    for (int kb = threadIdx.x; kb < kblocks; kb += blockDim.x)
+      xps[vec128_slot(row_expert, expert_off, p, kb, kblocks)] = x_scale[std::int64_t(t) * kblocks + kb];
+  } else {
+    for (int i = threadIdx.x; i < vecs; i += blockDim.x) dst[i] = make_uint4(0, 0, 0, 0);
+    for (int kb = threadIdx.x; kb < kblocks; kb += blockDim.x)
+      xps[vec128_slot(row_expert, expert_off, p, kb, kblocks)] = 1.0f;
+  }
+}
+
+// One warp per (row, 128-column block of h); lane l handles columns 4l .. 4l+3.
+__global__ void __launch_bounds__(256) swiglu_quant_kernel(const std::uint16_t* __restrict__ y1, int inter, int rows,
+                                                           const int* __restrict__ row_expert,
+                                                           const int* __restrict__ expert_off,
+                                                           std::uint8_t* __restrict__ hq, float* __restrict__ hqs) {
+  const int nb = inter / kBlock;
+  const std::int64_t warp = (std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
+  const int lane = threadIdx.x & 31;
+  if (warp >= std::int64_t(rows) * nb) return;  // uniform per warp
+  const int p = int(warp / nb), b = int(warp % nb);
+  const std::int64_t gcol = std::int64_t(p) * 2 * inter + b * kBlock + lane * 4;
+  const uint2 graw = *reinterpret_cast<const uint2*>(y1 + gcol);
+  const uint2 uraw = *reinterpret_cast<const uint2*>(y1 + gcol + inter);
+  const std::uint16_t g16[4] = {std::uint16_t(graw.x & 0xFFFF), std::uint16_t(graw.x >> 16),
+                                std::uint16_t(graw.y & 0xFFFF), std::uint16_t(graw.y >> 16)};
+  const std::uint16_t u16[4] = {std::uint16_t(uraw.x & 0xFFFF), std::uint16_t(uraw.x >> 16),
+                                std::uint16_t(uraw.y & 0xFFFF), std::uint16_t(uraw.y >> 16)};
+  float h[4], amax = 0.f;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float g = bf16_bits_to_float(g16[i]), u = bf16_bits_to_float(u16[i]);
+    h[i] = g / (1.0f + expf(-g)) * u;  // the reference's silu(g) * u, fp32
+    amax = fmaxf(amax, fabsf(h[i]));
+  }
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, o));
+  amax = fmaxf(amax, moe::kAmaxFloor);
+  const float inv = moe::kFp8E4m3Max / amax;
+  std::uint32_t packed = 0;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) packed |= std::uint32_t(moe::fp8_e4m3_encode(h[i] * inv)) << (8 * i);
+  *reinterpret_cast<std::uint32_t*>(hq + std::int64_t(p) * inter + b * kBlock + lane * 4) = packed;
+  if (lane == 0) hqs[vec128_slot(row_expert, expert_off, p, b, nb)] = amax / moe::kFp8E4m3Max;
+}
+
+// One block per token; each thread 4 consecutive columns at a time.
+__global__ void __launch_bounds__(128) combine_kernel(const std::uint16_t* __restrict__ y2,
+                                                      const float* __restrict__ w, const int* __restrict__ slot_row,
+                                                      int topk, int hidden, float* __restrict__ out) {
+  const int t = blockIdx.x;
+  for (int c = threadIdx.x * 4; c < hidden; c += blockDim.x * 4) {
+    float acc[4] = {0.f, 0.f, 0.f, 0.f};
+    for (int j = 0; j < topk; ++j) {
+      const std::int64_t r = slot_row[std::int64_t(t) * topk + j];
+      const float wt = w[std::int64_t(t) * topk + j];
+      const uint2 raw = *reinterpret_cast<const uint2*>(y2 + r * hidden + c);
+      const float y[4] = {bf16_bits_to_float(std::uint16_t(raw.x & 0xFFFF)), bf16_bits_to_float(std::uint16_t(raw.x >> 16)),
+                          bf16_bits_to_float(std::uint16_t(raw.y & 0xFFFF)), bf16_bits_to_float(std::uint16_t(raw.y >> 16))};
+#pragma unroll
+      for (int i = 0; i < 4; ++i) acc[i] = __fadd_rn(acc[i], __fmul_rn(wt, y[i]));
+    }
+    *reinterpret_cast<float4*>(out + std::int64_t(t) * hidden + c) = make_float4(acc[0], acc[1], acc[2], acc[3]);
+  }
+}
+
+// 8 packed bytes (16 int4) -> 16 e4m3 codes per iteration.
+__global__ void __launch_bounds__(256) int4_to_fp8_kernel(const uint2* __restrict__ in, std::int64_t n8,
+                                                          std::uint64_t lo, std::uint64_t hi, uint4* __restrict__ out) {
+  for (std::int64_t i = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n8;
+       i += std::int64_t(gridDim.x) * blockDim.x) {
+    const uint2 v = in[i];
+    const std::uint32_t src[2] = {v.x, v.y};
+    std::uint32_t word[4];
+#pragma unroll
+    for (int wi = 0; wi < 4; ++wi) {  // output word wi: packed bytes 2wi and 2wi+1, low nibble first
+      const std::uint32_t two = (src[wi / 2] >> (16 * (wi % 2))) & 0xFFFFu;
+      word[wi] = nibble_code(two & 0xF, lo, hi) | nibble_code((two >> 4) & 0xF, lo, hi) << 8 |
+                 nibble_code((two >> 8) & 0xF, lo, hi) << 16 | nibble_code((two >> 12) & 0xF, lo, hi) << 24;
+    }
+    out[i] = make_uint4(word[0], word[1], word[2], word[3]);
+  }
+}
+
+__device__ __forceinline__ int int4_at(const uint4& v, int i) {  // element i (0..31) of 16 packed bytes
+  const std::uint32_t w = (&v.x)[i / 8];
+  const int nib = int((w >> (4 * (i % 8))) & 0xF);
+  return nib >= 8 ? nib - 16 : nib;
+}
+
+// One block per 128x128 weight block: blockIdx = (kb, nb, e). 256 threads, each two 16-byte chunks
+// (32 int4 each) of the block's 128 rows x 64 packed bytes.
+__global__ void __launch_bounds__(256) int4_requant_kernel(const std::uint8_t* __restrict__ packed,
+                                                           const float* __restrict__ scale, int n, int k,
+                                                           std::uint8_t* __restrict__ out,
+                                                           float* __restrict__ out_scale, int ld) {
+  const int kb = blockIdx.x, nb = blockIdx.y, e = blockIdx.z, kblocks = k / kBlock;
+  __shared__ float warp_max[8];
+  __shared__ float block_amax;
+  uint4 chunk[2];
+  float s[2];
+  std::int64_t row[2];
+  int part[2];
+  float m = 0.f;
+#pragma unroll
+  for (int c = 0; c < 2; ++c) {
+    const int idx = threadIdx.x + c * 256;  // 0 .. 511
+    row[c] = std::int64_t(e) * n + std::int64_t(nb) * kBlock + idx / 4;
+    part[c] = idx % 4;
+    chunk[c] = *reinterpret_cast<const uint4*>(packed + row[c] * (k / 2) + kb * (kBlock / 2) + part[c] * 16);
+    s[c] = scale[row[c] * kblocks + kb];
+#pragma unroll
+    for (int i = 0; i < 32; ++i) m = fmaxf(m, fabsf(float(int4_at(chunk[c], i)) * s[c]));
+  }
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xFFFFFFFFu, m, o));
+  if ((threadIdx.x & 31) == 0) warp_max[threadIdx.x >> 5] = m;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    float a = 0.f;
+    for (int i = 0; i < 8; ++i) a = fmaxf(a, warp_max[i]);
+    a = fmaxf(a, moe::kAmaxFloor);
+    block_amax = a;
+    out_scale[(std::int64_t(e) * (n / kBlock) + nb) * ld + kb] = a / moe::kFp8E4m3Max;
+  }
+  __syncthreads();
+  const float inv = moe::kFp8E4m3Max / block_amax;
+#pragma unroll
+  for (int c = 0; c < 2; ++c) {
+    std::uint32_t word[8];
+#pragma unroll
+    for (int wi = 0; wi < 8; ++wi) {
+      std::uint32_t w = 0;
+#pragma unroll
+      for (int b = 0; b < 4; ++b)
+        w |= std::uint32_t(moe::fp8_e4m3_encode(float(int4_at(chunk[c], wi * 4 + b)) * s[c] * inv)) << (8 * b);
+      word[wi] = w;
+    }
+    uint4* dst = reinterpret_cast<uint4*>(out + row[c] * k + kb * kBlock + part[c] * 32);
+    dst[0] = make_uint4(word[0], word[1], word[2], word[3]);
+    dst[1] = make_uint4(word[4], word[5], word[6], word[7]);
+  }
+}
+
+__global__ void __launch_bounds__(256) transpose_scales_kernel(const float* __restrict__ in, int n, int kblocks,
+                                                               std::int64_t total, float* __restrict__ out) {
+  for (std::int64_t i = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
+       i += std::int64_t(gridDim.x) * blockDim.x) {
+    const std::int64_t per = std::int64_t(n) * kblocks;
+    const std::int64_t e = i / per, rem = i % per, r = rem / kblocks, kb = rem % kblocks;
+    out[(e * kblocks + kb) * n + r] = in[i];
+  }
+}
+
+__device__ __forceinline__ std::uint32_t hash32(std::uint32_t x) {  // lowbias32
+  x ^= x >> 16;
+  x *= 0x7feb352du;
+  x ^= x >> 15;
+  x *= 0x846ca68bu;
+  x ^= x >> 16;
+  return x;
+}
+
+__global__ void __launch_bounds__(256) fill_fp8_kernel(std::uint8_t* __restrict__ p, std::int64_t n,
+                                                       std::uint32_t seed) {
+  for (std::int64_t i = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += std::int64_t(gridDim.x) * blockDim.x) {
+    const std::uint32_t h = hash32(seed ^ hash32(std::uint32_t(i) ^ std::uint32_t(i >> 32) * 0x9E3779B9u));
+    // sign | exponent field 6 or 7 | mantissa: magnitudes in [0.5, 2), never NaN.
+    p[i] = std::uint8_t((h & 0x80u) | 0x30u | ((h >> 8) & 0x0Fu));
+  }
+}
+
+__global__ void __launch_bounds__(256) fill_f32_kernel(float* __restrict__ p, std::int64_t n, float v) {
+  for (std::int64_t i = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += std::int64_t(gridDim.x) * blockDim.x)
+    p[i] = v;
+}
+
+int grid_for(std::int64_t n, int threads) {
+  const std::int64_t g = (n + threads - 1) / threads;
+  return int(g < 65536 ? (g < 1 ? 1 : g) : 65536);  // grid-stride loops cover the rest
+}
+
+}  // namespace
+
+cudaError_t launch_permute(const std::uint8_t* x, const float* x_scale, int hidden, int topk, const int* row_src,
+                           const int* row_expert, const int* expert_off, int rows, std::uint8_t* xp, float* xps,
+                           cudaStream_t stream) {
+  if (rows <= 0) return cudaSuccess;
+  permute_kernel<<<rows, 128, 0, stream>>>(x, x_scale, hidden, topk, row_src, row_expert, expert_off, xp, xps);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_swiglu_quant(const std::uint16_t* y1, int inter, const int* row_expert, const int* expert_off,
+                                int rows, std::uint8_t* hq, float* hqs, cudaStream_t stream) {
+  if (rows <= 0) return cudaSuccess;
+  const std::int64_t warps = std::int64_t(rows) * (inter / kBlock);
+  const std::int64_t blocks = (warps + 7) / 8;
+  swiglu_quant_kernel<<<unsigned(blocks), 256, 0, stream>>>(y1, inter, rows, row_expert, expert_off, hq, hqs);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_combine(const std::uint16_t* y2, const float* topk_weight, const int* slot_row, int tokens,
+                           int topk, int hidden, float* out, cudaStream_t stream) {
+  if (tokens <= 0) return cudaSuccess;
+  combine_kernel<<<tokens, 128, 0, stream>>>(y2, topk_weight, slot_row, topk, hidden, out);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_int4_to_fp8(const std::uint8_t* packed, std::int64_t n_bytes, std::uint64_t code_lo,
+                               std::uint64_t code_hi, std::uint8_t* out, cudaStream_t stream) {
+  const std::int64_t n8 = n_bytes / 8;
+  if (n8 <= 0) return cudaSuccess;
+  int4_to_fp8_kernel<<<grid_for(n8, 256), 256, 0, stream>>>(reinterpret_cast<const uint2*>(packed), n8, code_lo,
+                                                            code_hi, reinterpret_cast<uint4*>(out));
+  return cudaGetLastError();
+}
+
+cudaError_t launch_int4_requant_128(const std::uint8_t* packed, const float* scale, int experts, int n, int k,
+                                    std::uint8_t* out, float* out_scale, int ld, cudaStream_t stream) {
+  if (experts <= 0 || n <= 0 || k <= 0) return cudaSuccess;
+  int4_requant_kernel<<<dim3(k / kBlock, n / kBlock, experts), 256, 0, stream>>>(packed, scale, n, k, out, out_scale,
+                                                                                 ld);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_transpose_scales(const float* in, int experts, int n, int kblocks, float* out, cudaStream_t stream) {
+  const std::int64_t total = std::int64_t(experts) * n * kblocks;
+  if (total <= 0) return cudaSuccess;
+  transpose_scales_kernel<<<grid_for(total, 256), 256, 0, stream>>>(in, n, kblocks, total, out);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_fill_fp8(std::uint8_t* p, std::int64_t n, std::uint32_t seed, cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  fill_fp8_kernel<<<grid_for(n, 256), 256, 0, stream>>>(p, n, seed);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_fill_f32(float* p, std::int64_t n, float value, cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  fill_f32_kernel<<<grid_for(n, 256), 256, 0, stream>>>(p, n, value);
+  return cudaGetLastError();
+}
+
+}  // namespace xstage::moe_bench::detail

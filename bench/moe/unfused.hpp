@@ -1,0 +1,217 @@
+#pragma once
+// The unfused MoE layer baseline and the FP8 tensor-core ceiling (issue 11 item 5), one GPU, P = 1 (one
+// rank holds all E experts, no communication): what a user assembles from libraries. Library
+// xstage_moe_unfused (bench/moe/CMakeLists.txt). WRITTEN WITHOUT A GPU: compiled, not run (the tests in
+// tests/moe_gpu/test_unfused_gpu.cpp have not run either).
+//
+// UnfusedMoe::run enqueues, on one stream, no host synchronisation:
+//   [W4A8 only] int4 -> e4m3 conversion of all expert weights (every call, as a user without an int4
+//               GEMM would do; exact: every integer in [-8, 7] is an e4m3 value);
+//   1. permute: routed rows (token t, slot j) of the FP8 activations x [T][H] and their 1x128 scales
+//      x_scale [T][H/128] gathered into expert-contiguous rows (expert order, then (t, j) order), each
+//      expert's block padded to a multiple of kRowAlign = 4 rows (zero rows; see below why);
+//   2. per expert with rows, one cublasLtMatmul (Linear-1): Y1_e [rows_e][2I] (bf16) = X_e W1_e^T,
+//      W1_e [2I][H] (rows 0..I-1 gate, I..2I-1 up);
+//   3. SwiGLU + FP8 requantisation: h = silu(gate) * up in fp32 from the bf16 Y1, per row and per 128
+//      columns amax = max(max|h|, 1e-4), code = e4m3 satfinite(h * (448/amax)), scale = amax/448
+//      (xstage/moe/quant.hpp's convention);
+//   4. per expert one cublasLtMatmul (Linear-2): Y2_e [rows_e][H] (bf16) = Hq_e W2_e^T, W2_e [H][I];
+//   5. un-permute + top-k weighted sum: out[t][:] = sum_j weight[t][j] * float(Y2(t, j)) in fp32, slot
+//      order, no contraction (the reference's order), fp32 output [T][H].
+//
+// cuBLASLt facts this relies on (cuBLAS 13.1.0.3 of the CUDA 13.0 toolkit; docs/MOE.md has the header
+// evidence; NOT verified on a GPU):
+//   - FP8 needs the "TN" format on Hopper: A transposed, B not, column major; compute 32F, scale 32F.
+//     Row-major D[M][N] = X[M][K] W[N][K]^T is computed as column-major D^T (N x M) = op(A) op(B) with
+//     A = W (K x N, ld K, transa = T) and B = X (K x M, ld K, transb = N), D ld N. So the weights are
+//     cuBLAS's A and the activations its B (as torch._scaled_mm does after its operand swap).
+//   - Scale modes (CUBLASLT_MATMUL_DESC_A_SCALE_MODE / _B_SCALE_MODE, int32):
+//       B (activations): CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F, one fp32 per 128 elements along K,
+//         stored "outer-dim-major": scale(m, kb) at kb * M + m, i.e. [K/128][M] with the M rows
+//         contiguous (torch: shape (M, K/128), strides (1, M); NVIDIA's CUDALibrarySamples size it
+//         ceil(K/128) * M).
+//       A (FP8 weights): CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F, one fp32 per 128x128 block,
+//         K-blocks contiguous with the row pitch rounded up to 4 (16 bytes): scale(nb, kb) at
+//         nb * round_up(K/128, 4) + kb (torch: "near-inner-dim-major (with 16-byte aligned strides)";
+//         CUDALibrarySamples: round_up(ceil(K/128), 4) * ceil(N/128) floats). set_weights repacks the
+//         user's unpadded [N/128][K/128] scales into this pitch.
+//       A (W4A8 weights, converted to e4m3): VEC128_32F as well, [K/128][N] (the per-(row, 128-group)
+//         int4 scales ARE 1x128 weight block scales; transposed once in set_weights). Whether cuBLASLt
+//         takes VEC128 on A together with VEC128 on B is not documented in the header; torch._scaled_mm
+//         lists the pair (BlockWise1x128, BlockWise1x128). The constructor PROBES it (heuristic plus one
+//         small matmul); if refused, W4A8 falls back to Int4Path::kRequant128x128: every call
+//         dequantises q * scale and requantises each 128x128 block to e4m3 with one fp32 scale (DeepGEMM
+//         convention), then runs the W8A8 GEMMs. That fallback is NOT exact (one more e4m3 rounding of
+//         the weights); int4_path() says which path runs.
+//   - D is bf16 (FP8 D is not supported with VEC128/BLK128x128 scales, cuBLAS docs note 8).
+//   - VEC128 scales of a GEMM with M rows are laid out with pitch M; a row count that is not a
+//     multiple of 4 would leave the K-block columns 16-byte misaligned (a user report: "cuBLAS wants the
+//     activation scales token-major with the token count a multiple of 4"). Hence every expert's block
+//     is padded to kRowAlign = 4 rows (zero codes, unit scales, outputs ignored): at most 3 wasted rows
+//     per expert. The padded layout is exactly xstage::moe::DispatchPlan's receive layout at P = 1 with
+//     b_m = 4, which set_routing uses.
+//   - cuBLASLt 13.1 has no grouped matmul (cublasLt.h has no CUBLASLT_BATCH_MODE_GROUPED; later cuBLAS
+//     documents an experimental grouped mode accepting VEC128/BLK128x128 on sm_90), so run() issues
+//     ONE cublasLtMatmul PER EXPERT with rows and skips empty experts. cublasLtMatmulAlgoGetHeuristic is
+//     called once per distinct (GEMM, M) and cached.
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace xstage::moe_bench {
+
+enum class WeightFormat { kFp8, kInt4 };
+const char* to_string(WeightFormat f);
+
+struct UnfusedShape {
+  int hidden = 0;   // H, multiple of 128
+  int inter = 0;    // I, multiple of 128
+  int experts = 0;  // E >= 1 (all on this GPU)
+  int topk = 0;     // 1 <= k <= E
+  int tokens = 0;   // T >= 1
+};
+
+// "" when the shape is valid, else the message the constructors throw (naming the value).
+std::string check_unfused_shape(const UnfusedShape& s);
+
+inline constexpr int kRowAlign = 4;  // rows of each expert block (and of the ceiling's M) are padded to this
+
+// How W4A8 weights reach the tensor cores (see the header comment).
+enum class Int4Path {
+  kNone,              // FP8 weights
+  kVec128Weights,     // exact: int4 -> e4m3 codes, the group scales as VEC128 scales of A
+  kRequant128x128,    // fallback: q * scale requantised to e4m3 per 128x128 block (not exact)
+};
+const char* to_string(Int4Path p);
+
+struct UnfusedOptions {
+  bool force_int4_requant = false;  // W4A8: take the 128x128 requantisation path even if VEC128 on A works
+};
+
+namespace detail {
+class LtFp8Gemm;  // one cuBLASLt FP8 block-scaled GEMM shape with its per-M algorithm cache (unfused.cpp)
+struct DeviceBuffer {
+  void* p = nullptr;
+  std::size_t bytes = 0;
+  DeviceBuffer() = default;
+  explicit DeviceBuffer(std::size_t n);  // cudaMalloc (n may be 0); RuntimeError naming the size
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  DeviceBuffer(DeviceBuffer&& o) noexcept : p(o.p), bytes(o.bytes) { o.p = nullptr, o.bytes = 0; }
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept;
+  ~DeviceBuffer();
+  template <class T>
+  T* as() const { return static_cast<T*>(p); }
+};
+struct LtHandle;  // owns a cublasLtHandle_t
+}  // namespace detail
+
+class UnfusedMoe {
+ public:
+  // UsageError (a std::invalid_argument) for a bad shape, before any CUDA call; RuntimeError for CUDA /
+  // cuBLAS failures. Allocates every workspace for the worst routing (T*k routed rows + 3 padding rows
+  // per expert). W4A8: probes the exact VEC128-weights path (synchronises the device once).
+  UnfusedMoe(const UnfusedShape& shape, WeightFormat format, UnfusedOptions opt = {});
+  ~UnfusedMoe();
+  UnfusedMoe(const UnfusedMoe&) = delete;
+  UnfusedMoe& operator=(const UnfusedMoe&) = delete;
+
+  // Device pointers, kept (not copied) and read by every run(): they must stay valid.
+  //   kFp8 : w1 [E][2I][H] e4m3 codes, w1_scale [E][2I/128][H/128]; w2 [E][H][I], w2_scale [E][H/128][I/128]
+  //   kInt4: w1 [E][2I][H/2] bytes (two int4 per byte, even k in the low nibble), w1_scale [E][2I][H/128];
+  //          w2 [E][H][I/2], w2_scale [E][H][I/128]
+  // Repacks the scales into cuBLASLt's layouts (own buffers); synchronises the device (not for timing).
+  void set_weights(const std::uint8_t* w1, const float* w1_scale, const std::uint8_t* w2, const float* w2_scale);
+
+  // Host top-k indices [T][k] (global experts), validated (xstage::moe::validate_topk: UsageError naming
+  // token, slot and value). Builds the permutation on the HOST (xstage::moe::DispatchPlan, P = 1, b_m = 4)
+  // and uploads it; a user would compute the offsets on the device, which this baseline leaves out of
+  // the timed region on purpose: call once per routing, outside timing. Synchronises the device.
+  void set_routing(const std::int32_t* topk_index_host);
+
+  // x [T][H] e4m3 codes (16-byte aligned), x_scale [T][H/128], topk_weight [T][k], out [T][H] fp32
+  // (16-byte aligned): all device pointers. Stream-ordered, no host synchronisation.
+  void run(const std::uint8_t* x, const float* x_scale, const float* topk_weight, float* out, cudaStream_t stream);
+
+  // Useful FLOPs of one call: xstage::moe::moe_layer_flops (padding rows not counted).
+  double flops() const;
+
+  const UnfusedShape& shape() const { return shape_; }
+  WeightFormat format() const { return format_; }
+  Int4Path int4_path() const { return int4_path_; }
+  const std::string& int4_path_note() const { return int4_note_; }  // why the path was chosen
+
+  // Introspection for tests (valid after set_routing): padded rows in use, per-expert routed rows and
+  // padded row offsets (E + 1 entries), the padded row of (token, slot), and the device intermediates
+  // of the last run: Linear-1 output (bf16 bits [rows][2I]), the requantised h (codes [rows][I]).
+  int padded_rows() const { return rows_; }
+  const std::vector<int>& expert_rows() const { return counts_; }
+  const std::vector<int>& expert_offsets() const { return offsets_; }
+  int padded_row(int token, int slot) const { return slot_row_host_.at(std::size_t(token) * shape_.topk + slot); }
+  const std::uint16_t* linear1_output() const { return y1_.as<const std::uint16_t>(); }
+  const std::uint8_t* hidden_codes() const { return hq_.as<const std::uint8_t>(); }
+
+ private:
+  void convert_int4_weights(cudaStream_t stream);
+  void probe_int4_vec128();
+
+  UnfusedShape shape_;
+  WeightFormat format_;
+  UnfusedOptions opt_;
+  Int4Path int4_path_ = Int4Path::kNone;
+  std::string int4_note_;
+  int max_rows_ = 0;
+
+  std::unique_ptr<detail::LtHandle> lt_;
+  std::unique_ptr<detail::LtFp8Gemm> gemm1_, gemm2_;  // weight scale mode fixed per path
+  detail::DeviceBuffer workspace_;
+
+  // Weights: user pointers, and the repacked / converted copies.
+  const std::uint8_t* w1_user_ = nullptr;
+  const std::uint8_t* w2_user_ = nullptr;
+  const float* w1s_user_ = nullptr;
+  const float* w2s_user_ = nullptr;
+  detail::DeviceBuffer w1q_, w2q_;  // int4: e4m3 codes of the converted weights
+  detail::DeviceBuffer w1s_, w2s_;  // scales in cuBLASLt's A layout
+
+  // Activations / intermediates, sized for max_rows_.
+  detail::DeviceBuffer xp_, xps_, y1_, hq_, hqs_, y2_;
+
+  // Routing tables (device) and their host mirrors.
+  detail::DeviceBuffer row_src_, row_expert_, expert_off_, slot_row_;
+  std::vector<int> counts_, offsets_, slot_row_host_;
+  int rows_ = 0;
+  bool have_routing_ = false, have_weights_ = false;
+};
+
+// The tensor-core ceiling: the layer's FLOPs without routing. Two cuBLASLt FP8 block-scaled GEMMs of
+// M = T*k rows (rounded up to kRowAlign): [M x 2I x H] and [M x H x I] (D = X W^T, weights 128x128 scales,
+// activations 1x128, bf16 out), on synthetic data written once by the constructor.
+class CeilingGemm {
+ public:
+  explicit CeilingGemm(const UnfusedShape& shape);
+  ~CeilingGemm();
+  CeilingGemm(const CeilingGemm&) = delete;
+  CeilingGemm& operator=(const CeilingGemm&) = delete;
+
+  void run(cudaStream_t stream);
+  // xstage::moe::moe_layer_flops of the shape (the <= 3 padding rows of M not counted).
+  double flops() const;
+
+  int rows() const { return m_; }
+  const std::uint16_t* output1() const { return d1_.as<const std::uint16_t>(); }  // bf16 bits [M][2I]
+  const std::uint16_t* output2() const { return d2_.as<const std::uint16_t>(); }  // bf16 bits [M][H]
+
+ private:
+  UnfusedShape shape_;
+  int m_ = 0;
+  std::unique_ptr<detail::LtHandle> lt_;
+  std::unique_ptr<detail::LtFp8Gemm> gemm1_, gemm2_;
+  detail::DeviceBuffer workspace_, w1_, w1s_, x1_, x1s_, d1_, w2_, w2s_, x2_, x2s_, d2_;
+};
+
+}  // namespace xstage::moe_bench
