@@ -3,6 +3,7 @@
 #   1. every MoE GPU test in its own process (a hang cannot eat the call), with its printed error ratios
 #   2. compute-sanitizer memcheck, racecheck and synccheck on small cases (MOE_SANITIZE=0 skips)
 #   3. optionally (MOE_BENCH=1) the MoE benchmark with its arguments in MOE_BENCH_ARGS
+#   (the tests: tests/moe_gpu: the fused kernel and the unfused baseline)
 # Writes $OUT/moe-tests.log, $OUT/sanitize.log, $OUT/machine.txt (and the benchmark's files).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -12,12 +13,16 @@ mkdir -p "$OUT"
 BUILD=${XSTAGE_BUILD_DIR:-build}
 nccl_py=$(python3 -c "import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], 'lib'))" 2>/dev/null || true)
 [ -n "$nccl_py" ] && export LD_LIBRARY_PATH="$nccl_py:${LD_LIBRARY_PATH:-}"
+# cuBLASLt 13 for the unfused baseline: the toolkit's, else the one torch's wheels bring
+for d in /usr/local/cuda/lib64 $(python3 -c "import nvidia.cublas, os; print(os.path.join(list(nvidia.cublas.__path__)[0], 'lib'))" 2>/dev/null); do
+  [ -e "$d/libcublasLt.so.13" ] && export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$d"
+done
 { nvidia-smi -L; nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,power.limit --format=csv,noheader; } \
   > "$OUT/machine.txt" 2>&1
 cat "$OUT/machine.txt"
 
 echo "== MoE GPU tests (${MOE_TESTS:-all})"
-for bin in ${MOE_TEST_BINS:-$BUILD/tests/moe_gpu/test_moe_layer_gpu}; do
+for bin in ${MOE_TEST_BINS:-$BUILD/tests/moe_gpu/test_moe_layer_gpu $BUILD/tests/moe_gpu/test_unfused_gpu}; do
   [ -x "$bin" ] || { echo "missing $bin"; continue; }
   for t in $("$bin" --gtest_list_tests | awk '/^[^ ]/{s=$1} /^  /{print s $1}'); do
     if [ -n "${MOE_TESTS:-}" ] && ! echo "$t" | grep -qE "$MOE_TESTS"; then continue; fi

@@ -1,5 +1,5 @@
-// GPU tests of the fused MoE layer kernel v0 (W8A8; src/kernels/moe, docs/MOE.md "Fused kernel v0").
-// WRITTEN WITHOUT A GPU: none of these has run yet. They skip cleanly without an sm_90 device.
+// GPU tests of the fused MoE layer kernel (W8A8 and W4A8; src/kernels/moe, docs/MOE.md "Fused kernel").
+// They skip cleanly without an sm_90 device; results/moe/correctness holds what they printed on an H200.
 //
 // Each case: random weights and activations (xstage::moe generators), quantized exactly as the kernel
 // expects (quantize_weight_128x128, quantize_act_1x128), a routing (balanced, skewed, or hand-made with
@@ -44,12 +44,13 @@ struct Case {
   Route route = Route::kBalanced;
   MoeOrder order = MoeOrder::kExpertWave;
   int calls = 1;  // > 1: several calls on one workspace (epochs; a new routing each call)
+  bool int4 = false;  // W4A8 weights (int4, per-(row, 128-group) scales) instead of W8A8
 };
 
 std::string name(const Case& c) {
   char b[200];
-  std::snprintf(b, sizeof b, "P=%d T=%d H=%d I=%d E=%d k=%d route=%d order=%d", c.world, c.tokens, c.hidden, c.inter,
-                c.experts, c.topk, int(c.route), int(c.order));
+  std::snprintf(b, sizeof b, "P=%d T=%d H=%d I=%d E=%d k=%d route=%d order=%d %s", c.world, c.tokens, c.hidden,
+                c.inter, c.experts, c.topk, int(c.route), int(c.order), c.int4 ? "w4a8" : "w8a8");
   return b;
 }
 
@@ -94,7 +95,22 @@ void run_case(const Case& c) {
   const moe::MoeWeights w = moe::random_moe_weights(H, I, E, seed);
   std::vector<uint8_t> w1c, w2c;
   std::vector<float> w1s, w2s;
+  // W4A8 scales go to the kernel K-block-major ([K/128][rows] per expert; quantize_int4 gives [rows][K/128]).
+  auto kblock_major = [](const moe::Int4Tensor& q, std::vector<float>& out) {
+    const int kb = q.cols / q.group;
+    for (int b = 0; b < kb; ++b)
+      for (int r = 0; r < q.rows; ++r) out.push_back(q.scale[size_t(r) * kb + b]);
+  };
   for (int e = 0; e < E; ++e) {
+    if (c.int4) {
+      const moe::Int4Tensor q1 = moe::quantize_int4(w.w1_of(e), 2 * I, H);
+      const moe::Int4Tensor q2 = moe::quantize_int4(w.w2_of(e), H, I);
+      w1c.insert(w1c.end(), q1.packed.begin(), q1.packed.end());
+      w2c.insert(w2c.end(), q2.packed.begin(), q2.packed.end());
+      kblock_major(q1, w1s);
+      kblock_major(q2, w2s);
+      continue;
+    }
     const moe::Fp8Tensor q1 = moe::quantize_weight_128x128(w.w1_of(e), 2 * I, H);
     const moe::Fp8Tensor q2 = moe::quantize_weight_128x128(w.w2_of(e), H, I);
     w1c.insert(w1c.end(), q1.code.begin(), q1.code.end());
@@ -107,7 +123,7 @@ void run_case(const Case& c) {
   CUDA_CHECK(cudaMemcpy(d_w2.p, w2c.data(), w2c.size(), cudaMemcpyHostToDevice));
   CUDA_CHECK(cudaMemcpy(d_w1s.p, w1s.data(), w1s.size() * 4, cudaMemcpyHostToDevice));
   CUDA_CHECK(cudaMemcpy(d_w2s.p, w2s.data(), w2s.size() * 4, cudaMemcpyHostToDevice));
-  const moe::MoeReference ref8(w, moe::Precision::W8A8), ref32(w, moe::Precision::Fp32);
+  const moe::MoeReference ref8(w, c.int4 ? moe::Precision::W4A8 : moe::Precision::W8A8), ref32(w, moe::Precision::Fp32);
 
   // Per-rank device tensors.
   std::vector<std::unique_ptr<DevBuf>> d_x, d_xs, d_wt, d_out;
@@ -132,6 +148,7 @@ void run_case(const Case& c) {
     moe_kernel::MoeLayerParams prm;
     prm.shape = shape;
     prm.topk_index_all = routing.index.data();
+    prm.weights = c.int4 ? moe_kernel::MoeWeightFormat::kInt4 : moe_kernel::MoeWeightFormat::kFp8;
     prm.w1 = static_cast<const uint8_t*>(d_w1.p);
     prm.w1_scale = static_cast<const float*>(d_w1s.p);
     prm.w2 = static_cast<const uint8_t*>(d_w2.p);
@@ -180,7 +197,7 @@ void run_case(const Case& c) {
     }
     err.rms_kernel = n ? std::sqrt(se_k / n) : 0;
     err.rms_ref = n ? std::sqrt(se_r / n) : 0;
-    std::printf("%s call %d: rms(kernel - w8a8) %.3e, rms(w8a8 - fp32) %.3e, max %.3e / %.3e, NaN %lld\n",
+    std::printf("%s call %d: rms(kernel - ref) %.3e, rms(ref - fp32) %.3e, max %.3e / %.3e, NaN %lld\n",
                 name(c).c_str(), call, err.rms_kernel, err.rms_ref, err.max_kernel, err.max_ref, err.nan);
     EXPECT_EQ(err.nan, 0);
     EXPECT_LE(err.rms_kernel, 0.25 * err.rms_ref);  // measured 0.04-0.09 (results/moe/correctness)
@@ -231,6 +248,24 @@ TEST(MoeLayerGpu, InterleavedOrder) {
   NEED_SM90();
   run_case({2, 256, 512, 256, 16, 4, Route::kSkewed, MoeOrder::kInterleaved});
   run_case({1, 64, 256, 256, 8, 2, Route::kBalanced, MoeOrder::kInterleaved});
+}
+
+// W4A8: int4 weights converted to e4m3 inside the kernel, per-column (row of W) group scales.
+TEST(MoeLayerGpu, W4A8SingleRank) {
+  NEED_SM90();
+  Case c{1, 100, 512, 256, 16, 4, Route::kSkewed};
+  c.int4 = true;
+  run_case(c);
+}
+
+TEST(MoeLayerGpu, W4A8Emulated) {
+  NEED_SM90();
+  Case c{4, 128, 256, 384, 8, 2, Route::kBalanced};
+  c.int4 = true;
+  run_case(c);
+  Case d{2, 128, 512, 256, 16, 4, Route::kSkewed, MoeOrder::kInterleaved};
+  d.int4 = true;
+  run_case(d);
 }
 
 // Several calls on one workspace: signal counters only grow, row readiness is reset per call, and each

@@ -52,21 +52,27 @@
 
 namespace xstage::moe_kernel {
 
+template <class C>
 struct SharedStorage {
-  alignas(1024) uint8_t a[Config::kStages][Config::kABytes];
-  alignas(1024) uint8_t b[Config::kStages][2 * Config::kBBytes];  // L1: gate box then up box; L2: one box
+  alignas(1024) uint8_t a[C::kStages][C::kABytes];
+  // e4m3 B: L1 gate box then up box, L2 one box. W4A8: TMA puts the raw int4 boxes in the upper half of
+  // the region they expand into (L1 at +16 KB, L2 at +8 KB); the converter expands them in place.
+  alignas(1024) uint8_t b[C::kStages][2 * C::kBBytes];
   // Epilogue staging between the MMA warpgroups and the epilogue warps (double-buffered):
   //   L1 tile: h codes [128][128] in the TMA 128 B swizzle at offset 0, the 128 row scales at kStageScales;
   //   L2 tile: bf16 [128][136] (rows padded by 16 B: conflict-free fragment writes), one bulk store per row.
-  alignas(1024) uint8_t stage[Config::kEpiSlots][Config::kStageBytes];
-  alignas(128) float sa[Config::kStages][kBlockM];  // TMA destinations: 128-byte aligned
-  uint64_t full[Config::kStages], empty[Config::kStages];
-  uint64_t stage_full[Config::kEpiSlots], stage_empty[Config::kEpiSlots];
+  alignas(1024) uint8_t stage[C::kEpiSlots][C::kStageBytes];
+  alignas(128) float sa[C::kStages][kBlockM];  // TMA destinations: 128-byte aligned
+  alignas(128) float sb[C::kStages][C::kInt4 ? 2 * kBlockN : 1];  // W4A8 per-column weight scales (gate, up)
+  uint64_t full[C::kStages], empty[C::kStages];
+  uint64_t conv_full[C::kStages];  // W4A8: the stage's B is e4m3 (converter -> MMA)
+  uint64_t stage_full[C::kEpiSlots], stage_empty[C::kEpiSlots];
 };
-static_assert(sizeof(SharedStorage) + 1024 <= 227 * 1024, "shared memory of one CTA per SM");
+static_assert(sizeof(SharedStorage<ConfigT<false>>) + 1024 <= 227 * 1024, "shared memory of one CTA per SM");
+static_assert(sizeof(SharedStorage<ConfigT<true>>) + 1024 <= 227 * 1024, "shared memory of one CTA per SM");
 
 // Warp roles of warpgroup 0 (the consumers are warpgroups 1 and 2).
-enum Warp : int { kProducerWarp = 0, kL1EpilogueWarp = 1, kL2EpilogueWarp = 2 };
+enum Warp : int { kProducerWarp = 0, kL1EpilogueWarp = 1, kL2EpilogueWarp = 2, kConverterWarp = 3 };
 
 // ---------------------------------------------------------------- small device helpers
 __device__ __forceinline__ void tma_load_2d(const CUtensorMap* map, uint64_t* bar, void* dst, int c0, int c1) {
@@ -130,6 +136,56 @@ __device__ __forceinline__ void promote(float (&fin)[64], const float (&acc)[64]
 #pragma unroll
   for (int i = 0; i < 64; ++i) fin[i] += acc[i] * (((i / 2) % 2) ? s1 : s0);
 }
+// W4A8: final += scratch * (a_scale[row] * b_scale[col]), b_scale per column from shared memory.
+__device__ __forceinline__ void promote_cols(float (&fin)[64], const float (&acc)[64], float s0, float s1,
+                                             const float* sb, int tid) {
+#pragma unroll
+  for (int i = 0; i < 64; i += 4) {
+    const float2 b = *reinterpret_cast<const float2*>(sb + kernel::frag_col(i, tid));
+    fin[i] += acc[i] * (s0 * b.x);
+    fin[i + 1] += acc[i + 1] * (s0 * b.y);
+    fin[i + 2] += acc[i + 2] * (s1 * b.x);
+    fin[i + 3] += acc[i + 3] * (s1 * b.y);
+  }
+}
+
+// ---------------------------------------------------------------- W4A8: int4 -> e4m3 in shared memory
+// Four int4 values (the low 16 bits of w, value i in nibble i, two's complement) -> four e4m3 codes. Exact:
+// every integer in [-8, 7] is an e4m3 value. Two 8-entry byte tables indexed by the low 3 bits (prmt), one
+// for the non-negative nibbles 0..7 and one for 8..15 (= -8..-1), then a third prmt picks per byte by bit 3.
+__device__ __forceinline__ uint32_t int4x4_to_e4m3x4(uint32_t w) {
+  // e4m3 of 0..7: 00 38 40 44 48 4A 4C 4E; of -8..-1: D0 CE CC CA C8 C4 C0 B8
+  constexpr uint32_t kPosLo = 0x44403800u, kPosHi = 0x4E4C4A48u, kNegLo = 0xCACCCED0u, kNegHi = 0xB8C0C4C8u;
+  const uint32_t idx = w & 0x7777u;
+  uint32_t pos, neg, out;
+  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(pos) : "r"(kPosLo), "r"(kPosHi), "r"(idx));
+  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(neg) : "r"(kNegLo), "r"(kNegHi), "r"(idx));
+  const uint32_t pick = ((w >> 1) & 0x4444u) | 0x3210u;  // byte i from pos (i) or neg (4 + i)
+  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(out) : "r"(pos), "r"(neg), "r"(pick));
+  return out;
+}
+// 16 raw bytes (32 int4, k ascending) -> 32 e4m3 codes (two 16-byte chunks).
+__device__ __forceinline__ void int4x32_to_e4m3(const uint4 raw, uint4& lo, uint4& hi) {
+  lo = make_uint4(int4x4_to_e4m3x4(raw.x), int4x4_to_e4m3x4(raw.x >> 16), int4x4_to_e4m3x4(raw.y),
+                  int4x4_to_e4m3x4(raw.y >> 16));
+  hi = make_uint4(int4x4_to_e4m3x4(raw.z), int4x4_to_e4m3x4(raw.z >> 16), int4x4_to_e4m3x4(raw.w),
+                  int4x4_to_e4m3x4(raw.w >> 16));
+}
+// Row t of one 128 x 128 box: raw[64 B] -> e4m3 row t in the TMA/wgmma 128 B swizzle (16-byte chunk j of
+// row t at (j ^ t % 8) * 16).
+__device__ __forceinline__ void store_e4m3_row(uint8_t* box, int t, const uint4 (&raw)[4]) {
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    uint4 lo, hi;
+    int4x32_to_e4m3(raw[j], lo, hi);
+    *reinterpret_cast<uint4*>(box + t * 128 + (((2 * j) ^ (t % 8)) * 16)) = lo;
+    *reinterpret_cast<uint4*>(box + t * 128 + (((2 * j + 1) ^ (t % 8)) * 16)) = hi;
+  }
+}
+__device__ __forceinline__ void load_raw_row(const uint8_t* raw_box, int t, uint4 (&raw)[4]) {
+#pragma unroll
+  for (int j = 0; j < 4; ++j) raw[j] = *reinterpret_cast<const uint4*>(raw_box + t * 64 + j * 16);
+}
 
 // ---------------------------------------------------------------- phase 1: dispatch
 template <class P>
@@ -188,13 +244,14 @@ __device__ __forceinline__ void tma_store_2d(const CUtensorMap* map, const void*
 }
 
 // Position in the epilogue staging ring; the MMA warpgroups and both epilogue warps walk every tile.
-using EpiState = kernel::PipeState<Config::kEpiSlots>;
+using EpiState = kernel::PipeState<ConfigT<false>::kEpiSlots>;
 
-template <class Sched>
-__global__ void __launch_bounds__(Config::kThreads, 1) moe_fused_kernel(const __grid_constant__ KernelParams<Sched> p) {
-  using C = Config;
+template <class Sched, bool kInt4>
+__global__ void __launch_bounds__(ConfigT<kInt4>::kThreads, 1) moe_fused_kernel(const __grid_constant__ KernelParams<Sched> p) {
+  using C = ConfigT<kInt4>;
   extern __shared__ uint8_t smem_raw[];
-  SharedStorage& sh = *reinterpret_cast<SharedStorage*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  SharedStorage<C>& sh =
+      *reinterpret_cast<SharedStorage<C>*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
   const int g = blockIdx.x / p.ctas_per_rank, c = blockIdx.x % p.ctas_per_rank;
   const int rank = p.view.first_rank + g;
   const int warpgroup = threadIdx.x / 128, tid = threadIdx.x % 128;
@@ -204,6 +261,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1) moe_fused_kernel(const __
     for (int s = 0; s < C::kStages; ++s) {
       ptx::mbar_init(&sh.full[s], 1);
       ptx::mbar_init(&sh.empty[s], kConsumerWarps);
+      ptx::mbar_init(&sh.conv_full[s], 1);  // the converter warp (W4A8)
     }
     for (int s = 0; s < C::kEpiSlots; ++s) {
       ptx::mbar_init(&sh.stage_full[s], kConsumerWarps);
@@ -246,8 +304,17 @@ __global__ void __launch_bounds__(Config::kThreads, 1) moe_fused_kernel(const __
             tma_load_2d(&p.tma_x, &sh.full[ps.stage], sh.a[ps.stage], kb * kBlockK, grow);
             tma_load_2d(&p.tma_sa, &sh.full[ps.stage], sh.sa[ps.stage], t.row * kBlockM, g * KB1 + kb);
             const int gate_row = ex * 2 * p.inter + t.n * kBlockN;
-            tma_load_2d(&p.tma_w1, &sh.full[ps.stage], sh.b[ps.stage], kb * kBlockK, gate_row);
-            tma_load_2d(&p.tma_w1, &sh.full[ps.stage], sh.b[ps.stage] + C::kBBytes, kb * kBlockK, gate_row + p.inter);
+            if constexpr (C::kInt4) {
+              uint8_t* raw = sh.b[ps.stage] + C::kBBytes;  // gate raw, then up raw: the upper half
+              tma_load_2d(&p.tma_w1, &sh.full[ps.stage], raw, kb * kBlockK / 2, gate_row);
+              tma_load_2d(&p.tma_w1, &sh.full[ps.stage], raw + C::kBRawBytes, kb * kBlockK / 2, gate_row + p.inter);
+              tma_load_2d(&p.tma_s1, &sh.full[ps.stage], &sh.sb[ps.stage][0], t.n * kBlockN, ex * KB1 + kb);
+              tma_load_2d(&p.tma_s1, &sh.full[ps.stage], &sh.sb[ps.stage][kBlockN], p.inter + t.n * kBlockN,
+                          ex * KB1 + kb);
+            } else {
+              tma_load_2d(&p.tma_w1, &sh.full[ps.stage], sh.b[ps.stage], kb * kBlockK, gate_row);
+              tma_load_2d(&p.tma_w1, &sh.full[ps.stage], sh.b[ps.stage] + C::kBBytes, kb * kBlockK, gate_row + p.inter);
+            }
             ps.advance();
           }
         } else {
@@ -259,9 +326,48 @@ __global__ void __launch_bounds__(Config::kThreads, 1) moe_fused_kernel(const __
             ptx::mbar_arrive_expect_tx_release_cta(&sh.full[ps.stage], C::kL2TxBytes);
             tma_load_2d(&p.tma_h, &sh.full[ps.stage], sh.a[ps.stage], kb * kBlockK, grow);
             tma_load_2d(&p.tma_hs, &sh.full[ps.stage], sh.sa[ps.stage], t.row * kBlockM, g * KB2 + kb);
-            tma_load_2d(&p.tma_w2, &sh.full[ps.stage], sh.b[ps.stage], kb * kBlockK, ex * p.hidden + t.n * kBlockN);
+            if constexpr (C::kInt4) {
+              tma_load_2d(&p.tma_w2, &sh.full[ps.stage], sh.b[ps.stage] + C::kBRawBytes, kb * kBlockK / 2,
+                          ex * p.hidden + t.n * kBlockN);
+              tma_load_2d(&p.tma_s2, &sh.full[ps.stage], &sh.sb[ps.stage][0], t.n * kBlockN, ex * KB2 + kb);
+            } else {
+              tma_load_2d(&p.tma_w2, &sh.full[ps.stage], sh.b[ps.stage], kb * kBlockK, ex * p.hidden + t.n * kBlockN);
+            }
             ps.advance();
           }
+        }
+      }
+      return;
+    }
+    if (C::kInt4 && warp == kConverterWarp) {
+      // ---- converter (W4A8): expands each stage's raw int4 B boxes into e4m3 in place. A box's raw rows sit
+      // 8 KB above its e4m3 rows, so e4m3 row r overwrites raw rows 2r - 128 and 2r - 127 (r >= 64): going up
+      // in batches of 32 rows (lane = row), each batch read into registers before it is written, every
+      // raw row is read before it is overwritten (the last batch destroys up to raw row 127, its own).
+      // It walks the scheduler like every role: an L1 tile is KB1 stages of two boxes, an L2 tile KB2 of one.
+      kernel::PipeState<C::kStages> ps;
+      for (auto w = sched.get_initial_work(); w.is_valid(); w = sched.get_next_work(w)) {
+        const bool l1 = w.tile.kind == sched::MoeTileKind::L1;
+        const int boxes = l1 ? 2 : 1;
+        for (int kb = 0; kb < (l1 ? KB1 : KB2); ++kb) {
+          ptx::mbar_wait_acquire_cta(&sh.full[ps.stage], ps.phase);
+          for (int box = 0; box < boxes; ++box) {
+            // L1: gate raw [16K, 24K) -> [0, 16K) (disjoint), then up raw [24K, 32K) -> [16K, 32K); L2: [8K, 16K) -> [0, 16K)
+            uint8_t* out = sh.b[ps.stage] + box * C::kBBytes;
+            const uint8_t* raw = boxes == 2 ? sh.b[ps.stage] + C::kBBytes + box * C::kBRawBytes : out + C::kBRawBytes;
+#pragma unroll 1
+            for (int r = lane; r < kBlockN; r += 32) {
+              uint4 v[4];
+              load_raw_row(raw, r, v);
+              __syncwarp();
+              store_e4m3_row(out, r, v);
+              __syncwarp();
+            }
+          }
+          ptx::fence_proxy_async_shared_cta();  // generic writes, wgmma (async proxy) reads
+          __syncwarp();
+          if (lane == 0) ptx::mbar_arrive_release_cta(&sh.conv_full[ps.stage]);
+          ps.advance();
         }
       }
       return;
@@ -347,16 +453,26 @@ __global__ void __launch_bounds__(Config::kThreads, 1) moe_fused_kernel(const __
       const float* sg = p.w1_scale + (int64_t(ex) * (2 * p.inter / kBlockN) + t.n) * KB1;
       const float* su = p.w1_scale + (int64_t(ex) * (2 * p.inter / kBlockN) + p.inter / kBlockN + t.n) * KB1;
       for (int kb = 0; kb < KB1; ++kb) {
-        const float bg = __ldg(sg + kb), bu = __ldg(su + kb);
         ptx::mbar_wait_acquire_cta(&sh.full[ps.stage], ps.phase);
         const float a0 = sh.sa[ps.stage][wg * 64 + r0], a1 = sh.sa[ps.stage][wg * 64 + r0 + 8];
         const uint8_t* a_wg = sh.a[ps.stage] + wg * 64 * kBlockK;
-        mma_block(acc, a_wg, sh.b[ps.stage]);
-        promote(fg, acc, a0 * bg, a1 * bg);
-        mma_block(acc, a_wg, sh.b[ps.stage] + C::kBBytes);
-        if (warp_leader) ptx::mbar_arrive_release_cta(&sh.empty[ps.stage]);
-        ps.advance();
-        promote(fu, acc, a0 * bu, a1 * bu);
+        if constexpr (C::kInt4) {
+          ptx::mbar_wait_acquire_cta(&sh.conv_full[ps.stage], ps.phase);
+          mma_block(acc, a_wg, sh.b[ps.stage]);
+          promote_cols(fg, acc, a0, a1, &sh.sb[ps.stage][0], tid);
+          mma_block(acc, a_wg, sh.b[ps.stage] + C::kBBytes);
+          promote_cols(fu, acc, a0, a1, &sh.sb[ps.stage][kBlockN], tid);
+          if (warp_leader) ptx::mbar_arrive_release_cta(&sh.empty[ps.stage]);  // after the last scale read
+          ps.advance();
+        } else {
+          const float bg = __ldg(sg + kb), bu = __ldg(su + kb);
+          mma_block(acc, a_wg, sh.b[ps.stage]);
+          promote(fg, acc, a0 * bg, a1 * bg);
+          mma_block(acc, a_wg, sh.b[ps.stage] + C::kBBytes);
+          if (warp_leader) ptx::mbar_arrive_release_cta(&sh.empty[ps.stage]);
+          ps.advance();
+          promote(fu, acc, a0 * bu, a1 * bu);
+        }
       }
       // SwiGLU, then FP8 with one 1x128 scale per row (the tile's 128 h columns are one scale block).
       float amax[2] = {0.f, 0.f};
@@ -396,13 +512,21 @@ __global__ void __launch_bounds__(Config::kThreads, 1) moe_fused_kernel(const __
       for (int i = 0; i < 64; ++i) fa[i] = 0.f;
       const float* sb = p.w2_scale + (int64_t(ex) * (p.hidden / kBlockN) + t.n) * KB2;
       for (int kb = 0; kb < KB2; ++kb) {
-        const float b = __ldg(sb + kb);
         ptx::mbar_wait_acquire_cta(&sh.full[ps.stage], ps.phase);
         const float a0 = sh.sa[ps.stage][wg * 64 + r0], a1 = sh.sa[ps.stage][wg * 64 + r0 + 8];
-        mma_block(acc, sh.a[ps.stage] + wg * 64 * kBlockK, sh.b[ps.stage]);
-        if (warp_leader) ptx::mbar_arrive_release_cta(&sh.empty[ps.stage]);
-        ps.advance();
-        promote(fa, acc, a0 * b, a1 * b);
+        if constexpr (C::kInt4) {
+          ptx::mbar_wait_acquire_cta(&sh.conv_full[ps.stage], ps.phase);
+          mma_block(acc, sh.a[ps.stage] + wg * 64 * kBlockK, sh.b[ps.stage]);
+          promote_cols(fa, acc, a0, a1, &sh.sb[ps.stage][0], tid);
+          if (warp_leader) ptx::mbar_arrive_release_cta(&sh.empty[ps.stage]);
+          ps.advance();
+        } else {
+          const float b = __ldg(sb + kb);
+          mma_block(acc, sh.a[ps.stage] + wg * 64 * kBlockK, sh.b[ps.stage]);
+          if (warp_leader) ptx::mbar_arrive_release_cta(&sh.empty[ps.stage]);
+          ps.advance();
+          promote(fa, acc, a0 * b, a1 * b);
+        }
       }
       ptx::mbar_wait_acquire_cta(&sh.stage_empty[es.stage], es.phase ^ 1);
       uint8_t* st = sh.stage[es.stage] + (wg * 64 + r0) * C::kL2Pitch;

@@ -9,11 +9,11 @@
 namespace xstage::moe_kernel {
 namespace {
 
-constexpr int kSmemBytes = int(sizeof(SharedStorage)) + 1024;  // + manual 1024 B alignment
-
-template <class Sched>
+template <class Sched, bool kInt4>
 cudaError_t launch(const KernelParams<Sched>& kp, int grid, cudaStream_t stream) {
-  auto kernel = moe_fused_kernel<Sched>;
+  using C = ConfigT<kInt4>;
+  constexpr int kSmemBytes = int(sizeof(SharedStorage<C>)) + 1024;  // + manual 1024 B alignment
+  auto kernel = moe_fused_kernel<Sched, kInt4>;
   // Raising the dynamic shared-memory limit is per function and device; once per device.
   static std::array<std::atomic<bool>, 64> configured{};
   int dev = 0;
@@ -27,7 +27,7 @@ cudaError_t launch(const KernelParams<Sched>& kp, int grid, cudaStream_t stream)
   }
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = dim3(grid);
-  cfg.blockDim = dim3(Config::kThreads);
+  cfg.blockDim = dim3(C::kThreads);
   cfg.dynamicSmemBytes = kSmemBytes;
   cfg.stream = stream;
   // Cooperative always: L2 tiles wait on other CTAs' L1 tiles and receivers on other ranks' dispatch, so
@@ -42,11 +42,13 @@ cudaError_t launch(const KernelParams<Sched>& kp, int grid, cudaStream_t stream)
 
 }  // namespace
 
-cudaError_t launch_fused(const KernelParams<sched::MoeExpertWaveScheduler>& kp, int grid, cudaStream_t stream) {
-  return launch(kp, grid, stream);
+cudaError_t launch_fused(const KernelParams<sched::MoeExpertWaveScheduler>& kp, bool int4, int grid, cudaStream_t stream) {
+  return int4 ? launch<sched::MoeExpertWaveScheduler, true>(kp, grid, stream)
+              : launch<sched::MoeExpertWaveScheduler, false>(kp, grid, stream);
 }
-cudaError_t launch_fused(const KernelParams<sched::MoeInterleavedScheduler>& kp, int grid, cudaStream_t stream) {
-  return launch(kp, grid, stream);
+cudaError_t launch_fused(const KernelParams<sched::MoeInterleavedScheduler>& kp, bool int4, int grid, cudaStream_t stream) {
+  return int4 ? launch<sched::MoeInterleavedScheduler, true>(kp, grid, stream)
+              : launch<sched::MoeInterleavedScheduler, false>(kp, grid, stream);
 }
 cudaError_t launch_combine(const CombineParams& cp, int blocks, int ranks, cudaStream_t stream) {
   combine_kernel<<<dim3(blocks, ranks), 256, 0, stream>>>(cp);

@@ -26,19 +26,20 @@ void ok(cudaError_t e, const char* what) {
 size_t round16(size_t n) { return (n + 15) / 16 * 16; }
 
 
-// 2-d row-major map {cols, rows}: FP8 bytes with the 128 B swizzle (box {128, 128}) or fp32 scales without
-// (box {128, 1}).
-void make_map_2d(CUtensorMap* map, const void* base, bool fp8, uint64_t cols, uint64_t rows, const char* what) {
+// 2-d row-major map {cols, rows}: FP8 bytes with the 128 B swizzle (box {128, 128}), fp32 scales without
+// (box {128, 1}), or (int4 = true) packed int4 bytes without swizzle (box {64 bytes, 128 rows}).
+void make_map_2d(CUtensorMap* map, const void* base, bool fp8, uint64_t cols, uint64_t rows, const char* what,
+                 bool int4 = false) {
   auto enc = runtime::tensor_map_encoder();
   if (enc == nullptr) throw RuntimeError("moe layer: cuTensorMapEncodeTiled is not available from the driver");
   const uint64_t elem = fp8 ? 1 : 4;
   const cuuint64_t dims[2] = {cols, rows};
   const cuuint64_t strides[1] = {cols * elem};
-  const cuuint32_t box[2] = {128, fp8 ? 128u : 1u};
+  const cuuint32_t box[2] = {int4 ? 64u : 128u, fp8 ? 128u : 1u};
   const cuuint32_t es[2] = {1, 1};
   const CUresult r = enc(map, fp8 ? CU_TENSOR_MAP_DATA_TYPE_UINT8 : CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2,
                          const_cast<void*>(base), dims, strides, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                         fp8 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_NONE,
+                         fp8 && !int4 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_NONE,
                          CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS)
     throw RuntimeError(detail::concat("moe layer: TMA descriptor of ", what, " rejected (CUresult ", int(r), "; ",
@@ -48,13 +49,15 @@ void make_map_2d(CUtensorMap* map, const void* base, bool fp8, uint64_t cols, ui
 // Everything of the kernel parameters that does not depend on the scheduler type.
 template <class Sched>
 void fill_common(KernelParams<Sched>& kp, runtime::Team& team, const MoeLayerParams& prm, int ctas,
-                 const CUtensorMap (&maps)[6]) {
+                 const CUtensorMap (&maps)[8]) {
   kp.tma_x = maps[0];
   kp.tma_sa = maps[1];
   kp.tma_w1 = maps[2];
   kp.tma_h = maps[3];
   kp.tma_hs = maps[4];
   kp.tma_w2 = maps[5];
+  kp.tma_s1 = maps[6];
+  kp.tma_s2 = maps[7];
   kp.view = team.view();
   kp.ctas_per_rank = ctas;
   kp.hidden = prm.shape.hidden;
@@ -158,6 +161,11 @@ void MoeWorkspace::check_params(runtime::Team& team, const MoeLayerParams& prm) 
   }
   XSTAGE_REQUIRE(prm.w1 && prm.w1_scale && prm.w2 && prm.w2_scale, "moe layer: w1, w1_scale, w2, w2_scale must be set");
   XSTAGE_REQUIRE(aligned16(prm.w1) && aligned16(prm.w2), "moe layer: w1 and w2 must be 16-byte aligned (TMA)");
+  XSTAGE_REQUIRE(prm.weights == MoeWeightFormat::kFp8 || prm.weights == MoeWeightFormat::kInt4,
+                 "moe layer: unknown weight format ", int(prm.weights));
+  if (prm.weights == MoeWeightFormat::kInt4)
+    XSTAGE_REQUIRE(aligned16(prm.w1_scale) && aligned16(prm.w2_scale),
+                   "moe layer: W4A8 weight scales must be 16-byte aligned (TMA)");
   XSTAGE_REQUIRE(prm.order == MoeOrder::kExpertWave || prm.order == MoeOrder::kInterleaved,
                  "moe layer: unknown tile order ", int(prm.order));
   XSTAGE_REQUIRE(prm.experts_per_wave >= 0, "moe layer: experts_per_wave must be >= 0 (0: waves that fill the SMs), got ",
@@ -239,13 +247,19 @@ void launch_moe_layer(runtime::Team& team, MoeWorkspace& ws, const MoeLayerParam
   // ---- TMA descriptors over the local ranks' folded buffers and the weights
   const uint64_t R = uint64_t(ws.rows_capacity());
   const uint64_t experts_here = uint64_t(ranks) * El;
-  CUtensorMap maps[6];
+  const bool int4 = prm.weights == MoeWeightFormat::kInt4;
+  CUtensorMap maps[8];
   make_map_2d(&maps[0], ws.recv_x_->local(first), true, H, uint64_t(ranks) * R, "recv_x");
   make_map_2d(&maps[1], ws.recv_sa_->local(first), false, R, uint64_t(ranks) * (H / kBlockK), "recv_sa");
-  make_map_2d(&maps[2], prm.w1, true, H, experts_here * 2 * I, "w1");
+  make_map_2d(&maps[2], prm.w1, true, int4 ? H / 2 : H, experts_here * 2 * I, "w1", int4);
   make_map_2d(&maps[3], ws.h_->local(first), true, I, uint64_t(ranks) * R, "h");
   make_map_2d(&maps[4], ws.h_scale_->local(first), false, R, uint64_t(ranks) * (I / kBlockK), "h_scale");
-  make_map_2d(&maps[5], prm.w2, true, I, experts_here * H, "w2");
+  make_map_2d(&maps[5], prm.w2, true, int4 ? I / 2 : I, experts_here * H, "w2", int4);
+  maps[6] = maps[7] = CUtensorMap{};
+  if (int4) {
+    make_map_2d(&maps[6], prm.w1_scale, false, 2 * I, experts_here * (H / kBlockK), "w1_scale (int4)");
+    make_map_2d(&maps[7], prm.w2_scale, false, H, experts_here * (I / kBlockK), "w2_scale (int4)");
+  }
 
   // ---- per-call state: row readiness from zero; epochs of the two signal slots
   ok(cudaMemsetAsync(ws.row_ready_->local(first), 0, ws.row_ready_->bytes() * ranks, stream), "cudaMemsetAsync (row_ready)");
@@ -298,7 +312,7 @@ void launch_moe_layer(runtime::Team& team, MoeWorkspace& ws, const MoeLayerParam
     kp.row_ready = static_cast<uint32_t*>(ws.row_ready_->local(first));
     kp.dispatch_target = ws.sent_[kSlotDispatch];
     kp.err = ws.err_;
-    ok(launch_fused(kp, ranks * ctas, stream), "fused MoE kernel launch");
+    ok(launch_fused(kp, int4, ranks * ctas, stream), "fused MoE kernel launch");
   };
   if (prm.order == MoeOrder::kExpertWave) {
     KernelParams<sched::MoeExpertWaveScheduler> kp{};

@@ -35,6 +35,11 @@ struct MoeShape {
   int tokens_per_rank = 0;  // T (capacity; every call uses exactly T tokens per rank)
 };
 
+// How the expert weights are stored. kFp8 (W8A8): e4m3 codes with 128x128 block scales. kInt4 (W4A8):
+// int4 two's complement, two per byte (even k in the low nibble), one fp32 scale per (row, 128-group of K),
+// converted exactly to e4m3 inside the kernel (Hopper has no 4-bit tensor cores).
+enum class MoeWeightFormat { kFp8 = 0, kInt4 = 1 };
+
 // Which tile order the kernel walks (both compile; the kernel must not depend on the order).
 enum class MoeOrder { kExpertWave = 0, kInterleaved = 1 };
 
@@ -55,10 +60,16 @@ struct MoeLayerParams {
   MoeRankInputs rank[runtime::kMaxRanks];  // [g] for local rank first_rank + g
   // Weights of the experts of the local ranks, in global expert order starting at the first local
   // rank's first expert: (local ranks) x (E/P) experts.
-  const uint8_t* w1 = nullptr;        // [experts][2I][H] codes: rows [0, I) gate, [I, 2I) up
-  const float* w1_scale = nullptr;    // [experts][2I/128][H/128] 128x128 scales
-  const uint8_t* w2 = nullptr;        // [experts][H][I]
-  const float* w2_scale = nullptr;    // [experts][H/128][I/128]
+  //   kFp8:  w1 [experts][2I][H] codes (rows [0, I) gate, [I, 2I) up), w1_scale [experts][2I/128][H/128];
+  //          w2 [experts][H][I], w2_scale [experts][H/128][I/128]  (128x128 block scales)
+  //   kInt4: w1 [experts][2I][H/2] bytes, w1_scale [experts][H/128][2I] (K-block-major: the 2I row scales
+  //          of one 128-group contiguous, so TMA loads them per column); w2 [experts][H][I/2], w2_scale
+  //          [experts][I/128][H]. (xstage::moe::quantize_int4 gives [rows][K/128]: transpose per expert.)
+  MoeWeightFormat weights = MoeWeightFormat::kFp8;
+  const uint8_t* w1 = nullptr;
+  const float* w1_scale = nullptr;
+  const uint8_t* w2 = nullptr;
+  const float* w2_scale = nullptr;
   MoeOrder order = MoeOrder::kExpertWave;
   int experts_per_wave = 0;  // Expert-Wave: local experts per wave; 0: waves sized to fill the CTAs
   int lead = 1;              // Interleaved: D (>= 1: the kernel waits on L1 rows in order)

@@ -16,7 +16,11 @@
 namespace xstage::moe_kernel {
 
 // ---------------------------------------------------------------- configuration
-struct Config {
+// kInt4 = W4A8: int4 weights reach shared memory raw (half the bytes) and a converter warp expands them to
+// e4m3 in place before the MMA warpgroups read them; the weight scales are per (row, 128-group).
+template <bool kInt4_>
+struct ConfigT {
+  static constexpr bool kInt4 = kInt4_;
   static constexpr int kStages = 3;
   static constexpr int kEpiSlots = 2;                            // epilogue staging slots
   static constexpr uint32_t kL2Pitch = kBlockN * 2 + 16;         // bf16 row + 16 B (bank-conflict-free)
@@ -24,13 +28,17 @@ struct Config {
   static constexpr uint32_t kStageScales = kBlockM * kBlockN;    // byte offset of the L1 row scales
   static constexpr int kConsumerWGs = 2;
   static constexpr int kThreads = 128 * (1 + kConsumerWGs);
-  static constexpr int kProducerRegs = 56, kConsumerRegs = 224;  // 128*56 + 256*224 <= 64K
+  // 128 * producer + 256 * consumer <= 64K registers. W4A8 needs the consumers at 224 as well (the
+  // per-column promotion), which is why its converter is one warp of warpgroup 0 and not a warpgroup.
+  static constexpr int kProducerRegs = 56, kConsumerRegs = 224;
   static constexpr uint32_t kABytes = kBlockM * kBlockK;         // 16 KB
-  static constexpr uint32_t kBBytes = kBlockN * kBlockK;         // 16 KB per 128-row B box
+  static constexpr uint32_t kBBytes = kBlockN * kBlockK;         // 16 KB per 128-row e4m3 B box
+  static constexpr uint32_t kBRawBytes = kInt4 ? kBBytes / 2 : kBBytes;  // what TMA brings per B box
   static constexpr uint32_t kSaBytes = kBlockM * sizeof(float);  // 512 B
-  static constexpr uint32_t kL1TxBytes = kABytes + 2 * kBBytes + kSaBytes;  // gate + up boxes
-  static constexpr uint32_t kL2TxBytes = kABytes + kBBytes + kSaBytes;
-  static_assert(kBlockK == 128 && kBlockM == 128 && kBlockN == 128, "v0 has one configuration");
+  static constexpr uint32_t kSbBytes = kInt4 ? kBlockN * sizeof(float) : 0;  // per-column weight scales per box
+  static constexpr uint32_t kL1TxBytes = kABytes + 2 * (kBRawBytes + kSbBytes) + kSaBytes;  // gate + up boxes
+  static constexpr uint32_t kL2TxBytes = kABytes + kBRawBytes + kSbBytes + kSaBytes;
+  static_assert(kBlockK == 128 && kBlockM == 128 && kBlockN == 128, "one tile configuration");
 };
 
 inline constexpr int kSlotDispatch = 0, kSlotCombine = 1;  // completion-signal slots
@@ -49,6 +57,10 @@ struct KernelParams {
   CUtensorMap tma_h;   // h: {I, ranks * rows_cap} u8, box {128, 128}, sw128
   CUtensorMap tma_hs;  // h_scale: {rows_cap, ranks * I/128} f32, box {128, 1}
   CUtensorMap tma_w2;  // {I, experts * H} u8, box {128, 128}, sw128
+  // W4A8 only: weights as int4 bytes ({H/2, experts * 2I} and {I/2, experts * H}, box {64, 128}, no swizzle)
+  // in tma_w1 / tma_w2, and their per-(row, 128-group) scales, K-block-major: {2I, experts * H/128} and
+  // {H, experts * I/128} fp32, box {128, 1}.
+  CUtensorMap tma_s1, tma_s2;
   runtime::TeamView view;
   int ctas_per_rank;
   int hidden, inter, topk, tokens, rows_cap;
@@ -62,8 +74,8 @@ struct KernelParams {
   uint8_t* h;             // local ranks' intermediate codes, [ranks][rows_cap][I]
   float* h_scale;         // [ranks][I/128][rows_cap]
   uint32_t* row_ready;    // [ranks][rows_cap / 128], zeroed before the launch
-  const float* w1_scale;  // [experts][2I/128][H/128]
-  const float* w2_scale;  // [experts][H/128][I/128]
+  const float* w1_scale;  // W8A8: [experts][2I/128][H/128] (W4A8: read through tma_s1)
+  const float* w2_scale;  // W8A8: [experts][H/128][I/128] (W4A8: read through tma_s2)
   uint32_t dispatch_target;  // epoch * ctas_per_rank
   uint64_t timeout_ns;
   runtime::DeviceError* team_err;
@@ -79,10 +91,10 @@ struct CombineParams {
   float* out[runtime::kMaxRanks];           // [T][H]
 };
 
-// Launches (moe_launch.cu): the two scheduler instantiations of the fused kernel (cooperative, `grid`
-// CTAs) and the weighted sum (`ranks` x `blocks` CTAs).
-cudaError_t launch_fused(const KernelParams<sched::MoeExpertWaveScheduler>& kp, int grid, cudaStream_t stream);
-cudaError_t launch_fused(const KernelParams<sched::MoeInterleavedScheduler>& kp, int grid, cudaStream_t stream);
+// Launches (moe_launch.cu): the fused kernel for both schedulers and both weight formats (cooperative,
+// `grid` CTAs) and the weighted sum (`ranks` x `blocks` CTAs).
+cudaError_t launch_fused(const KernelParams<sched::MoeExpertWaveScheduler>& kp, bool int4, int grid, cudaStream_t stream);
+cudaError_t launch_fused(const KernelParams<sched::MoeInterleavedScheduler>& kp, bool int4, int grid, cudaStream_t stream);
 cudaError_t launch_combine(const CombineParams& cp, int blocks, int ranks, cudaStream_t stream);
 
 }  // namespace xstage::moe_kernel
