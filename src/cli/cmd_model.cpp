@@ -1,4 +1,4 @@
-// Model subcommands: platform list|show, eval, design moe|attention|paper, fit.
+// Model subcommands: platform list|show, eval, design moe|moe-order|attention|paper, fit.
 // Every callback computes everything first and prints last, so a bad input prints only the error.
 #include <cmath>
 #include <iostream>
@@ -12,6 +12,8 @@
 #include "xstage/model/design.hpp"
 #include "xstage/model/fit.hpp"
 #include "xstage/model/platform.hpp"
+#include "xstage/moe/order_choice.hpp"
+#include "xstage/moe/shapes.hpp"
 
 namespace xstage::cli {
 namespace {
@@ -333,9 +335,166 @@ std::vector<MoeOpts> paper_moe_shapes() {
           mk("qwen3-235b-a22b", "4096", "1536", 128, 8), mk("deepseek-v3", "7168", "2048", 256, 8)};
 }
 
+// ---------------------------------------------------------------- design moe-order (`auto`)
+struct OrderOpts {
+  std::string platform = "h200-nvlink4", shape, hidden, inter, experts, topk, tokens = "4096", P, K, l2 = "60MiB",
+              tile = "128x128", l1_cols, tflops, t_l1, t_l2, precision = "w8a8", routing = "balanced", staging = "0",
+              min_gain = "0.05", lead = "0";
+  bool json = false;
+};
+
+double parse_fraction(const std::string& text, const std::string& what) {
+  size_t pos = 0;
+  double v = 0;
+  try {
+    v = std::stod(text, &pos);
+  } catch (...) {
+    pos = std::string::npos;
+  }
+  XSTAGE_REQUIRE(pos == text.size() && std::isfinite(v) && v >= 0 && v <= 100, what,
+                 " must be a number in [0, 100], got '", text, "'");
+  return v;
+}
+
+int parse_count0(const std::string& text, const std::string& what) {  // 0 allowed (a default)
+  if (text == "0") return 0;
+  XSTAGE_REQUIRE(text.empty() || text[0] != '-', what, " must be >= 0 (0: the default), got '", text, "'");
+  return parse_count(text, what);
+}
+
+std::string shape_names() {
+  std::string s;
+  for (const auto& m : xstage::moe::kMoeShapes) s += (s.empty() ? "" : ", ") + std::string(m.name);
+  return s;
+}
+
+xstage::moe::OrderQuery order_query(const Platform& p, const OrderOpts& o, double& rate_per_sm) {
+  xstage::moe::OrderQuery q;
+  if (!o.shape.empty()) {
+    const auto* s = xstage::moe::find_moe_shape(o.shape);
+    XSTAGE_REQUIRE(s, "--shape: unknown shape '", o.shape, "' (shapes: ", shape_names(), ")");
+    q.hidden = s->hidden;
+    q.inter = s->inter;
+    q.experts = s->experts;
+    q.topk = s->topk;
+  } else {
+    XSTAGE_REQUIRE(!o.hidden.empty() && !o.inter.empty() && !o.experts.empty() && !o.topk.empty(),
+                   "give --shape (", shape_names(), ") or all of --hidden, --inter, --experts, --topk");
+  }
+  if (!o.hidden.empty()) q.hidden = parse_count(o.hidden, "--hidden");
+  if (!o.inter.empty()) q.inter = parse_count(o.inter, "--inter");
+  if (!o.experts.empty()) q.experts = parse_count(o.experts, "--experts");
+  if (!o.topk.empty()) q.topk = parse_count(o.topk, "--topk");
+  q.tokens = parse_count(o.tokens, "--tokens");
+  q.world = o.P.empty() ? p.world_size : parse_count(o.P, "-P");
+  XSTAGE_REQUIRE(o.P.empty() || q.world >= 1, "-P must be >= 1, got ", q.world);
+  XSTAGE_REQUIRE(q.world >= 1, "platform '", p.name, "' records no world size; give -P");
+  q.sms = o.K.empty() ? p.sm_count : parse_count(o.K, "--sms");
+  q.l2_bytes = parse_size(o.l2, "--l2");
+  parse_tile(o.tile, q.b_m, q.b_n);
+  q.l1_cols = o.l1_cols.empty() ? 0 : parse_count(o.l1_cols, "--l1-cols");
+  XSTAGE_REQUIRE(o.precision == "w8a8" || o.precision == "w4a8", "--precision must be w8a8 or w4a8, got '",
+                 o.precision, "'");
+  q.weight_bytes = o.precision == "w8a8" ? 1.0 : 0.5;
+  q.routing = xstage::moe::parse_routing_kind(o.routing);
+  q.staging = parse_time(o.staging, "--staging");
+  q.min_gain = parse_fraction(o.min_gain, "--min-gain");
+  q.lead = parse_count0(o.lead, "--lead");
+  XSTAGE_REQUIRE(o.t_l1.empty() == o.t_l2.empty(), "give both --t-l1 and --t-l2 (measured MMA times), or neither");
+  if (!o.t_l1.empty()) {
+    XSTAGE_REQUIRE(o.tflops.empty(), "give --tflops or --t-l1/--t-l2, not both");
+    q.t_l1_mma = parse_time(o.t_l1, "--t-l1");
+    q.t_l2_mma = parse_time(o.t_l2, "--t-l2");
+    rate_per_sm = 0;
+  } else {
+    const double per_gpu = o.tflops.empty() ? p.tc_fp8 : parse_tflops(o.tflops, "--tflops") * 1e12;
+    XSTAGE_REQUIRE(per_gpu > 0, "platform '", p.name, "' records no fp8 tensor-core rate; give --tflops or --t-l1/--t-l2");
+    rate_per_sm = per_gpu / p.sm_count;  // a property of the SM: per-GPU rate over the GPU's SMs
+    const auto t = xstage::moe::estimate_mma_times(q, rate_per_sm);
+    q.t_l1_mma = t.t_l1;
+    q.t_l2_mma = t.t_l2;
+  }
+  return q;
+}
+
+void add_moe_order(CLI::App* des) {
+  auto o = std::make_shared<OrderOpts>();
+  auto* c = des->add_subcommand("moe-order", "auto: choose the fused MoE kernel's tile order (Expert-Wave or "
+                                             "Interleaved with lead D) from M_X and the expert-weight working set");
+  c->add_option("--platform", o->platform, "Preset name or platform JSON file")->capture_default_str();
+  c->add_option("--shape", o->shape, "Layer shape: " + shape_names());
+  c->add_option("--hidden", o->hidden, "Hidden size (overrides --shape)");
+  c->add_option("--inter", o->inter, "Expert intermediate size h_inter (overrides --shape)");
+  c->add_option("--experts", o->experts, "Routed experts (overrides --shape)");
+  c->add_option("--topk", o->topk, "Experts per token (overrides --shape)");
+  c->add_option("--tokens", o->tokens, "Tokens per rank")->capture_default_str();
+  c->add_option("-P,--world-size,--world", o->P, "World size / EP degree P (1: no remote stores; default: the platform's)");
+  c->add_option("-K,--sms", o->K, "Participating SMs = CTAs per rank (default: the platform's SM count)");
+  c->add_option("--l2", o->l2, "L2 cache size (K/M suffix = 1024; H200: 60 MB, PLATFORM.md)")->capture_default_str();
+  c->add_option("--tile", o->tile, "Tile b_m x b_n")->capture_default_str();
+  c->add_option("--l1-cols", o->l1_cols, "Output columns of one L1 tile (default b_n, SPEC §5; the xstage kernel: 2*b_n)");
+  c->add_option("--precision", o->precision, "Weights: w8a8 (1 B) | w4a8 (0.5 B)")->capture_default_str();
+  c->add_option("--tflops", o->tflops, "Dense fp8 tensor-core rate per GPU, TFLOP/s (default: the platform's)");
+  c->add_option("--t-l1", o->t_l1, "Measured L1 tile mainloop (ns|us; plain = us); with --t-l2, replaces --tflops");
+  c->add_option("--t-l2", o->t_l2, "Measured L2 tile mainloop (ns|us; plain = us)");
+  c->add_option("--routing", o->routing, "balanced | skewed")->capture_default_str();
+  c->add_option("--staging", o->staging, "Fixed epilogue staging cost in T_RS (ns|us; plain = us)")->capture_default_str();
+  c->add_option("--min-gain", o->min_gain, "Interleave only if it cuts the stall per L2 tile by this fraction of T_L2")
+      ->capture_default_str();
+  c->add_option("--lead", o->lead, "Lead D to use (0: D_knee)")->capture_default_str();
+  c->add_flag("--json", o->json, "Print JSON");
+  c->callback([o] {
+    auto p = Platform::load(o->platform);
+    double rate_per_sm = 0;
+    const auto q = order_query(p, *o, rate_per_sm);
+    const auto ch = xstage::moe::choose_moe_order(p, q);
+    if (o->json) {
+      auto j = ch.to_json();
+      j["platform"] = p.name;
+      j["shape"] = o->shape;
+      j["rate_per_sm_TFLOPs"] = rate_per_sm / 1e12;
+      std::cout << j.dump(2) << "\n";
+      return;
+    }
+    const auto& r = ch.query;
+    std::ostringstream os;
+    print_platform_summary(os, p);
+    os << "layer " << (o->shape.empty() ? std::string("(custom)") : o->shape) << ": hidden " << r.hidden << ", h_inter "
+       << r.inter << ", " << r.experts << " experts (" << ch.local_experts << " per rank), top-" << r.topk << ", "
+       << r.tokens << " tokens per rank, P = " << r.world << ", " << o->precision << " (" << fmt(r.weight_bytes, 1)
+       << " B per weight), " << xstage::moe::to_string(r.routing) << " routing\n"
+       << "tiles " << r.b_m << "x" << r.b_n << ", L1 tile " << r.l1_cols << " columns: " << ch.n1_per_row << " L1 / "
+       << ch.n2_per_row << " L2 tiles per row, " << ch.rows_per_expert << " rows per expert ("
+       << fmt(ch.tokens_per_expert, 1) << " tokens); K = " << r.sms << " CTAs per rank; T_L1 = " << us(r.t_l1_mma)
+       << " us, T_L2 = " << us(r.t_l2_mma) << " us"
+       << (rate_per_sm > 0 ? " (" + fmt(rate_per_sm / 1e12, 2) + " TFLOP/s per SM)" : std::string(" (given)")) << "\n";
+    if (r.world > 1) {
+      os << "combine burst per L2 tile: B = " << fmt(ch.tile_rows, 1) << " rows x " << r.b_n << " x " << r.out_bytes
+         << " B = " << fmt(ch.B, 0) << " B per CTA, V = K*B*(P-1)/P = " << mb(ch.wave.V) << " MB; T_iss^0 = "
+         << us(ch.wave.tiss0, 3) << " us, V/R = " << us(ch.wave.V / ch.wave.R) << " us, q_peak " << mb(ch.wave.q_peak)
+         << " MB vs Q " << mb(ch.wave.Q) << " MB\n";
+      Table t({"order", "G us", "V/(T0+G) GB/s", "rate ok", "dT_iss us", "T_RS us", "cover us", "stall us/L2 tile"});
+      t.row({"expert-wave", us(ch.wave.spec.G), gbps(ch.wave.offered_rate), yes(ch.wave.rate_ok), us(ch.wave.delta_tiss),
+             us(ch.t_rs_wave), us(r.t_l2_mma), fmt(ch.predicted_stall_wave_us, 2)});
+      t.row({"interleaved", us(ch.g_int), gbps(ch.interleaved.offered_rate), yes(ch.interleaved.rate_ok),
+             us(ch.interleaved.delta_tiss), us(ch.t_rs_int), us(r.t_l1_mma), fmt(ch.predicted_stall_interleaved_us, 2)});
+      t.print(os);
+    }
+    os << "working set: interleaved (D = " << ch.lead << ") " << ch.rows_in_flight << " rows in flight -> "
+       << ch.experts_in_flight << " experts x " << mb(ch.expert_weight_bytes) << " MB = "
+       << mb(ch.weight_working_set_bytes) << " MB; expert-wave (default wave of " << ch.default_experts_per_wave
+       << " experts, W1) " << mb(ch.working_set_wave_bytes) << " MB; L2 " << mb(r.l2_bytes) << " MB\n"
+       << "choice: " << xstage::moe::to_string(ch.order) << ", lead " << ch.lead << ", experts_per_wave "
+       << ch.experts_per_wave << " (0: the kernel's default)\n"
+       << "reason: " << ch.reason << "\n";
+    std::cout << os.str();
+  });
+}
+
 void add_design(CLI::App& app) {
   auto* des = app.add_subcommand("design", "Design test (piggyback or reshape) for a kernel's remote-store bursts");
   des->require_subcommand(1);
+  add_moe_order(des);
   auto plat = std::make_shared<std::string>("h200-nvlink4");
   auto json = std::make_shared<bool>(false);
 

@@ -1,0 +1,114 @@
+#pragma once
+// `auto` for the fused MoE kernel: choose its tile order -- Expert-Wave (sched::MoeExpertWaveScheduler)
+// or Interleaved (sched::MoeInterleavedScheduler, lead D) -- for one layer configuration, from the
+// calibrated platform model M_X = (T_iss^0, R, Q) and the expert-weight working set against L2, and say
+// why. Pure host code: every device property (participating SMs, L2 size) and every MMA time comes from
+// the caller. docs/SCHEDULERS.md, section "auto", has the rule with its formulas.
+//
+// The rule (SPEC §3, §5; every formula is a call into model::design_test / model::bg):
+//  1. P = 1: Expert-Wave. No remote stores at P = 1: nothing to hide; interleaving only costs L2
+//     locality of expert weights.
+//  2. P > 1. Per L2 tile each of the K CTAs stores its output tile to the token's rank:
+//     B = r_t * b_n * out_bytes bytes (r_t = the tile's filled rows: balanced routing, the mean
+//     T*P*k/E / ceil(T*P*k/(E*b_m)); skewed, b_m, the hot experts' full tiles; out_bytes = 2, bf16),
+//     remote with probability (P-1)/P, so the aligned burst is V = K*B*(P-1)/P (issue time T_iss^0(K, K*B),
+//     capacity Q(K): model::design_test's assumptions).
+//     Expert-Wave gap G_wave = T_L2^mma; drain-dominated when V/(T_iss^0 + T_L2^mma) > R, then
+//       dT_iss^wave = [V/R - T_L2^mma - T_iss^0]_+.
+//     Interleaved gap G_int = T_L2^mma + (n1/n2) T_L1^mma (n1, n2: L1 / L2 tiles per row),
+//       dT_iss^int = [dT_iss^wave - (n1/n2) T_L1^mma]_+.
+//     Capacity Q: T_iss = max(T_iss^0, V/R - G, (V - Q)/R), so a recovered burst whose
+//       q_peak = [V - R T_iss^0]_+ stays within Q never backpressures; one above Q pays (V - Q)/R.
+//     Epilogue span T_RS = T_iss^0 + dT_iss + staging (staging: q.staging, default 0), predicted stall per
+//       L2 tile dt = [T_RS - T_cover^mma]_+ with T_cover = T_L2^mma (wave: an L2 tile follows) and
+//       T_L1^mma (interleaved: an L1 tile follows).
+//     Interleaved working set: the rows whose tiles are in flight at once span D + max(w1, w2) rows
+//       (w1 = ceil(K/n1) = D_knee rows under one round of L1 tiles, w2 = ceil(K/n2) under one round of
+//       L2 tiles, the L2 front trailing the L1 front by D), i.e. at most 1 + ceil((span - 1)/rows_per_expert)
+//       experts (at most E/P), each with its W1 (2*inter*hidden) and W2 (hidden*inter) weights at
+//       weight_bytes per element (block scales not counted).
+//     Interleaved when dt_wave - dt_int >= min_gain * T_L2^mma AND that working set <= l2_bytes; else
+//     Expert-Wave, with the reason.
+//  Lead: D = D_knee = ceil(l1_cols * K / (2 * inter)) (SPEC §5 with l1_cols = b_n) unless q.lead is set;
+//  experts_per_wave = 0 (the kernel's default: waves that fill the SMs).
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "xstage/model/design.hpp"
+#include "xstage/model/platform.hpp"
+#include "xstage/moe/routing.hpp"
+
+namespace xstage::moe {
+
+struct OrderQuery {
+  // The layer (expert parallel over P ranks: rank r holds experts [r E/P, (r+1) E/P)).
+  long long hidden = 0, inter = 0;  // h, h_inter
+  int experts = 0, topk = 0;        // E, k
+  long long tokens = 0;             // tokens per rank T
+  int world = 1;                    // P (1: no remote stores at all)
+  double weight_bytes = 1;          // bytes per weight element: 1 (W8A8), 0.5 (W4A8)
+  int b_m = 128, b_n = 128;         // tile rows, N-tile width
+  // Output columns of one Linear-1 tile; 0: b_n (SPEC §5's layout, n1 = 2*inter/b_n tiles per row,
+  // D_knee = ceil(b_n K / (2 inter))). The kernel in src/kernels/moe computes b_n gate and the matching b_n
+  // up columns in one L1 tile (l1_ntiles = inter/b_n): it passes 2*b_n, so D_knee = ceil(b_n K / inter).
+  int l1_cols = 0;
+  int sms = 0;           // participating SMs = CTAs per rank (K), read from the device by the caller
+  double l2_bytes = 0;   // L2 cache bytes, read from the device by the caller
+  double t_l1_mma = 0;   // mainloop of one L1 tile, seconds (measured, or estimate_mma_times)
+  double t_l2_mma = 0;   // mainloop of one L2 tile, seconds
+  RoutingKind routing = RoutingKind::Balanced;
+  int out_bytes = 2;       // combine element bytes (bf16)
+  double staging = 0;      // fixed epilogue staging cost added to T_RS, seconds
+  double min_gain = 0.05;  // Interleaved must lower the stall per L2 tile by >= min_gain * T_L2^mma
+  int lead = 0;            // D to use and evaluate; 0: D_knee
+};
+
+// T_L1^mma = 2 b_m l1_cols h / rate, T_L2^mma = 2 b_m b_n h_inter / rate (one b_m x N tile over its inner
+// dimension on one SM; the formula of model::design_moe), from a dense tensor-core rate in FLOP/s per SM.
+// W4A8 dequantizes to FP8 in the kernel: pass the FP8 rate (or a measured one). UsageError on bad input.
+struct MmaTimes {
+  double t_l1 = 0, t_l2 = 0;  // seconds
+};
+MmaTimes estimate_mma_times(const OrderQuery& q, double flops_per_sm);
+
+struct OrderChoice {
+  enum class Order { kExpertWave, kInterleaved } order = Order::kExpertWave;
+  int lead = 1;              // D for Interleaved (D_knee unless q.lead), >= 1; reported whatever the order
+  int experts_per_wave = 0;  // for Expert-Wave: 0 = the kernel's default (waves that fill the SMs)
+  double predicted_stall_wave_us = 0, predicted_stall_interleaved_us = 0;  // per L2 tile
+  double weight_working_set_bytes = 0;  // of the interleaved order, vs l2_bytes
+  std::string reason;                   // one line, with the numbers
+
+  // The numbers behind the choice (SI units). P = 1 leaves the burst fields at 0.
+  OrderQuery query;  // with l1_cols resolved
+  long long d_knee = 0;
+  int local_experts = 0;
+  double tokens_per_expert = 0;    // balanced mean T*P*k/E
+  long long rows_per_expert = 0;   // ceil(tokens_per_expert / b_m)
+  double tile_rows = 0;            // filled rows of an L2 tile (see the rule above)
+  long long n1_per_row = 0, n2_per_row = 0;  // L1 / L2 tiles per row
+  double B = 0;                    // bytes per CTA per L2 tile
+  model::DesignTest wave;          // G = T_L2^mma
+  model::DesignTest interleaved;   // G = G_int
+  double g_int = 0;
+  double interleave_rate = 0;      // n2 V / (n2 (T_iss^0 + T_L2) + n1 T_L1)
+  bool drain_dominated = false;    // V/(T_iss^0 + T_L2) > R
+  double t_rs_wave = 0, t_rs_int = 0;
+  double gain = 0, margin = 0;     // stall_wave - stall_int, min_gain * T_L2 (seconds)
+  long long rows_in_flight = 0, experts_in_flight = 0;
+  double expert_weight_bytes = 0;  // W1 + W2 of one expert
+  double working_set_wave_bytes = 0;  // Expert-Wave for comparison: experts of a default wave x W1
+  int default_experts_per_wave = 0;   // the kernel's default wave, for that comparison
+  bool fits_l2 = false;
+
+  nlohmann::json to_json() const;
+};
+
+const char* to_string(OrderChoice::Order o);  // "expert-wave" | "interleaved"
+
+// The choice for one configuration; UsageError naming the bad value for an invalid query (zero SMs, inter
+// not a multiple of b_n, experts not divisible by P, ...) or platform.
+OrderChoice choose_moe_order(const model::Platform& mx, const OrderQuery& q);
+
+}  // namespace xstage::moe
