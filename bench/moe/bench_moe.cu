@@ -6,6 +6,13 @@
 //   bench_moe --out DIR [--shapes all|k1,k2] [--tokens 2048,8192,32768] [--routing balanced,skewed]
 //             [--precision w8a8,w4a8] [--orders wave[,interleaved]] [--worlds 1,2,4,8] [--emulated-tokens 2048]
 //             [--block-s 0.1] [--warmup-s 0.05] [--rounds 1] [--check-tokens 4] [--seed 1] [--no-time]
+//             [--trace] [--trace-csv FILE]
+//
+// --trace: after timing, one launch per order of the instrumented kernel (W8A8; MoeLayerParams::trace) and a
+// summary per configuration (DIR/trace_summary.csv, the table's second line): MMA busy fraction, median
+// mainloop time per L1 / L2 tile and its FLOP rate per SM, time starved of data (full-barrier waits),
+// staging-slot waits, the L2 epilogue's sender-visible store span T_RS. --trace-csv FILE writes every
+// traced tile as well (use it on few configurations: one row per tile).
 //
 // Correctness, per configuration, before any number is kept:
 //   - the fused output against a host reference computed from the same FP8 codes and scales on
@@ -147,15 +154,33 @@ Diff diff(const float* a, const float* b, size_t n, cudaStream_t st) {
   return {h[1] > 0 ? std::sqrt(h[0] / h[1]) : std::sqrt(h[0]), h[2], (long long)h[3], (long long)h[4]};
 }
 
-// ------------------------------------------------------------------ host reference from codes (W8A8)
-// One token through its k experts, from the device's codes and scales. Mirrors moe::MoeReference W8A8.
+// ------------------------------------------------------------------ host reference from codes
+// One token through one expert from the device's codes and scales; mirrors moe::MoeReference W8A8 / W4A8:
+// per 128-deep block an fp32 partial sum of exact products, promoted with a_scale * w_scale; SwiGLU in fp32;
+// h -> FP8 1x128; Linear-2 likewise; the result rounded to bf16 (the combine entry).
 struct RefInputs {
   int H, I;
-  const uint8_t* x;      // [H]
-  const float* xs;       // [H/128]
+  const uint8_t* x;  // [H] codes
+  const float* xs;   // [H/128]
 };
-std::vector<float> ref_expert_w8a8(const RefInputs& in, const std::vector<uint8_t>& w1, const std::vector<float>& s1,
-                                   const std::vector<uint8_t>& w2, const std::vector<float>& s2) {
+// A weight matrix [N][K] of one expert: FP8 codes with 128x128 scales [N/128][K/128], or int4 (two per byte)
+// with per-(row, group) scales stored K-block-major [K/128][N] (the fused kernel's W4A8 layout).
+struct RefWeight {
+  bool int4;
+  int N, K;
+  std::vector<uint8_t> code;
+  std::vector<float> scale;
+  float value(int n, int k, const float* dec) const {
+    if (!int4) return dec[code[size_t(n) * K + k]];
+    const size_t i = size_t(n) * K + k;
+    const int nib = (code[i / 2] >> ((i & 1) * 4)) & 0xF;
+    return float(nib >= 8 ? nib - 16 : nib);
+  }
+  float scale_at(int n, int kb) const {
+    return int4 ? scale[size_t(kb) * N + n] : scale[size_t(n / 128) * (K / 128) + kb];
+  }
+};
+std::vector<float> ref_expert(const RefInputs& in, const RefWeight& w1, const RefWeight& w2) {
   const int H = in.H, I = in.I, KB1 = H / 128, KB2 = I / 128;
   float dec[256];
   for (int c = 0; c < 256; ++c) dec[c] = moe::fp8_e4m3_decode(uint8_t(c));
@@ -164,8 +189,8 @@ std::vector<float> ref_expert_w8a8(const RefInputs& in, const std::vector<uint8_
     float acc = 0;
     for (int kb = 0; kb < KB1; ++kb) {
       float part = 0;
-      for (int k = kb * 128; k < kb * 128 + 128; ++k) part += dec[in.x[k]] * dec[w1[size_t(n) * H + k]];
-      acc += part * (in.xs[kb] * s1[size_t(n / 128) * KB1 + kb]);
+      for (int k = kb * 128; k < kb * 128 + 128; ++k) part += dec[in.x[k]] * w1.value(n, k, dec);
+      acc += part * (in.xs[kb] * w1.scale_at(n, kb));
     }
     l1[n] = acc;
   }
@@ -186,12 +211,21 @@ std::vector<float> ref_expert_w8a8(const RefInputs& in, const std::vector<uint8_
     float acc = 0;
     for (int kb = 0; kb < KB2; ++kb) {
       float part = 0;
-      for (int k = kb * 128; k < kb * 128 + 128; ++k) part += hq[k] * dec[w2[size_t(n) * I + k]];
-      acc += part * (hs[kb] * s2[size_t(n / 128) * KB2 + kb]);
+      for (int k = kb * 128; k < kb * 128 + 128; ++k) part += hq[k] * w2.value(n, k, dec);
+      acc += part * (hs[kb] * w2.scale_at(n, kb));
     }
     y[n] = moe::bf16_round(acc);
   }
   return y;
+}
+
+// [E][A][B] -> [E][B][A] (the W4A8 scales: the fused kernel's K-block-major layout -> the unfused [rows][K/128])
+__global__ void transpose_scales(const float* in, float* out, int E, int A, int B) {
+  const size_t n = size_t(E) * A * B;
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
+    const size_t e = i / (size_t(A) * B), r = i % (size_t(A) * B), a = r / B, b = r % B;
+    out[(e * B + b) * A + a] = in[i];
+  }
 }
 
 // ------------------------------------------------------------------ configuration
@@ -202,8 +236,8 @@ struct Args {
   double block_s = 0.1, warmup_s = 0.05;
   int rounds = 1;
   uint64_t seed = 1;
-  bool time = true;
-  std::string out;
+  bool time = true, trace = false;
+  std::string out, trace_csv;
   std::string command;
 };
 
@@ -249,6 +283,8 @@ Args parse(int argc, char** argv) {
     else if (k == "--rounds") a.rounds = std::stoi(val());
     else if (k == "--seed") a.seed = std::stoull(val());
     else if (k == "--no-time") a.time = false;
+    else if (k == "--trace") a.trace = true;
+    else if (k == "--trace-csv") { a.trace = true; a.trace_csv = val(); }
     else throw UsageError("unknown argument " + k + " (see the header of bench/moe/bench_moe.cu)");
   }
   if (a.out.empty()) throw UsageError("--out DIR is required");
@@ -268,7 +304,8 @@ Args parse(int argc, char** argv) {
 struct Weights {
   bool int4 = false;
   Dev<uint8_t> w1, w2;
-  Dev<float> s1, s2;
+  Dev<float> s1, s2;                    // W4A8: K-block-major [E][K/128][N] (the fused kernel's layout)
+  std::unique_ptr<Dev<float>> s1u, s2u;  // W4A8: [E][N][K/128] for the unfused baseline
   Weights(const moe::MoeShape& s, bool int4_, uint64_t seed)
       : int4(int4_),
         w1(size_t(s.experts) * 2 * s.inter * s.hidden / (int4_ ? 2 : 1)),
@@ -277,7 +314,7 @@ struct Weights {
         s2(size_t(s.experts) * s.hidden / (int4_ ? 1 : 128) * (s.inter / 128)) {
     // Real values ~ U(-1, 1) / sqrt(fan-in): code/448 * scale with scale ~ 1/(448 sqrt(K)) (FP8) or
     // 1/(7 sqrt(K)) (int4 in [-8, 7]).
-    const float q = int4 ? 7.0f : 448.0f;
+    const float q = int4 ? 8.0f : 448.0f;
     if (int4) {
       fill_bytes<<<kFill, 256>>>(w1.p, w1.n, seed + 1);
       fill_bytes<<<kFill, 256>>>(w2.p, w2.n, seed + 2);
@@ -295,6 +332,49 @@ struct Weights {
 struct Row {
   json j;
 };
+
+// Median of a vector (NaN if empty).
+double med(std::vector<double> v) {
+  if (v.empty()) return NAN;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// Summary of one traced launch (see --trace in the header).
+json trace_summary(const std::vector<moe_kernel::MoeTileTrace>& tr, int ctas, int hidden, int inter) {
+  std::vector<double> ghz, l1_us, l2_us, l1_first, l2_first, slot, trs, l1_done, gap;
+  double busy_ns = 0, cyc = 0, full = 0;
+  uint64_t t0 = UINT64_MAX, t1 = 0;
+  for (size_t i = 0; i < tr.size(); ++i) {
+    const auto& t = tr[i];
+    const double ns = double(t.mma_end_ns - t.mma_start_ns);
+    if (ns > 2000) ghz.push_back(double(t.mma_cycles) / ns);
+    t0 = std::min(t0, t.mma_start_ns);
+    t1 = std::max(t1, t.mma_end_ns);
+    busy_ns += ns;
+    cyc += double(t.mma_cycles);
+    full += double(t.full_wait_cycles);
+    if (i + 1 < tr.size() && tr[i + 1].rank == t.rank && tr[i + 1].cta == t.cta)
+      gap.push_back(double(tr[i + 1].mma_start_ns) - double(t.mma_end_ns));
+  }
+  const double f = ghz.empty() ? 1.5 : med(ghz);  // cycles per ns
+  for (const auto& t : tr) {
+    (t.l2 ? l2_us : l1_us).push_back(t.mma_cycles / f / 1e3);
+    (t.l2 ? l2_first : l1_first).push_back(t.first_wait_cycles / f / 1e3);
+    slot.push_back(t.slot_wait_cycles / f / 1e3);
+    if (t.l2) trs.push_back(t.epi_read_cycles / f / 1e3);
+    else l1_done.push_back(t.epi_done_cycles / f / 1e3);
+  }
+  const double span = double(t1 - t0);
+  const double l1_flop = 2.0 * 128 * 256 * hidden, l2_flop = 2.0 * 128 * 128 * inter;  // per tile, 128 rows
+  return {{"tiles", tr.size()}, {"clock_ghz", f}, {"makespan_us", span / 1e3},
+          {"mma_busy", span > 0 ? busy_ns / (double(ctas) * span) : NAN}, {"starved", cyc > 0 ? full / cyc : NAN},
+          {"l1_mma_us", med(l1_us)}, {"l2_mma_us", med(l2_us)},
+          {"l1_tflops_sm", l1_flop / (med(l1_us) * 1e-6) / 1e12}, {"l2_tflops_sm", l2_flop / (med(l2_us) * 1e-6) / 1e12},
+          {"l1_first_wait_us", med(l1_first)}, {"l2_first_wait_us", med(l2_first)}, {"slot_wait_us", med(slot)},
+          {"trs_us", med(trs)}, {"l1_store_done_us", med(l1_done)}, {"gap_us", gap.empty() ? NAN : med(gap) / 1e3}};
+}
 
 double geomean(const std::vector<double>& v) {
   if (v.empty()) return NAN;
@@ -320,6 +400,17 @@ int main(int argc, char** argv) try {
   bp.rounds = a.rounds;
 
   std::ofstream csv(a.out + "/moe.csv");
+  std::ofstream tsum, tcsv;
+  if (a.trace) {
+    tsum.open(a.out + "/trace_summary.csv");
+    tsum << "shape,tokens,routing,precision,order,tiles,clock_ghz,makespan_us,mma_busy,starved,l1_mma_us,l2_mma_us,"
+            "l1_tflops_sm,l2_tflops_sm,l1_first_wait_us,l2_first_wait_us,slot_wait_us,trs_us,l1_store_done_us,gap_us\n";
+  }
+  if (!a.trace_csv.empty()) {
+    tcsv.open(a.trace_csv);
+    tcsv << "shape,tokens,routing,order,rank,cta,index,kind,expert,row,n,mma_start_ns,mma_end_ns,mma_cycles,"
+            "slot_wait_cycles,epi_start_ns,epi_read_cycles,epi_done_cycles,first_wait_cycles,full_wait_cycles\n";
+  }
   csv << "shape,hidden,inter,experts,topk,tokens,routing,precision,flops,backend,median_ms,min_ms,max_ms,spread,"
          "tflops,ratio_vs_fused,flipped\n";
   json blocks = json::array(), rows = json::array();
@@ -359,12 +450,13 @@ int main(int argc, char** argv) try {
           prm.shape = ms;
           prm.topk_index_all = routing.index.data();
           prm.rank[0] = {x.p, xs.p, wt.p, out.p};
+          prm.weights = int4 ? moe_kernel::MoeWeightFormat::kInt4 : moe_kernel::MoeWeightFormat::kFp8;
           prm.w1 = W.w1.p;
           prm.w1_scale = W.s1.p;
           prm.w2 = W.w2.p;
           prm.w2_scale = W.s2.p;
           prm.experts_per_wave = 0;  // auto: waves that fill the SMs
-          const bool fused_ok = !int4;  // v0 has W8A8 only
+          const bool fused_ok = true;
           json row = {{"shape", key}, {"hidden", s.hidden}, {"inter", s.inter}, {"experts", s.experts},
                       {"topk", s.topk}, {"tokens", T}, {"routing", rname}, {"precision", prec}, {"flops", flops}};
           bool good = true;
@@ -408,15 +500,15 @@ int main(int argc, char** argv) try {
             std::vector<std::vector<float>> yk(size_t(nt) * s.topk);
             std::vector<std::thread> th;
             std::atomic<int> next{0};
-            const size_t w1e = size_t(2) * I * H, w2e = size_t(H) * I, s1e = size_t(2 * I / 128) * KB1,
-                         s2e = size_t(H / 128) * KB2;
+            const size_t w1e = size_t(2) * I * H / (int4 ? 2 : 1), w2e = size_t(H) * I / (int4 ? 2 : 1),
+                         s1e = size_t(2 * I / (int4 ? 1 : 128)) * KB1, s2e = size_t(H / (int4 ? 1 : 128)) * KB2;
             for (unsigned w = 0; w < std::max(1u, std::min(16u, std::thread::hardware_concurrency())); ++w)
               th.emplace_back([&] {
                 for (int q; (q = next++) < nt * s.topk;) {
                   const int t = toks[q / s.topk], e = routing.index[size_t(t) * s.topk + q % s.topk];
-                  const std::vector<uint8_t> w1 = W.w1.host(size_t(e) * w1e, w1e), w2 = W.w2.host(size_t(e) * w2e, w2e);
-                  const std::vector<float> s1 = W.s1.host(size_t(e) * s1e, s1e), s2 = W.s2.host(size_t(e) * s2e, s2e);
-                  yk[q] = ref_expert_w8a8({H, I, xh.data() + size_t(t) * H, xsh.data() + size_t(t) * KB1}, w1, s1, w2, s2);
+                  const RefWeight w1{int4, 2 * I, H, W.w1.host(size_t(e) * w1e, w1e), W.s1.host(size_t(e) * s1e, s1e)};
+                  const RefWeight w2{int4, H, I, W.w2.host(size_t(e) * w2e, w2e), W.s2.host(size_t(e) * s2e, s2e)};
+                  yk[q] = ref_expert({H, I, xh.data() + size_t(t) * H, xsh.data() + size_t(t) * KB1}, w1, w2);
                 }
               });
             for (auto& t : th) t.join();
@@ -448,7 +540,18 @@ int main(int argc, char** argv) try {
           // ---- unfused and ceiling (P = 1)
           moe_bench::UnfusedMoe unf({s.hidden, s.inter, s.experts, s.topk, T},
                                     int4 ? moe_bench::WeightFormat::kInt4 : moe_bench::WeightFormat::kFp8);
-          unf.set_weights(W.w1.p, W.s1.p, W.w2.p, W.s2.p);
+          if (int4) {  // the unfused baseline takes the int4 scales as [rows][K/128]
+            if (!W.s1u) {
+              W.s1u = std::make_unique<Dev<float>>(W.s1.n);
+              W.s2u = std::make_unique<Dev<float>>(W.s2.n);
+              transpose_scales<<<kFill, 256>>>(W.s1.p, W.s1u->p, s.experts, s.hidden / 128, 2 * s.inter);
+              transpose_scales<<<kFill, 256>>>(W.s2.p, W.s2u->p, s.experts, s.inter / 128, s.hidden);
+              ok(cudaGetLastError(), "transpose_scales");
+            }
+            unf.set_weights(W.w1.p, W.s1u->p, W.w2.p, W.s2u->p);
+          } else {
+            unf.set_weights(W.w1.p, W.s1.p, W.w2.p, W.s2.p);
+          }
           unf.set_routing(routing.index.data());
           names.push_back("unfused");
           fns.push_back([&](int) { unf.run(x.p, xs.p, wt.p, out_u.p, st); });
@@ -510,6 +613,36 @@ int main(int argc, char** argv) try {
               }
             }
           }
+          if (a.trace && fused_ok && !int4)  // the trace is compiled for W8A8 only
+            for (size_t i = 0; i < order_prm.size(); ++i) {
+              moe_kernel::MoeLayerParams p2 = order_prm[i];
+              p2.trace = true;
+              moe_kernel::launch_moe_layer(*team1, ws, p2, st);
+              ws.check(*team1, "traced fused MoE (" + key + ")");
+              const std::vector<moe_kernel::MoeTileTrace> tr = ws.read_trace(*team1);
+              const json js = trace_summary(tr, team1->sms_per_rank(), s.hidden, s.inter);
+              row["trace_" + a.orders[i]] = js;
+              tsum << key << "," << T << "," << rname << "," << prec << "," << a.orders[i];
+              for (const char* f : {"tiles", "clock_ghz", "makespan_us", "mma_busy", "starved", "l1_mma_us", "l2_mma_us",
+                                    "l1_tflops_sm", "l2_tflops_sm", "l1_first_wait_us", "l2_first_wait_us",
+                                    "slot_wait_us", "trs_us", "l1_store_done_us", "gap_us"})
+                tsum << "," << js[f].get<double>();
+              tsum << "\n";
+              std::printf("    trace %-11s busy %.2f starved %.2f | L1 %.2f us %.1f TF/SM first %.2f | L2 %.2f us %.1f TF/SM "
+                          "first %.2f | slot %.2f TRS %.2f gap %.2f us\n",
+                          a.orders[i].c_str(), js["mma_busy"].get<double>(), js["starved"].get<double>(),
+                          js["l1_mma_us"].get<double>(), js["l1_tflops_sm"].get<double>(),
+                          js["l1_first_wait_us"].get<double>(), js["l2_mma_us"].get<double>(),
+                          js["l2_tflops_sm"].get<double>(), js["l2_first_wait_us"].get<double>(),
+                          js["slot_wait_us"].get<double>(), js["trs_us"].get<double>(), js["gap_us"].get<double>());
+              if (tcsv.is_open())
+                for (const auto& t : tr)
+                  tcsv << key << "," << T << "," << rname << "," << a.orders[i] << "," << t.rank << "," << t.cta << ","
+                       << t.index << "," << (t.l2 ? "L2" : "L1") << "," << t.expert << "," << t.row << "," << t.n << ","
+                       << t.mma_start_ns << "," << t.mma_end_ns << "," << t.mma_cycles << "," << t.slot_wait_cycles << ","
+                       << t.epi_start_ns << "," << t.epi_read_cycles << "," << t.epi_done_cycles << ","
+                       << t.first_wait_cycles << "," << t.full_wait_cycles << "\n";
+            }
           std::printf("%-18s %6d %-8s %-5s %9.3f %9.3f %9.3f %7.3f %7.1f %5.1f%% %8.1e %8.1e %s\n", key.c_str(), T,
                       rname.c_str(), prec.c_str(), fused_ms, unf_ms, ceil_ms, unf_ms / fused_ms,
                       flops / (fused_ms * 1e-3) / 1e12, 100 * ceil_ms / fused_ms,

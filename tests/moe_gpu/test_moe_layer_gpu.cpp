@@ -275,6 +275,96 @@ TEST(MoeLayerGpu, RepeatedCalls) {
   run_case({4, 128, 256, 256, 8, 2, Route::kBalanced, MoeOrder::kExpertWave, 3});
 }
 
+// The per-tile trace: one record per tile of the schedule (every row's L1 and L2 tiles exactly once), with
+// ordered stamps, and the traced kernel's output equal to the untraced one bit for bit.
+TEST(MoeLayerGpu, TraceRecordsEveryTile) {
+  NEED_SM90();
+  const int P = 2, T = 256, H = 256, I = 256, E = 8, K = 2;
+  auto team = runtime::Team::emulated(P);
+  const moe_kernel::MoeShape shape{H, I, E, K, T};
+  moe_kernel::MoeWorkspace ws(*team, shape);
+  const moe::MoeWeights w = moe::random_moe_weights(H, I, E, test_seed());
+  std::vector<uint8_t> w1c, w2c;
+  std::vector<float> w1s, w2s;
+  for (int e = 0; e < E; ++e) {
+    const moe::Fp8Tensor q1 = moe::quantize_weight_128x128(w.w1_of(e), 2 * I, H);
+    const moe::Fp8Tensor q2 = moe::quantize_weight_128x128(w.w2_of(e), H, I);
+    w1c.insert(w1c.end(), q1.code.begin(), q1.code.end());
+    w1s.insert(w1s.end(), q1.scale.begin(), q1.scale.end());
+    w2c.insert(w2c.end(), q2.code.begin(), q2.code.end());
+    w2s.insert(w2s.end(), q2.scale.begin(), q2.scale.end());
+  }
+  DevBuf d_w1(w1c.size()), d_w2(w2c.size()), d_w1s(w1s.size() * 4), d_w2s(w2s.size() * 4);
+  CUDA_CHECK(cudaMemcpy(d_w1.p, w1c.data(), w1c.size(), cudaMemcpyHostToDevice));
+  CUDA_CHECK(cudaMemcpy(d_w2.p, w2c.data(), w2c.size(), cudaMemcpyHostToDevice));
+  CUDA_CHECK(cudaMemcpy(d_w1s.p, w1s.data(), w1s.size() * 4, cudaMemcpyHostToDevice));
+  CUDA_CHECK(cudaMemcpy(d_w2s.p, w2s.data(), w2s.size() * 4, cudaMemcpyHostToDevice));
+  const moe::Routing routing = moe::generate_routing({P, T, E, K, moe::RoutingKind::Skewed, 1.0, test_seed()});
+  const std::vector<float> x = moe::random_activations(size_t(P) * T * H, test_seed() + 1);
+  std::vector<std::unique_ptr<DevBuf>> d_x, d_xs, d_wt, d_out, d_out2;
+  moe_kernel::MoeLayerParams prm;
+  prm.shape = shape;
+  prm.topk_index_all = routing.index.data();
+  prm.w1 = static_cast<const uint8_t*>(d_w1.p);
+  prm.w1_scale = static_cast<const float*>(d_w1s.p);
+  prm.w2 = static_cast<const uint8_t*>(d_w2.p);
+  prm.w2_scale = static_cast<const float*>(d_w2s.p);
+  for (int r = 0; r < P; ++r) {
+    const moe::Fp8Tensor q = moe::quantize_act_1x128(x.data() + size_t(r) * T * H, T, H);
+    d_x.push_back(std::make_unique<DevBuf>(q.code.size()));
+    d_xs.push_back(std::make_unique<DevBuf>(q.scale.size() * 4));
+    d_wt.push_back(std::make_unique<DevBuf>(size_t(T) * K * 4));
+    d_out.push_back(std::make_unique<DevBuf>(size_t(T) * H * 4));
+    d_out2.push_back(std::make_unique<DevBuf>(size_t(T) * H * 4));
+    CUDA_CHECK(cudaMemcpy(d_x[r]->p, q.code.data(), q.code.size(), cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemcpy(d_xs[r]->p, q.scale.data(), q.scale.size() * 4, cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemcpy(d_wt[r]->p, routing.rank_weight(r), size_t(T) * K * 4, cudaMemcpyHostToDevice));
+    prm.rank[r] = {static_cast<const uint8_t*>(d_x[r]->p), static_cast<const float*>(d_xs[r]->p),
+                   static_cast<const float*>(d_wt[r]->p), static_cast<float*>(d_out[r]->p)};
+  }
+  for (MoeOrder order : {MoeOrder::kExpertWave, MoeOrder::kInterleaved}) {
+    prm.order = order;
+    prm.trace = false;
+    moe_kernel::run_moe_layer(*team, ws, prm, team->stream());
+    moe_kernel::MoeLayerParams traced = prm;
+    traced.trace = true;
+    for (int r = 0; r < P; ++r) traced.rank[r].out = static_cast<float*>(d_out2[r]->p);
+    moe_kernel::launch_moe_layer(*team, ws, traced, team->stream());
+    ws.check(*team, "traced launch");
+    const std::vector<moe_kernel::MoeTileTrace> tr = ws.read_trace(*team);
+    // expected tiles: per rank, rows x (I/128 + H/128)
+    const moe::DispatchPlan plan(routing.index, T, K, moe::make_placement(E, P), 128);
+    size_t expected = 0;
+    std::vector<std::vector<int>> seen(P);
+    for (int r = 0; r < P; ++r) {
+      const int rows = plan.layout(r, I / 128, H / 128).view().rows();
+      expected += size_t(rows) * (I / 128 + H / 128);
+      seen[r].assign(size_t(rows) * (I / 128 + H / 128), 0);
+    }
+    ASSERT_EQ(tr.size(), expected);
+    for (const auto& t : tr) {
+      ASSERT_LT(t.rank, P);
+      const size_t id = t.l2 ? size_t(t.row) * (H / 128) + t.n + seen[t.rank].size() / (I / 128 + H / 128) * (I / 128)
+                             : size_t(t.row) * (I / 128) + t.n;
+      ASSERT_LT(id, seen[t.rank].size());
+      ++seen[t.rank][id];
+      EXPECT_LE(t.mma_start_ns, t.mma_end_ns);
+      EXPECT_LE(t.mma_end_ns, t.epi_start_ns);
+      EXPECT_GT(t.mma_cycles, 0u);
+      EXPECT_GT(t.epi_read_cycles, 0u);
+      if (!t.l2) EXPECT_GE(t.epi_done_cycles, t.epi_read_cycles);
+    }
+    for (int r = 0; r < P; ++r)
+      for (int c : seen[r]) EXPECT_EQ(c, 1);
+    for (int r = 0; r < P; ++r) {
+      std::vector<float> a(size_t(T) * H), b(size_t(T) * H);
+      CUDA_CHECK(cudaMemcpy(a.data(), d_out[r]->p, a.size() * 4, cudaMemcpyDeviceToHost));
+      CUDA_CHECK(cudaMemcpy(b.data(), d_out2[r]->p, b.size() * 4, cudaMemcpyDeviceToHost));
+      EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * 4), 0) << "rank " << r;
+    }
+  }
+}
+
 // Host-side validation (no launch; needs a device only for the team).
 TEST(MoeLayerGpu, RejectsBadInput) {
   EXPECT_NE(moe_kernel::check_moe_shape({200, 256, 8, 2, 64}, 1).find("hidden = 200"), std::string::npos);

@@ -246,7 +246,15 @@ __device__ __forceinline__ void tma_store_2d(const CUtensorMap* map, const void*
 // Position in the epilogue staging ring; the MMA warpgroups and both epilogue warps walk every tile.
 using EpiState = kernel::PipeState<ConfigT<false>::kEpiSlots>;
 
-template <class Sched, bool kInt4>
+// The trace record of this CTA's tile number `i` (nullptr past the capacity or with the trace off).
+template <bool kTrace, class P>
+__device__ __forceinline__ uint64_t* trace_rec(const P& p, int i) {
+  if constexpr (!kTrace) return nullptr;
+  return i < p.trace_cap ? p.trace + (size_t(blockIdx.x) * p.trace_cap + i) * kTraceWords : nullptr;
+}
+__device__ __forceinline__ uint64_t clock_now() { return clock64(); }
+
+template <class Sched, bool kInt4, bool kTrace>
 __global__ void __launch_bounds__(ConfigT<kInt4>::kThreads, 1) moe_fused_kernel(const __grid_constant__ KernelParams<Sched> p) {
   using C = ConfigT<kInt4>;
   extern __shared__ uint8_t smem_raw[];
@@ -376,10 +384,17 @@ __global__ void __launch_bounds__(ConfigT<kInt4>::kThreads, 1) moe_fused_kernel(
       // ---- epilogue warps: both walk every tile (staging slots in step); each stores its kind.
       const bool l1_role = warp == kL1EpilogueWarp;
       EpiState es;
-      for (auto w = sched.get_initial_work(); w.is_valid(); w = sched.get_next_work(w)) {
+      int tile_no = 0;
+      for (auto w = sched.get_initial_work(); w.is_valid(); w = sched.get_next_work(w), ++tile_no) {
         const sched::MoeTile& t = w.tile;
         const bool mine = (t.kind == sched::MoeTileKind::L1) == l1_role;
         ptx::mbar_wait_acquire_cta(&sh.stage_full[es.stage], es.phase);
+        uint64_t* tr = mine && lane == 0 ? trace_rec<kTrace>(p, tile_no) : nullptr;
+        uint64_t c0 = 0;
+        if (kTrace && tr) {
+          tr[kTrEpiStart] = ptx::globaltimer_ns();
+          c0 = clock_now();
+        }
         uint8_t* st = sh.stage[es.stage];
         if (!mine) {
           if (lane == 0) ptx::mbar_arrive_release_cta(&sh.stage_empty[es.stage]);
@@ -395,8 +410,10 @@ __global__ void __launch_bounds__(ConfigT<kInt4>::kThreads, 1) moe_fused_kernel(
                             st + C::kStageScales, kBlockM * sizeof(float));
             ptx::bulk_commit_group();
             ptx::bulk_wait_group_read<0>();
+            if (kTrace && tr) tr[kTrEpiRead] = clock_now() - c0;
             ptx::mbar_arrive_release_cta(&sh.stage_empty[es.stage]);
             ptx::bulk_wait_group<0>();
+            if (kTrace && tr) tr[kTrEpiDone] = clock_now() - c0;
             ptx::fence_proxy_async_global();
             __threadfence();
             kernel::signal_add_release(p.row_ready + g * row_tiles + t.row, 1);
@@ -415,6 +432,10 @@ __global__ void __launch_bounds__(ConfigT<kInt4>::kThreads, 1) moe_fused_kernel(
           ptx::bulk_commit_group();
           ptx::bulk_wait_group_read<0>();
           __syncwarp();
+          if (kTrace && tr) {
+            tr[kTrEpiRead] = clock_now() - c0;  // every lane's stores have read the slot
+            tr[kTrEpiDone] = 0;
+          }
           if (lane == 0) ptx::mbar_arrive_release_cta(&sh.stage_empty[es.stage]);
         }
         es.advance();
@@ -441,9 +462,18 @@ __global__ void __launch_bounds__(ConfigT<kInt4>::kThreads, 1) moe_fused_kernel(
   const int r0 = 16 * (tid / 32) + (tid % 32) / 4;  // this thread's two fragment rows: r0, r0 + 8
   kernel::PipeState<C::kStages> ps;
   EpiState es;
-  for (auto w = sched.get_initial_work(); w.is_valid(); w = sched.get_next_work(w)) {
+  int tile_no = 0;
+  for (auto w = sched.get_initial_work(); w.is_valid(); w = sched.get_next_work(w), ++tile_no) {
     const sched::MoeTile& t = w.tile;
     const int ex = g * layout.num_experts + t.expert;
+    uint64_t* tr = wg == 0 && tid == 0 ? trace_rec<kTrace>(p, tile_no) : nullptr;
+    uint64_t c0 = 0;
+    if (kTrace && tr) {
+      tr[kTrTile] = (uint64_t(t.kind == sched::MoeTileKind::L2) << 63) | (uint64_t(t.expert) << 40) |
+                    (uint64_t(t.row) << 16) | uint64_t(t.n);
+      tr[kTrMmaStart] = ptx::globaltimer_ns();
+      c0 = clock_now();
+    }
     const int valid = layout.tokens_in_row(t.row) - wg * 64;  // rows of this warpgroup holding tokens
     float acc[64];
     if (t.kind == sched::MoeTileKind::L1) {
@@ -453,7 +483,17 @@ __global__ void __launch_bounds__(ConfigT<kInt4>::kThreads, 1) moe_fused_kernel(
       const float* sg = p.w1_scale + (int64_t(ex) * (2 * p.inter / kBlockN) + t.n) * KB1;
       const float* su = p.w1_scale + (int64_t(ex) * (2 * p.inter / kBlockN) + p.inter / kBlockN + t.n) * KB1;
       for (int kb = 0; kb < KB1; ++kb) {
-        ptx::mbar_wait_acquire_cta(&sh.full[ps.stage], ps.phase);
+        if constexpr (kTrace) {
+          const uint64_t w0 = clock_now();
+          ptx::mbar_wait_acquire_cta(&sh.full[ps.stage], ps.phase);
+          if (tr) {
+            const uint64_t w1 = clock_now();
+            if (kb == 0) tr[kTrFirstWait] = w1 - c0;
+            tr[kTrFullWait] += w1 - w0;
+          }
+        } else {
+          ptx::mbar_wait_acquire_cta(&sh.full[ps.stage], ps.phase);
+        }
         const float a0 = sh.sa[ps.stage][wg * 64 + r0], a1 = sh.sa[ps.stage][wg * 64 + r0 + 8];
         const uint8_t* a_wg = sh.a[ps.stage] + wg * 64 * kBlockK;
         if constexpr (C::kInt4) {
@@ -491,7 +531,14 @@ __global__ void __launch_bounds__(ConfigT<kInt4>::kThreads, 1) moe_fused_kernel(
         amax[r] = fmaxf(amax[r], 1e-4f);  // moe::kAmaxFloor
       }
       const float inv[2] = {448.0f / amax[0], 448.0f / amax[1]};
+      if (kTrace && tr) {
+        tr[kTrMmaEnd] = ptx::globaltimer_ns();
+        const uint64_t c1 = clock_now();
+        tr[kTrMmaCycles] = c1 - c0;
+        c0 = c1;
+      }
       ptx::mbar_wait_acquire_cta(&sh.stage_empty[es.stage], es.phase ^ 1);
+      if (kTrace && tr) tr[kTrSlotWait] = clock_now() - c0;
       uint8_t* st = sh.stage[es.stage];
 #pragma unroll
       for (int i = 0; i < 64; i += 2) {
@@ -512,7 +559,17 @@ __global__ void __launch_bounds__(ConfigT<kInt4>::kThreads, 1) moe_fused_kernel(
       for (int i = 0; i < 64; ++i) fa[i] = 0.f;
       const float* sb = p.w2_scale + (int64_t(ex) * (p.hidden / kBlockN) + t.n) * KB2;
       for (int kb = 0; kb < KB2; ++kb) {
-        ptx::mbar_wait_acquire_cta(&sh.full[ps.stage], ps.phase);
+        if constexpr (kTrace) {
+          const uint64_t w0 = clock_now();
+          ptx::mbar_wait_acquire_cta(&sh.full[ps.stage], ps.phase);
+          if (tr) {
+            const uint64_t w1 = clock_now();
+            if (kb == 0) tr[kTrFirstWait] = w1 - c0;
+            tr[kTrFullWait] += w1 - w0;
+          }
+        } else {
+          ptx::mbar_wait_acquire_cta(&sh.full[ps.stage], ps.phase);
+        }
         const float a0 = sh.sa[ps.stage][wg * 64 + r0], a1 = sh.sa[ps.stage][wg * 64 + r0 + 8];
         if constexpr (C::kInt4) {
           ptx::mbar_wait_acquire_cta(&sh.conv_full[ps.stage], ps.phase);
@@ -528,7 +585,14 @@ __global__ void __launch_bounds__(ConfigT<kInt4>::kThreads, 1) moe_fused_kernel(
           promote(fa, acc, a0 * b, a1 * b);
         }
       }
+      if (kTrace && tr) {
+        tr[kTrMmaEnd] = ptx::globaltimer_ns();
+        const uint64_t c1 = clock_now();
+        tr[kTrMmaCycles] = c1 - c0;
+        c0 = c1;
+      }
       ptx::mbar_wait_acquire_cta(&sh.stage_empty[es.stage], es.phase ^ 1);
+      if (kTrace && tr) tr[kTrSlotWait] = clock_now() - c0;
       uint8_t* st = sh.stage[es.stage] + (wg * 64 + r0) * C::kL2Pitch;
 #pragma unroll
       for (int i = 0; i < 64; i += 2) {

@@ -9,11 +9,11 @@
 namespace xstage::moe_kernel {
 namespace {
 
-template <class Sched, bool kInt4>
+template <class Sched, bool kInt4, bool kTrace>
 cudaError_t launch(const KernelParams<Sched>& kp, int grid, cudaStream_t stream) {
   using C = ConfigT<kInt4>;
   constexpr int kSmemBytes = int(sizeof(SharedStorage<C>)) + 1024;  // + manual 1024 B alignment
-  auto kernel = moe_fused_kernel<Sched, kInt4>;
+  auto kernel = moe_fused_kernel<Sched, kInt4, kTrace>;
   // Raising the dynamic shared-memory limit is per function and device; once per device.
   static std::array<std::atomic<bool>, 64> configured{};
   int dev = 0;
@@ -42,13 +42,19 @@ cudaError_t launch(const KernelParams<Sched>& kp, int grid, cudaStream_t stream)
 
 }  // namespace
 
-cudaError_t launch_fused(const KernelParams<sched::MoeExpertWaveScheduler>& kp, bool int4, int grid, cudaStream_t stream) {
-  return int4 ? launch<sched::MoeExpertWaveScheduler, true>(kp, grid, stream)
-              : launch<sched::MoeExpertWaveScheduler, false>(kp, grid, stream);
+// Instantiations: both orders x {W8A8, W4A8}, and the traced W8A8 kernel of both orders.
+template <class Sched>
+cudaError_t dispatch_launch(const KernelParams<Sched>& kp, bool int4, bool trace, int grid, cudaStream_t stream) {
+  if (trace) return int4 ? cudaErrorNotSupported : launch<Sched, false, true>(kp, grid, stream);
+  return int4 ? launch<Sched, true, false>(kp, grid, stream) : launch<Sched, false, false>(kp, grid, stream);
 }
-cudaError_t launch_fused(const KernelParams<sched::MoeInterleavedScheduler>& kp, bool int4, int grid, cudaStream_t stream) {
-  return int4 ? launch<sched::MoeInterleavedScheduler, true>(kp, grid, stream)
-              : launch<sched::MoeInterleavedScheduler, false>(kp, grid, stream);
+cudaError_t launch_fused(const KernelParams<sched::MoeExpertWaveScheduler>& kp, bool int4, bool trace, int grid,
+                         cudaStream_t stream) {
+  return dispatch_launch(kp, int4, trace, grid, stream);
+}
+cudaError_t launch_fused(const KernelParams<sched::MoeInterleavedScheduler>& kp, bool int4, bool trace, int grid,
+                         cudaStream_t stream) {
+  return dispatch_launch(kp, int4, trace, grid, stream);
 }
 cudaError_t launch_combine(const CombineParams& cp, int blocks, int ranks, cudaStream_t stream) {
   combine_kernel<<<dim3(blocks, ranks), 256, 0, stream>>>(cp);

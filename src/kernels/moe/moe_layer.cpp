@@ -117,6 +117,7 @@ MoeWorkspace::MoeWorkspace(runtime::Team& team, const MoeShape& shape) : team_(t
 }
 
 MoeWorkspace::~MoeWorkspace() {
+  if (trace_) cudaFree(trace_);
   if (err_) cudaFree(err_);
   if (tables_) cudaFree(tables_);
 }
@@ -131,6 +132,38 @@ void MoeWorkspace::check(runtime::Team& team, const std::string& what) {
                                       e.peer_or_row, " (saw ", e.got, " of ", e.expected, ")"));
   }
   team.check(what);
+}
+
+std::vector<MoeTileTrace> MoeWorkspace::read_trace(runtime::Team& team) const {
+  XSTAGE_REQUIRE(trace_ != nullptr && trace_ctas_ > 0, "moe layer: no traced launch (set MoeLayerParams::trace)");
+  ok(cudaStreamSynchronize(team.stream()), "stream synchronize");
+  std::vector<uint64_t> w(size_t(trace_ctas_) * trace_cap_ * kTraceWords);
+  ok(cudaMemcpy(w.data(), trace_, w.size() * sizeof(uint64_t), cudaMemcpyDeviceToHost), "cudaMemcpy (trace)");
+  std::vector<MoeTileTrace> out;
+  for (int b = 0; b < trace_ctas_; ++b)
+    for (int i = 0; i < trace_cap_; ++i) {
+      const uint64_t* r = w.data() + (size_t(b) * trace_cap_ + i) * kTraceWords;
+      if (r[kTrMmaStart] == 0) break;  // the CTA's tiles end here
+      MoeTileTrace t;
+      t.rank = b / trace_ctas_per_rank_;
+      t.cta = b % trace_ctas_per_rank_;
+      t.index = i;
+      t.l2 = (r[kTrTile] >> 63) != 0;
+      t.expert = int((r[kTrTile] >> 40) & 0x7FFFFF);
+      t.row = int((r[kTrTile] >> 16) & 0xFFFFFF);
+      t.n = int(r[kTrTile] & 0xFFFF);
+      t.mma_start_ns = r[kTrMmaStart];
+      t.mma_end_ns = r[kTrMmaEnd];
+      t.mma_cycles = r[kTrMmaCycles];
+      t.slot_wait_cycles = r[kTrSlotWait];
+      t.epi_start_ns = r[kTrEpiStart];
+      t.epi_read_cycles = r[kTrEpiRead];
+      t.epi_done_cycles = r[kTrEpiDone];
+      t.first_wait_cycles = r[kTrFirstWait];
+      t.full_wait_cycles = r[kTrFullWait];
+      out.push_back(t);
+    }
+  return out;
 }
 
 void MoeWorkspace::poison(cudaStream_t stream) {
@@ -163,6 +196,8 @@ void MoeWorkspace::check_params(runtime::Team& team, const MoeLayerParams& prm) 
   XSTAGE_REQUIRE(aligned16(prm.w1) && aligned16(prm.w2), "moe layer: w1 and w2 must be 16-byte aligned (TMA)");
   XSTAGE_REQUIRE(prm.weights == MoeWeightFormat::kFp8 || prm.weights == MoeWeightFormat::kInt4,
                  "moe layer: unknown weight format ", int(prm.weights));
+  XSTAGE_REQUIRE(!(prm.trace && prm.weights == MoeWeightFormat::kInt4),
+                 "moe layer: the per-tile trace is compiled for W8A8 only (weights = kInt4 was given)");
   if (prm.weights == MoeWeightFormat::kInt4)
     XSTAGE_REQUIRE(aligned16(prm.w1_scale) && aligned16(prm.w2_scale),
                    "moe layer: W4A8 weight scales must be 16-byte aligned (TMA)");
@@ -312,7 +347,30 @@ void launch_moe_layer(runtime::Team& team, MoeWorkspace& ws, const MoeLayerParam
     kp.row_ready = static_cast<uint32_t*>(ws.row_ready_->local(first));
     kp.dispatch_target = ws.sent_[kSlotDispatch];
     kp.err = ws.err_;
-    ok(launch_fused(kp, int4, ranks * ctas, stream), "fused MoE kernel launch");
+    kp.trace = nullptr;
+    kp.trace_cap = 0;
+    if (prm.trace) {
+      // Capacity: an instance walks at most ceil(T1 / S) + ceil(T2 / S) tiles (T_i: tiles of stream i).
+      int cap = 1;
+      for (int g = 0; g < ranks; ++g) {
+        const long long rows = pr.layouts[g].view().rows();
+        cap = std::max<long long>(cap, (rows * (I / kBlockN) + ctas - 1) / ctas + (rows * (H / kBlockN) + ctas - 1) / ctas + 1);
+      }
+      const size_t bytes = size_t(ranks) * ctas * cap * kTraceWords * sizeof(uint64_t);
+      if (bytes > ws.trace_bytes_) {
+        if (ws.trace_) ok(cudaFree(ws.trace_), "cudaFree (trace)");
+        ws.trace_ = nullptr;
+        ok(cudaMalloc(&ws.trace_, bytes), "cudaMalloc (trace)");
+        ws.trace_bytes_ = bytes;
+      }
+      ok(cudaMemsetAsync(ws.trace_, 0, bytes, stream), "cudaMemsetAsync (trace)");
+      ws.trace_cap_ = cap;
+      ws.trace_ctas_ = ranks * ctas;
+      ws.trace_ctas_per_rank_ = ctas;
+      kp.trace = ws.trace_;
+      kp.trace_cap = cap;
+    }
+    ok(launch_fused(kp, int4, prm.trace, ranks * ctas, stream), "fused MoE kernel launch");
   };
   if (prm.order == MoeOrder::kExpertWave) {
     KernelParams<sched::MoeExpertWaveScheduler> kp{};

@@ -74,6 +74,24 @@ struct MoeLayerParams {
   int experts_per_wave = 0;  // Expert-Wave: local experts per wave; 0: waves sized to fill the CTAs
   int lead = 1;              // Interleaved: D (>= 1: the kernel waits on L1 rows in order)
   int ctas_per_rank = 0;     // 0: team.sms_per_rank()
+  // Per-tile instrumentation (W8A8): runs the traced instantiation and records every tile of the launch in
+  // the workspace (MoeWorkspace::read_trace). The untraced kernels contain no trace code at all.
+  bool trace = false;
+};
+
+// One traced tile. Stamps are %globaltimer ns (common to all SMs); spans are clock64 cycles of one SM.
+struct MoeTileTrace {
+  int rank = 0, cta = 0, index = 0;  // local rank, its CTA (scheduler instance), the tile's ordinal in it
+  bool l2 = false;                   // Linear-2 tile (else Linear-1)
+  int expert = 0, row = 0, n = 0;    // local expert, scheduler row, N tile
+  uint64_t mma_start_ns = 0, mma_end_ns = 0;  // MMA warpgroup 0: tile start, mainloop done (L1: + SwiGLU)
+  uint64_t mma_cycles = 0;                    // the same span in cycles
+  uint64_t slot_wait_cycles = 0;              // MMA side waiting for a free staging slot
+  uint64_t epi_start_ns = 0;                  // the epilogue warp has the slot
+  uint64_t epi_read_cycles = 0;   // first store issued -> the stores have read the slot (T_RS, sender-visible)
+  uint64_t epi_done_cycles = 0;   // L1: -> the stores are complete (then row readiness); L2: 0
+  uint64_t first_wait_cycles = 0;  // tile start -> its first stage is full (producer waits + TMA latency)
+  uint64_t full_wait_cycles = 0;   // all waits for full stages within the tile (the mainloop starving)
 };
 
 // First failure the fused kernel recorded (device memory; decoded by MoeWorkspace::check).
@@ -100,6 +118,8 @@ class MoeWorkspace {
   // Tests: fills the receive, intermediate and combine buffers of the local ranks with 0xFF (FP8 and bf16
   // NaN, fp32 NaN scales), so untouched padding rows or combine entries show up as NaN in the output.
   void poison(cudaStream_t stream);
+  // The tiles of the last traced launch (synchronises the team's stream), every local rank, in CTA order.
+  std::vector<MoeTileTrace> read_trace(runtime::Team& team) const;
 
  private:
   friend void prepare_moe_layer(runtime::Team&, MoeWorkspace&, const MoeLayerParams&, cudaStream_t);
@@ -117,6 +137,9 @@ class MoeWorkspace {
   // Device copies of the per-call tables (reallocated when too small).
   void* tables_ = nullptr;
   size_t tables_bytes_ = 0;
+  uint64_t* trace_ = nullptr;  // [ranks * ctas][trace_cap_][kTraceWords] of the last traced launch
+  size_t trace_bytes_ = 0;
+  int trace_cap_ = 0, trace_ctas_ = 0, trace_ctas_per_rank_ = 0;
 };
 
 // prepare + launch. Validates everything (UsageError with the value and the rule), builds the dispatch

@@ -80,6 +80,25 @@ struct KernelParams {
   uint64_t timeout_ns;
   runtime::DeviceError* team_err;
   MoeDeviceError* err;
+  // Per-tile trace (only read by the kTrace instantiation): ctas x trace_cap records of kTraceWords words.
+  uint64_t* trace;
+  int trace_cap;
+};
+
+// One traced tile (moe_layer.hpp's MoeTileTrace is the host view): word 0 the tile, then %globaltimer stamps
+// (ns) and clock64 spans (cycles) of the MMA warpgroup 0 (thread 0) and of the tile's epilogue warp (lane 0).
+inline constexpr int kTraceWords = 10;
+enum TraceWord : int {
+  kTrTile = 0,         // kind << 63 | expert << 40 | row << 16 | n
+  kTrMmaStart = 1,     // ns: first full-barrier wait of the tile begins
+  kTrMmaEnd = 2,       // ns: the mainloop is done (L1: and SwiGLU + row amax)
+  kTrMmaCycles = 3,    // cycles between the two
+  kTrSlotWait = 4,     // cycles the MMA side waited for a free staging slot
+  kTrEpiStart = 5,     // ns: the epilogue warp has the slot (stage_full passed)
+  kTrEpiRead = 6,      // cycles from the first store issued to bulk_wait_group_read: the sender-visible span T_RS
+  kTrEpiDone = 7,      // cycles from the first store issued to bulk_wait_group 0 (L1 only; 0 for L2)
+  kTrFirstWait = 8,    // cycles from the tile start until its first stage is full (producer waits, TMA latency)
+  kTrFullWait = 9,     // cycles spent waiting on full barriers over all the tile's k blocks (data starvation)
 };
 
 // ---------------------------------------------------------------- the weighted sum
@@ -93,8 +112,11 @@ struct CombineParams {
 
 // Launches (moe_launch.cu): the fused kernel for both schedulers and both weight formats (cooperative,
 // `grid` CTAs) and the weighted sum (`ranks` x `blocks` CTAs).
-cudaError_t launch_fused(const KernelParams<sched::MoeExpertWaveScheduler>& kp, bool int4, int grid, cudaStream_t stream);
-cudaError_t launch_fused(const KernelParams<sched::MoeInterleavedScheduler>& kp, bool int4, int grid, cudaStream_t stream);
+// trace: the instantiation with per-tile instrumentation (W8A8 only; compiled in only there).
+cudaError_t launch_fused(const KernelParams<sched::MoeExpertWaveScheduler>& kp, bool int4, bool trace, int grid,
+                         cudaStream_t stream);
+cudaError_t launch_fused(const KernelParams<sched::MoeInterleavedScheduler>& kp, bool int4, bool trace, int grid,
+                         cudaStream_t stream);
 cudaError_t launch_combine(const CombineParams& cp, int blocks, int ranks, cudaStream_t stream);
 
 }  // namespace xstage::moe_kernel
