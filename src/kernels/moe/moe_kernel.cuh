@@ -52,6 +52,18 @@
 
 namespace xstage::moe_kernel {
 
+// One scheduled tile as every role needs it (published by the producer; kind_row < 0: no more tiles).
+struct TileDesc {
+  int kind_row;  // kind (1 = L2) << 30 | row
+  int n;         // N tile
+  int expert;    // local expert
+  int valid;     // rows of the tile holding tokens
+  __device__ __forceinline__ bool end() const { return kind_row < 0; }
+  __device__ __forceinline__ bool l2() const { return (kind_row >> 30) & 1; }
+  __device__ __forceinline__ int row() const { return kind_row & ((1 << 30) - 1); }
+};
+inline constexpr int kTileRing = 4;  // descriptors the producer may run ahead
+
 template <class C>
 struct SharedStorage {
   alignas(1024) uint8_t a[C::kStages][C::kABytes];
@@ -63,10 +75,17 @@ struct SharedStorage {
   //   L2 tile: bf16 [128][136] (rows padded by 16 B: conflict-free fragment writes), one bulk store per row.
   alignas(1024) uint8_t stage[C::kEpiSlots][C::kStageBytes];
   alignas(128) float sa[C::kStages][kBlockM];  // TMA destinations: 128-byte aligned
-  alignas(128) float sb[C::kStages][C::kInt4 ? 2 * kBlockN : 1];  // W4A8 per-column weight scales (gate, up)
+  // Weight scales of the stage: W4A8 per column (gate 128, up 128, by TMA); W8A8 the one 128x128 block scale
+  // of gate and of up (L2: [0]), stored by the producer so the MMA warpgroups keep no scale pointers.
+  alignas(128) float sb[C::kStages][C::kInt4 ? 2 * kBlockN : 2];
   uint64_t full[C::kStages], empty[C::kStages];
   uint64_t conv_full[C::kStages];  // W4A8: the stage's B is e4m3 (converter -> MMA)
   uint64_t stage_full[C::kEpiSlots], stage_empty[C::kEpiSlots];
+  // The schedule, walked once by the producer and published tile by tile: the other roles read a tile's
+  // descriptor here instead of walking the scheduler themselves (a walk is three binary searches of
+  // dependent global loads: ~2 us between tiles in the call-4 trace).
+  TileDesc tiles[kTileRing];
+  uint64_t tile_full[kTileRing], tile_empty[kTileRing];
 };
 static_assert(sizeof(SharedStorage<ConfigT<false>>) + 1024 <= 227 * 1024, "shared memory of one CTA per SM");
 static_assert(sizeof(SharedStorage<ConfigT<true>>) + 1024 <= 227 * 1024, "shared memory of one CTA per SM");
@@ -121,6 +140,8 @@ __device__ __forceinline__ void fence_regs(float (&r)[N]) {
 }
 
 // scratch = A_wg[64 x 128] * B[128 x 128]^T over one 128-deep block (4 k steps of 32 bytes); waits for it.
+// (A ping-pong of the two warpgroups' batches through named barriers, FA3 style, was measured on the
+// H200 and made the mainloop ~4 % slower: the mainloop waits on data, not on the promotion; docs/MOE.md.)
 __device__ __forceinline__ void mma_block(float (&acc)[64], const uint8_t* a_wg, const uint8_t* b) {
   fence_regs(acc);
   ptx::wgmma_fence();
@@ -254,6 +275,17 @@ __device__ __forceinline__ uint64_t* trace_rec(const P& p, int i) {
 }
 __device__ __forceinline__ uint64_t clock_now() { return clock64(); }
 
+// Reader side of the tile ring: the next descriptor; the warp's lane 0 frees the slot once all lanes hold it.
+template <class S>
+__device__ __forceinline__ TileDesc read_tile(S& sh, kernel::PipeState<kTileRing>& ts, int lane) {
+  ptx::mbar_wait_acquire_cta(&sh.tile_full[ts.stage], ts.phase);
+  const TileDesc d = sh.tiles[ts.stage];
+  __syncwarp();
+  if (lane == 0) ptx::mbar_arrive_release_cta(&sh.tile_empty[ts.stage]);
+  ts.advance();
+  return d;
+}
+
 template <class Sched, bool kInt4, bool kTrace>
 __global__ void __launch_bounds__(ConfigT<kInt4>::kThreads, 1) moe_fused_kernel(const __grid_constant__ KernelParams<Sched> p) {
   using C = ConfigT<kInt4>;
@@ -274,6 +306,11 @@ __global__ void __launch_bounds__(ConfigT<kInt4>::kThreads, 1) moe_fused_kernel(
     for (int s = 0; s < C::kEpiSlots; ++s) {
       ptx::mbar_init(&sh.stage_full[s], kConsumerWarps);
       ptx::mbar_init(&sh.stage_empty[s], 2);  // both epilogue warps see every slot (they stay in step)
+    }
+    for (int s = 0; s < kTileRing; ++s) {
+      ptx::mbar_init(&sh.tile_full[s], 1);
+      // readers: the consumer warps, both epilogue warps, the converter warp (W4A8)
+      ptx::mbar_init(&sh.tile_empty[s], kConsumerWarps + 2 + (C::kInt4 ? 1 : 0));
     }
     ptx::fence_mbar_init_release_cluster();
   }
@@ -298,16 +335,41 @@ __global__ void __launch_bounds__(ConfigT<kInt4>::kThreads, 1) moe_fused_kernel(
       ptx::prefetch_tma_map(&p.tma_hs);
       ptx::prefetch_tma_map(&p.tma_w2);
       kernel::PipeState<C::kStages> ps;
+      kernel::PipeState<kTileRing> ts;
       uint32_t seen = 0;
-      for (auto w = sched.get_initial_work(); w.is_valid(); w = sched.get_next_work(w)) {
-        const sched::MoeTile& t = w.tile;
+      // The walk runs one tile ahead: the next tile is found while the current one's loads are in flight.
+      auto w = sched.get_initial_work();
+      int valid = w.is_valid() ? layout.tokens_in_row(w.tile.row) : 0;
+      for (;;) {
+        const sched::MoeTile t = w.tile;
+        const bool more = w.is_valid();
+        ptx::mbar_wait_acquire_cta(&sh.tile_empty[ts.stage], ts.phase ^ 1);
+        sh.tiles[ts.stage] = more ? TileDesc{(int(t.kind == sched::MoeTileKind::L2) << 30) | t.row, t.n, t.expert, valid}
+                                  : TileDesc{-1, 0, 0, 0};
+        ptx::mbar_arrive_release_cta(&sh.tile_full[ts.stage]);
+        ts.advance();
+        if (!more) break;
+        auto next = w;
+        int next_valid = 0;
+        auto look_ahead = [&] {
+          next = sched.get_next_work(w);
+          next_valid = next.is_valid() ? layout.tokens_in_row(next.tile.row) : 0;
+        };
         const int grow = g * p.rows_cap + t.row * kBlockM;  // first row in the folded [ranks * rows_cap] maps
         const int ex = g * layout.num_experts + t.expert;   // expert index in the weight tensors
         if (t.kind == sched::MoeTileKind::L1) {
-          wait_dispatch(p, rank, t.expert, t.m, layout.tokens_in_row(t.row), seen);
+          wait_dispatch(p, rank, t.expert, t.m, valid, seen);
           ptx::fence_proxy_async_global();
           for (int kb = 0; kb < KB1; ++kb) {
-            ptx::mbar_wait_acquire_cta(&sh.empty[ps.stage], ps.phase ^ 1);
+            if constexpr (!C::kInt4) {  // loads before the wait: their latency hides behind it
+              const float bg = __ldg(p.w1_scale + (int64_t(ex) * (2 * p.inter / kBlockN) + t.n) * KB1 + kb);
+              const float bu = __ldg(p.w1_scale + (int64_t(ex) * (2 * p.inter / kBlockN) + p.inter / kBlockN + t.n) * KB1 + kb);
+              ptx::mbar_wait_acquire_cta(&sh.empty[ps.stage], ps.phase ^ 1);
+              sh.sb[ps.stage][0] = bg;  // published by the release of the arrive below
+              sh.sb[ps.stage][1] = bu;
+            } else {
+              ptx::mbar_wait_acquire_cta(&sh.empty[ps.stage], ps.phase ^ 1);
+            }
             ptx::mbar_arrive_expect_tx_release_cta(&sh.full[ps.stage], C::kL1TxBytes);
             tma_load_2d(&p.tma_x, &sh.full[ps.stage], sh.a[ps.stage], kb * kBlockK, grow);
             tma_load_2d(&p.tma_sa, &sh.full[ps.stage], sh.sa[ps.stage], t.row * kBlockM, g * KB1 + kb);
@@ -324,13 +386,20 @@ __global__ void __launch_bounds__(ConfigT<kInt4>::kThreads, 1) moe_fused_kernel(
               tma_load_2d(&p.tma_w1, &sh.full[ps.stage], sh.b[ps.stage] + C::kBBytes, kb * kBlockK, gate_row + p.inter);
             }
             ps.advance();
+            if (kb == 0) look_ahead();
           }
         } else {
           wait_row_ready(p.row_ready + g * row_tiles + t.row, uint32_t(layout.l1_ntiles), p.timeout_ns, p.err, rank,
                          t.row);
           ptx::fence_proxy_async_global();
           for (int kb = 0; kb < KB2; ++kb) {
-            ptx::mbar_wait_acquire_cta(&sh.empty[ps.stage], ps.phase ^ 1);
+            if constexpr (!C::kInt4) {
+              const float b = __ldg(p.w2_scale + (int64_t(ex) * (p.hidden / kBlockN) + t.n) * KB2 + kb);
+              ptx::mbar_wait_acquire_cta(&sh.empty[ps.stage], ps.phase ^ 1);
+              sh.sb[ps.stage][0] = b;
+            } else {
+              ptx::mbar_wait_acquire_cta(&sh.empty[ps.stage], ps.phase ^ 1);
+            }
             ptx::mbar_arrive_expect_tx_release_cta(&sh.full[ps.stage], C::kL2TxBytes);
             tma_load_2d(&p.tma_h, &sh.full[ps.stage], sh.a[ps.stage], kb * kBlockK, grow);
             tma_load_2d(&p.tma_hs, &sh.full[ps.stage], sh.sa[ps.stage], t.row * kBlockM, g * KB2 + kb);
@@ -342,8 +411,11 @@ __global__ void __launch_bounds__(ConfigT<kInt4>::kThreads, 1) moe_fused_kernel(
               tma_load_2d(&p.tma_w2, &sh.full[ps.stage], sh.b[ps.stage], kb * kBlockK, ex * p.hidden + t.n * kBlockN);
             }
             ps.advance();
+            if (kb == 0) look_ahead();
           }
         }
+        w = next;
+        valid = next_valid;
       }
       return;
     }
@@ -352,10 +424,13 @@ __global__ void __launch_bounds__(ConfigT<kInt4>::kThreads, 1) moe_fused_kernel(
       // 8 KB above its e4m3 rows, so e4m3 row r overwrites raw rows 2r - 128 and 2r - 127 (r >= 64): going up
       // in batches of 32 rows (lane = row), each batch read into registers before it is written, every
       // raw row is read before it is overwritten (the last batch destroys up to raw row 127, its own).
-      // It walks the scheduler like every role: an L1 tile is KB1 stages of two boxes, an L2 tile KB2 of one.
+      // It follows the published tiles: an L1 tile is KB1 stages of two boxes, an L2 tile KB2 of one.
       kernel::PipeState<C::kStages> ps;
-      for (auto w = sched.get_initial_work(); w.is_valid(); w = sched.get_next_work(w)) {
-        const bool l1 = w.tile.kind == sched::MoeTileKind::L1;
+      kernel::PipeState<kTileRing> ts;
+      for (;;) {
+        const TileDesc t = read_tile(sh, ts, lane);
+        if (t.end()) break;
+        const bool l1 = !t.l2();
         const int boxes = l1 ? 2 : 1;
         for (int kb = 0; kb < (l1 ? KB1 : KB2); ++kb) {
           ptx::mbar_wait_acquire_cta(&sh.full[ps.stage], ps.phase);
@@ -384,10 +459,11 @@ __global__ void __launch_bounds__(ConfigT<kInt4>::kThreads, 1) moe_fused_kernel(
       // ---- epilogue warps: both walk every tile (staging slots in step); each stores its kind.
       const bool l1_role = warp == kL1EpilogueWarp;
       EpiState es;
-      int tile_no = 0;
-      for (auto w = sched.get_initial_work(); w.is_valid(); w = sched.get_next_work(w), ++tile_no) {
-        const sched::MoeTile& t = w.tile;
-        const bool mine = (t.kind == sched::MoeTileKind::L1) == l1_role;
+      kernel::PipeState<kTileRing> ts;
+      for (int tile_no = 0;; ++tile_no) {
+        const TileDesc t = read_tile(sh, ts, lane);
+        if (t.end()) break;
+        const bool mine = !t.l2() == l1_role;
         ptx::mbar_wait_acquire_cta(&sh.stage_full[es.stage], es.phase);
         uint64_t* tr = mine && lane == 0 ? trace_rec<kTrace>(p, tile_no) : nullptr;
         uint64_t c0 = 0;
@@ -405,8 +481,8 @@ __global__ void __launch_bounds__(ConfigT<kInt4>::kThreads, 1) moe_fused_kernel(
           // h codes by one 2-d TMA store, the 128 row scales by one bulk store; the row's readiness only
           // after both are complete (the consumers of h are other CTAs' TMA loads).
           if (lane == 0) {
-            tma_store_2d(&p.tma_h, st, t.n * kBlockN, g * p.rows_cap + t.row * kBlockM);
-            ptx::bulk_store(p.h_scale + (int64_t(g) * KB2 + t.n) * p.rows_cap + int64_t(t.row) * kBlockM,
+            tma_store_2d(&p.tma_h, st, t.n * kBlockN, g * p.rows_cap + t.row() * kBlockM);
+            ptx::bulk_store(p.h_scale + (int64_t(g) * KB2 + t.n) * p.rows_cap + int64_t(t.row()) * kBlockM,
                             st + C::kStageScales, kBlockM * sizeof(float));
             ptx::bulk_commit_group();
             ptx::bulk_wait_group_read<0>();
@@ -416,15 +492,14 @@ __global__ void __launch_bounds__(ConfigT<kInt4>::kThreads, 1) moe_fused_kernel(
             if (kTrace && tr) tr[kTrEpiDone] = clock_now() - c0;
             ptx::fence_proxy_async_global();
             __threadfence();
-            kernel::signal_add_release(p.row_ready + g * row_tiles + t.row, 1);
+            kernel::signal_add_release(p.row_ready + g * row_tiles + t.row(), 1);
           }
         } else {
           // combine: every valid row's 256 bytes to entry (token, slot) of its source rank, one bulk store
           // each, 4 rows per lane; the slot is free once the stores have read it (writes may still fly).
-          const int valid = layout.tokens_in_row(t.row);
-          for (int r = lane; r < valid; r += 32) {
+          for (int r = lane; r < t.valid; r += 32) {
             const RecvMeta m =
-                *p.recv_meta.template at<const RecvMeta>(rank, size_t(int64_t(t.row) * kBlockM + r) * sizeof(RecvMeta));
+                *p.recv_meta.template at<const RecvMeta>(rank, size_t(int64_t(t.row()) * kBlockM + r) * sizeof(RecvMeta));
             __nv_bfloat16* dst = p.combine.template at<__nv_bfloat16>(
                 m.src, ((size_t(m.token) * p.topk + m.slot) * p.hidden + size_t(t.n) * kBlockN) * sizeof(__nv_bfloat16));
             ptx::bulk_store(dst, st + r * C::kL2Pitch, kBlockN * sizeof(__nv_bfloat16));
@@ -461,27 +536,25 @@ __global__ void __launch_bounds__(ConfigT<kInt4>::kThreads, 1) moe_fused_kernel(
   const bool warp_leader = (tid % 32) == 0;
   const int r0 = 16 * (tid / 32) + (tid % 32) / 4;  // this thread's two fragment rows: r0, r0 + 8
   kernel::PipeState<C::kStages> ps;
+  kernel::PipeState<kTileRing> ts;
   EpiState es;
-  int tile_no = 0;
-  for (auto w = sched.get_initial_work(); w.is_valid(); w = sched.get_next_work(w), ++tile_no) {
-    const sched::MoeTile& t = w.tile;
+  for (int tile_no = 0;; ++tile_no) {
+    const TileDesc t = read_tile(sh, ts, tid % 32);
+    if (t.end()) break;
     const int ex = g * layout.num_experts + t.expert;
     uint64_t* tr = wg == 0 && tid == 0 ? trace_rec<kTrace>(p, tile_no) : nullptr;
     uint64_t c0 = 0;
     if (kTrace && tr) {
-      tr[kTrTile] = (uint64_t(t.kind == sched::MoeTileKind::L2) << 63) | (uint64_t(t.expert) << 40) |
-                    (uint64_t(t.row) << 16) | uint64_t(t.n);
+      tr[kTrTile] = (uint64_t(t.l2()) << 63) | (uint64_t(t.expert) << 40) | (uint64_t(t.row()) << 16) | uint64_t(t.n);
       tr[kTrMmaStart] = ptx::globaltimer_ns();
       c0 = clock_now();
     }
-    const int valid = layout.tokens_in_row(t.row) - wg * 64;  // rows of this warpgroup holding tokens
+    const int valid = t.valid - wg * 64;  // rows of this warpgroup holding tokens
     float acc[64];
-    if (t.kind == sched::MoeTileKind::L1) {
+    if (!t.l2()) {
       float fg[64], fu[64];
 #pragma unroll
       for (int i = 0; i < 64; ++i) fg[i] = fu[i] = 0.f;
-      const float* sg = p.w1_scale + (int64_t(ex) * (2 * p.inter / kBlockN) + t.n) * KB1;
-      const float* su = p.w1_scale + (int64_t(ex) * (2 * p.inter / kBlockN) + p.inter / kBlockN + t.n) * KB1;
       for (int kb = 0; kb < KB1; ++kb) {
         if constexpr (kTrace) {
           const uint64_t w0 = clock_now();
@@ -502,13 +575,15 @@ __global__ void __launch_bounds__(ConfigT<kInt4>::kThreads, 1) moe_fused_kernel(
           promote_cols(fg, acc, a0, a1, &sh.sb[ps.stage][0], tid);
           mma_block(acc, a_wg, sh.b[ps.stage] + C::kBBytes);
           promote_cols(fu, acc, a0, a1, &sh.sb[ps.stage][kBlockN], tid);
+          __syncwarp();  // every lane's reads of the stage (sa, sb) before the release
           if (warp_leader) ptx::mbar_arrive_release_cta(&sh.empty[ps.stage]);  // after the last scale read
           ps.advance();
         } else {
-          const float bg = __ldg(sg + kb), bu = __ldg(su + kb);
+          const float bg = sh.sb[ps.stage][0], bu = sh.sb[ps.stage][1];
           mma_block(acc, a_wg, sh.b[ps.stage]);
           promote(fg, acc, a0 * bg, a1 * bg);
           mma_block(acc, a_wg, sh.b[ps.stage] + C::kBBytes);
+          __syncwarp();  // every lane's reads of the stage (sa, sb) before the release
           if (warp_leader) ptx::mbar_arrive_release_cta(&sh.empty[ps.stage]);
           ps.advance();
           promote(fu, acc, a0 * bu, a1 * bu);
@@ -557,7 +632,6 @@ __global__ void __launch_bounds__(ConfigT<kInt4>::kThreads, 1) moe_fused_kernel(
       float fa[64];
 #pragma unroll
       for (int i = 0; i < 64; ++i) fa[i] = 0.f;
-      const float* sb = p.w2_scale + (int64_t(ex) * (p.hidden / kBlockN) + t.n) * KB2;
       for (int kb = 0; kb < KB2; ++kb) {
         if constexpr (kTrace) {
           const uint64_t w0 = clock_now();
@@ -575,11 +649,13 @@ __global__ void __launch_bounds__(ConfigT<kInt4>::kThreads, 1) moe_fused_kernel(
           ptx::mbar_wait_acquire_cta(&sh.conv_full[ps.stage], ps.phase);
           mma_block(acc, sh.a[ps.stage] + wg * 64 * kBlockK, sh.b[ps.stage]);
           promote_cols(fa, acc, a0, a1, &sh.sb[ps.stage][0], tid);
+          __syncwarp();  // every lane's reads of the stage (sa, sb) before the release
           if (warp_leader) ptx::mbar_arrive_release_cta(&sh.empty[ps.stage]);
           ps.advance();
         } else {
-          const float b = __ldg(sb + kb);
+          const float b = sh.sb[ps.stage][0];
           mma_block(acc, sh.a[ps.stage] + wg * 64 * kBlockK, sh.b[ps.stage]);
+          __syncwarp();  // every lane's reads of the stage (sa, sb) before the release
           if (warp_leader) ptx::mbar_arrive_release_cta(&sh.empty[ps.stage]);
           ps.advance();
           promote(fa, acc, a0 * b, a1 * b);

@@ -78,6 +78,13 @@ struct MoeWorkspace::Prepared {
   std::vector<sched::MoeLayoutStorage> layouts;         // host copies per local rank (scheduler validation)
 };
 
+int moe_lead_knee(int ctas, int inter) {
+  // One round of Linear-1 tiles over the CTAs covers ctas / (inter / 128) rows (a tile is 128 h columns:
+  // 128 gate + 128 up), so L2 tiles that trail by fewer rows find their rows unfinished (SPEC 5, D_knee,
+  // with the kernel's 256-column L1 tile: docs/SCHEDULERS.md "auto").
+  return std::max(1, (ctas * kBlockN + inter - 1) / inter);
+}
+
 std::string check_moe_shape(const MoeShape& s, int world) {
   if (world < 1 || world > runtime::kMaxRanks)
     return detail::concat("world size ", world, " is outside [1, ", runtime::kMaxRanks, "]");
@@ -205,8 +212,8 @@ void MoeWorkspace::check_params(runtime::Team& team, const MoeLayerParams& prm) 
                  "moe layer: unknown tile order ", int(prm.order));
   XSTAGE_REQUIRE(prm.experts_per_wave >= 0, "moe layer: experts_per_wave must be >= 0 (0: waves that fill the SMs), got ",
                  prm.experts_per_wave);
-  XSTAGE_REQUIRE(prm.lead >= 1, "moe layer: the interleaved lead D must be >= 1 (the kernel waits on Linear-1 rows in "
-                 "order), got ", prm.lead);
+  XSTAGE_REQUIRE(prm.lead >= 0, "moe layer: the interleaved lead D must be >= 1 (the kernel waits on Linear-1 rows in "
+                 "order), or 0 for D_knee; got ", prm.lead);
   const int ctas = prm.ctas_per_rank > 0 ? prm.ctas_per_rank : team.sms_per_rank();
   XSTAGE_REQUIRE(ctas >= 1 && ctas * ranks <= team.sm_count(), "moe layer: ", ctas, " CTAs per rank x ", ranks,
                  " local ranks exceed the ", team.sm_count(), " SMs (one CTA per SM; all must be resident)");
@@ -318,7 +325,7 @@ void launch_moe_layer(runtime::Team& team, MoeWorkspace& ws, const MoeLayerParam
       const sched::MoeLayoutStorage& host = pr.layouts[g];
       typename Sched::Params sp;
       if constexpr (std::is_same_v<Sched, sched::MoeInterleavedScheduler>) {
-        sp.lead = prm.lead;
+        sp.lead = prm.lead > 0 ? prm.lead : moe_lead_knee(ctas, I);
       } else {
         // 0: waves sized to fill the CTAs: enough experts that a wave's Linear-1 tiles cover every CTA.
         const double l1_per_expert = double(host.view().rows()) * l.l1_ntiles / El;

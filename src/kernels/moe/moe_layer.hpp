@@ -72,7 +72,7 @@ struct MoeLayerParams {
   const float* w2_scale = nullptr;
   MoeOrder order = MoeOrder::kExpertWave;
   int experts_per_wave = 0;  // Expert-Wave: local experts per wave; 0: waves sized to fill the CTAs
-  int lead = 1;              // Interleaved: D (>= 1: the kernel waits on L1 rows in order)
+  int lead = 0;              // Interleaved: D >= 1 (the kernel waits on L1 rows in order); 0: moe_lead_knee
   int ctas_per_rank = 0;     // 0: team.sms_per_rank()
   // Per-tile instrumentation (W8A8): runs the traced instantiation and records every tile of the launch in
   // the workspace (MoeWorkspace::read_trace). The untraced kernels contain no trace code at all.
@@ -153,6 +153,9 @@ void run_moe_layer(runtime::Team& team, MoeWorkspace& ws, const MoeLayerParams& 
 // routing (v0 computes the plan on the host: the counts exchange is not fused).
 void prepare_moe_layer(runtime::Team& team, MoeWorkspace& ws, const MoeLayerParams& params, cudaStream_t stream);
 void launch_moe_layer(runtime::Team& team, MoeWorkspace& ws, const MoeLayerParams& params, cudaStream_t stream);
+
+// D_knee of the interleaved order for `ctas` CTAs per rank: ceil(ctas * 128 / inter) scheduler rows.
+int moe_lead_knee(int ctas, int inter);
 
 // Why the shape cannot run ("" if it can), for callers that want to check before allocating.
 std::string check_moe_shape(const MoeShape& s, int world);

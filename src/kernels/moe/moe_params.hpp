@@ -28,7 +28,8 @@ struct ConfigT {
   static constexpr uint32_t kStageScales = kBlockM * kBlockN;    // byte offset of the L1 row scales
   static constexpr int kConsumerWGs = 2;
   static constexpr int kThreads = 128 * (1 + kConsumerWGs);
-  // 128 * producer + 256 * consumer <= 64K registers. W4A8 needs the consumers at 224 as well (the
+  // 128 * producer + 256 * consumer = 384 * 168, what the launch allocates (setmaxnreg moves registers
+  // within it; more would block the increase forever). W4A8 needs the consumers at 224 as well (the
   // per-column promotion), which is why its converter is one warp of warpgroup 0 and not a warpgroup.
   static constexpr int kProducerRegs = 56, kConsumerRegs = 224;
   static constexpr uint32_t kABytes = kBlockM * kBlockK;         // 16 KB
@@ -39,6 +40,7 @@ struct ConfigT {
   static constexpr uint32_t kL1TxBytes = kABytes + 2 * (kBRawBytes + kSbBytes) + kSaBytes;  // gate + up boxes
   static constexpr uint32_t kL2TxBytes = kABytes + kBRawBytes + kSbBytes + kSaBytes;
   static_assert(kBlockK == 128 && kBlockM == 128 && kBlockN == 128, "one tile configuration");
+  static_assert(128 * kProducerRegs + 256 * kConsumerRegs <= kThreads * 168, "register budget of one CTA");
 };
 
 inline constexpr int kSlotDispatch = 0, kSlotCombine = 1;  // completion-signal slots
