@@ -6,7 +6,7 @@
 //   bench_moe --out DIR [--shapes all|k1,k2] [--tokens 2048,8192,32768] [--routing balanced,skewed]
 //             [--precision w8a8,w4a8] [--orders wave[,interleaved]] [--worlds 1,2,4,8] [--emulated-tokens 2048]
 //             [--block-s 0.1] [--warmup-s 0.05] [--rounds 1] [--check-tokens 4] [--seed 1] [--no-time]
-//             [--trace] [--trace-csv FILE]
+//             [--trace] [--trace-csv FILE] [--ctas N]
 //
 // --trace: after timing, one launch per order of the instrumented kernel (W8A8; MoeLayerParams::trace) and a
 // summary per configuration (DIR/trace_summary.csv, the table's second line): MMA busy fraction, median
@@ -232,7 +232,7 @@ __global__ void transpose_scales(const float* in, float* out, int E, int A, int 
 struct Args {
   std::vector<std::string> shapes, routings{"balanced", "skewed"}, precisions{"w8a8"}, orders{"wave"};
   std::vector<int> tokens{2048, 8192, 32768}, worlds{1};
-  int emulated_tokens = 2048, check_tokens = 4;
+  int emulated_tokens = 2048, check_tokens = 4, ctas = 0;
   double block_s = 0.1, warmup_s = 0.05;
   int rounds = 1;
   uint64_t seed = 1;
@@ -283,6 +283,7 @@ Args parse(int argc, char** argv) {
     else if (k == "--rounds") a.rounds = std::stoi(val());
     else if (k == "--seed") a.seed = std::stoull(val());
     else if (k == "--no-time") a.time = false;
+    else if (k == "--ctas") a.ctas = split_int(val(), k.c_str()).at(0);
     else if (k == "--trace") a.trace = true;
     else if (k == "--trace-csv") { a.trace = true; a.trace_csv = val(); }
     else throw UsageError("unknown argument " + k + " (see the header of bench/moe/bench_moe.cu)");
@@ -456,6 +457,7 @@ int main(int argc, char** argv) try {
           prm.w2 = W.w2.p;
           prm.w2_scale = W.s2.p;
           prm.experts_per_wave = 0;  // auto: waves that fill the SMs
+          prm.ctas_per_rank = a.ctas;  // 0: every SM (diagnostics only: fewer CTAs)
           const bool fused_ok = true;
           json row = {{"shape", key}, {"hidden", s.hidden}, {"inter", s.inter}, {"experts", s.experts},
                       {"topk", s.topk}, {"tokens", T}, {"routing", rname}, {"precision", prec}, {"flops", flops}};
@@ -620,7 +622,7 @@ int main(int argc, char** argv) try {
               moe_kernel::launch_moe_layer(*team1, ws, p2, st);
               ws.check(*team1, "traced fused MoE (" + key + ")");
               const std::vector<moe_kernel::MoeTileTrace> tr = ws.read_trace(*team1);
-              const json js = trace_summary(tr, team1->sms_per_rank(), s.hidden, s.inter);
+              const json js = trace_summary(tr, a.ctas > 0 ? a.ctas : team1->sms_per_rank(), s.hidden, s.inter);
               row["trace_" + a.orders[i]] = js;
               tsum << key << "," << T << "," << rname << "," << prec << "," << a.orders[i];
               for (const char* f : {"tiles", "clock_ghz", "makespan_us", "mma_busy", "starved", "l1_mma_us", "l2_mma_us",

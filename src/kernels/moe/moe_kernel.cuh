@@ -67,19 +67,16 @@ inline constexpr int kTileRing = 4;  // descriptors the producer may run ahead
 template <class C>
 struct SharedStorage {
   alignas(1024) uint8_t a[C::kStages][C::kABytes];
-  // e4m3 B: L1 gate box then up box, L2 one box. W4A8: TMA puts the raw int4 boxes in the upper half of
-  // the region they expand into (L1 at +16 KB, L2 at +8 KB); the converter expands them in place.
-  alignas(1024) uint8_t b[C::kStages][2 * C::kBBytes];
+  alignas(1024) uint8_t b[C::kStages][2 * C::kBBytes];  // e4m3 B: L1 gate box then up box, L2 one box
   // Epilogue staging between the MMA warpgroups and the epilogue warps (double-buffered):
   //   L1 tile: h codes [128][128] in the TMA 128 B swizzle at offset 0, the 128 row scales at kStageScales;
   //   L2 tile: bf16 [128][136] (rows padded by 16 B: conflict-free fragment writes), one bulk store per row.
   alignas(1024) uint8_t stage[C::kEpiSlots][C::kStageBytes];
   alignas(128) float sa[C::kStages][kBlockM];  // TMA destinations: 128-byte aligned
-  // Weight scales of the stage: W4A8 per column (gate 128, up 128, by TMA); W8A8 the one 128x128 block scale
-  // of gate and of up (L2: [0]), stored by the producer so the MMA warpgroups keep no scale pointers.
-  alignas(128) float sb[C::kStages][C::kInt4 ? 2 * kBlockN : 2];
+  // W4A8 weight scales of the stage, per column (gate 128, up 128; L2: 128), by TMA. (W8A8 has one 128x128
+  // block scale per tile and k block, read by the MMA warpgroups from global memory.)
+  alignas(128) float sb[C::kStages][C::kInt4 ? 2 * kBlockN : 1];
   uint64_t full[C::kStages], empty[C::kStages];
-  uint64_t conv_full[C::kStages];  // W4A8: the stage's B is e4m3 (converter -> MMA)
   uint64_t stage_full[C::kEpiSlots], stage_empty[C::kEpiSlots];
   // The schedule, walked once by the producer and published tile by tile: the other roles read a tile's
   // descriptor here instead of walking the scheduler themselves (a walk is three binary searches of
@@ -91,7 +88,7 @@ static_assert(sizeof(SharedStorage<ConfigT<false>>) + 1024 <= 227 * 1024, "share
 static_assert(sizeof(SharedStorage<ConfigT<true>>) + 1024 <= 227 * 1024, "shared memory of one CTA per SM");
 
 // Warp roles of warpgroup 0 (the consumers are warpgroups 1 and 2).
-enum Warp : int { kProducerWarp = 0, kL1EpilogueWarp = 1, kL2EpilogueWarp = 2, kConverterWarp = 3 };
+enum Warp : int { kProducerWarp = 0, kL1EpilogueWarp = 1, kL2EpilogueWarp = 2 };
 
 // ---------------------------------------------------------------- small device helpers
 __device__ __forceinline__ void tma_load_2d(const CUtensorMap* map, uint64_t* bar, void* dst, int c0, int c1) {
@@ -192,20 +189,17 @@ __device__ __forceinline__ void int4x32_to_e4m3(const uint4 raw, uint4& lo, uint
   hi = make_uint4(int4x4_to_e4m3x4(raw.z), int4x4_to_e4m3x4(raw.z >> 16), int4x4_to_e4m3x4(raw.w),
                   int4x4_to_e4m3x4(raw.w >> 16));
 }
-// Row t of one 128 x 128 box: raw[64 B] -> e4m3 row t in the TMA/wgmma 128 B swizzle (16-byte chunk j of
-// row t at (j ^ t % 8) * 16).
-__device__ __forceinline__ void store_e4m3_row(uint8_t* box, int t, const uint4 (&raw)[4]) {
-#pragma unroll
-  for (int j = 0; j < 4; ++j) {
+// The W4A8 pre-pass: int4 weights (16 bytes = 32 values per thread step) -> e4m3 codes, exact. One pass per
+// call over the local experts' weights, stream-ordered before the fused kernel (docs/MOE.md says why it is
+// not an in-kernel converter any more).
+__global__ void __launch_bounds__(256) int4_to_e4m3_kernel(const uint4* __restrict__ in, uint4* __restrict__ out,
+                                                             size_t n16) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n16; i += size_t(gridDim.x) * blockDim.x) {
     uint4 lo, hi;
-    int4x32_to_e4m3(raw[j], lo, hi);
-    *reinterpret_cast<uint4*>(box + t * 128 + (((2 * j) ^ (t % 8)) * 16)) = lo;
-    *reinterpret_cast<uint4*>(box + t * 128 + (((2 * j + 1) ^ (t % 8)) * 16)) = hi;
+    int4x32_to_e4m3(in[i], lo, hi);
+    out[2 * i] = lo;
+    out[2 * i + 1] = hi;
   }
-}
-__device__ __forceinline__ void load_raw_row(const uint8_t* raw_box, int t, uint4 (&raw)[4]) {
-#pragma unroll
-  for (int j = 0; j < 4; ++j) raw[j] = *reinterpret_cast<const uint4*>(raw_box + t * 64 + j * 16);
 }
 
 // ---------------------------------------------------------------- phase 1: dispatch
@@ -301,7 +295,6 @@ __global__ void __launch_bounds__(ConfigT<kInt4>::kThreads, 1) moe_fused_kernel(
     for (int s = 0; s < C::kStages; ++s) {
       ptx::mbar_init(&sh.full[s], 1);
       ptx::mbar_init(&sh.empty[s], kConsumerWarps);
-      ptx::mbar_init(&sh.conv_full[s], 1);  // the converter warp (W4A8)
     }
     for (int s = 0; s < C::kEpiSlots; ++s) {
       ptx::mbar_init(&sh.stage_full[s], kConsumerWarps);
@@ -309,8 +302,7 @@ __global__ void __launch_bounds__(ConfigT<kInt4>::kThreads, 1) moe_fused_kernel(
     }
     for (int s = 0; s < kTileRing; ++s) {
       ptx::mbar_init(&sh.tile_full[s], 1);
-      // readers: the consumer warps, both epilogue warps, the converter warp (W4A8)
-      ptx::mbar_init(&sh.tile_empty[s], kConsumerWarps + 2 + (C::kInt4 ? 1 : 0));
+      ptx::mbar_init(&sh.tile_empty[s], kConsumerWarps + 2);  // readers: the consumer warps, both epilogue warps
     }
     ptx::fence_mbar_init_release_cluster();
   }
@@ -361,29 +353,17 @@ __global__ void __launch_bounds__(ConfigT<kInt4>::kThreads, 1) moe_fused_kernel(
           wait_dispatch(p, rank, t.expert, t.m, valid, seen);
           ptx::fence_proxy_async_global();
           for (int kb = 0; kb < KB1; ++kb) {
-            if constexpr (!C::kInt4) {  // loads before the wait: their latency hides behind it
-              const float bg = __ldg(p.w1_scale + (int64_t(ex) * (2 * p.inter / kBlockN) + t.n) * KB1 + kb);
-              const float bu = __ldg(p.w1_scale + (int64_t(ex) * (2 * p.inter / kBlockN) + p.inter / kBlockN + t.n) * KB1 + kb);
-              ptx::mbar_wait_acquire_cta(&sh.empty[ps.stage], ps.phase ^ 1);
-              sh.sb[ps.stage][0] = bg;  // published by the release of the arrive below
-              sh.sb[ps.stage][1] = bu;
-            } else {
-              ptx::mbar_wait_acquire_cta(&sh.empty[ps.stage], ps.phase ^ 1);
-            }
+            ptx::mbar_wait_acquire_cta(&sh.empty[ps.stage], ps.phase ^ 1);
             ptx::mbar_arrive_expect_tx_release_cta(&sh.full[ps.stage], C::kL1TxBytes);
             tma_load_2d(&p.tma_x, &sh.full[ps.stage], sh.a[ps.stage], kb * kBlockK, grow);
             tma_load_2d(&p.tma_sa, &sh.full[ps.stage], sh.sa[ps.stage], t.row * kBlockM, g * KB1 + kb);
             const int gate_row = ex * 2 * p.inter + t.n * kBlockN;
-            if constexpr (C::kInt4) {
-              uint8_t* raw = sh.b[ps.stage] + C::kBBytes;  // gate raw, then up raw: the upper half
-              tma_load_2d(&p.tma_w1, &sh.full[ps.stage], raw, kb * kBlockK / 2, gate_row);
-              tma_load_2d(&p.tma_w1, &sh.full[ps.stage], raw + C::kBRawBytes, kb * kBlockK / 2, gate_row + p.inter);
+            tma_load_2d(&p.tma_w1, &sh.full[ps.stage], sh.b[ps.stage], kb * kBlockK, gate_row);
+            tma_load_2d(&p.tma_w1, &sh.full[ps.stage], sh.b[ps.stage] + C::kBBytes, kb * kBlockK, gate_row + p.inter);
+            if constexpr (C::kInt4) {  // per-column group scales of gate and up
               tma_load_2d(&p.tma_s1, &sh.full[ps.stage], &sh.sb[ps.stage][0], t.n * kBlockN, ex * KB1 + kb);
               tma_load_2d(&p.tma_s1, &sh.full[ps.stage], &sh.sb[ps.stage][kBlockN], p.inter + t.n * kBlockN,
                           ex * KB1 + kb);
-            } else {
-              tma_load_2d(&p.tma_w1, &sh.full[ps.stage], sh.b[ps.stage], kb * kBlockK, gate_row);
-              tma_load_2d(&p.tma_w1, &sh.full[ps.stage], sh.b[ps.stage] + C::kBBytes, kb * kBlockK, gate_row + p.inter);
             }
             ps.advance();
             if (kb == 0) look_ahead();
@@ -393,65 +373,19 @@ __global__ void __launch_bounds__(ConfigT<kInt4>::kThreads, 1) moe_fused_kernel(
                          t.row);
           ptx::fence_proxy_async_global();
           for (int kb = 0; kb < KB2; ++kb) {
-            if constexpr (!C::kInt4) {
-              const float b = __ldg(p.w2_scale + (int64_t(ex) * (p.hidden / kBlockN) + t.n) * KB2 + kb);
-              ptx::mbar_wait_acquire_cta(&sh.empty[ps.stage], ps.phase ^ 1);
-              sh.sb[ps.stage][0] = b;
-            } else {
-              ptx::mbar_wait_acquire_cta(&sh.empty[ps.stage], ps.phase ^ 1);
-            }
+            ptx::mbar_wait_acquire_cta(&sh.empty[ps.stage], ps.phase ^ 1);
             ptx::mbar_arrive_expect_tx_release_cta(&sh.full[ps.stage], C::kL2TxBytes);
             tma_load_2d(&p.tma_h, &sh.full[ps.stage], sh.a[ps.stage], kb * kBlockK, grow);
             tma_load_2d(&p.tma_hs, &sh.full[ps.stage], sh.sa[ps.stage], t.row * kBlockM, g * KB2 + kb);
-            if constexpr (C::kInt4) {
-              tma_load_2d(&p.tma_w2, &sh.full[ps.stage], sh.b[ps.stage] + C::kBRawBytes, kb * kBlockK / 2,
-                          ex * p.hidden + t.n * kBlockN);
+            tma_load_2d(&p.tma_w2, &sh.full[ps.stage], sh.b[ps.stage], kb * kBlockK, ex * p.hidden + t.n * kBlockN);
+            if constexpr (C::kInt4)
               tma_load_2d(&p.tma_s2, &sh.full[ps.stage], &sh.sb[ps.stage][0], t.n * kBlockN, ex * KB2 + kb);
-            } else {
-              tma_load_2d(&p.tma_w2, &sh.full[ps.stage], sh.b[ps.stage], kb * kBlockK, ex * p.hidden + t.n * kBlockN);
-            }
             ps.advance();
             if (kb == 0) look_ahead();
           }
         }
         w = next;
         valid = next_valid;
-      }
-      return;
-    }
-    if (C::kInt4 && warp == kConverterWarp) {
-      // ---- converter (W4A8): expands each stage's raw int4 B boxes into e4m3 in place. A box's raw rows sit
-      // 8 KB above its e4m3 rows, so e4m3 row r overwrites raw rows 2r - 128 and 2r - 127 (r >= 64): going up
-      // in batches of 32 rows (lane = row), each batch read into registers before it is written, every
-      // raw row is read before it is overwritten (the last batch destroys up to raw row 127, its own).
-      // It follows the published tiles: an L1 tile is KB1 stages of two boxes, an L2 tile KB2 of one.
-      kernel::PipeState<C::kStages> ps;
-      kernel::PipeState<kTileRing> ts;
-      for (;;) {
-        const TileDesc t = read_tile(sh, ts, lane);
-        if (t.end()) break;
-        const bool l1 = !t.l2();
-        const int boxes = l1 ? 2 : 1;
-        for (int kb = 0; kb < (l1 ? KB1 : KB2); ++kb) {
-          ptx::mbar_wait_acquire_cta(&sh.full[ps.stage], ps.phase);
-          for (int box = 0; box < boxes; ++box) {
-            // L1: gate raw [16K, 24K) -> [0, 16K) (disjoint), then up raw [24K, 32K) -> [16K, 32K); L2: [8K, 16K) -> [0, 16K)
-            uint8_t* out = sh.b[ps.stage] + box * C::kBBytes;
-            const uint8_t* raw = boxes == 2 ? sh.b[ps.stage] + C::kBBytes + box * C::kBRawBytes : out + C::kBRawBytes;
-#pragma unroll 1
-            for (int r = lane; r < kBlockN; r += 32) {
-              uint4 v[4];
-              load_raw_row(raw, r, v);
-              __syncwarp();
-              store_e4m3_row(out, r, v);
-              __syncwarp();
-            }
-          }
-          ptx::fence_proxy_async_shared_cta();  // generic writes, wgmma (async proxy) reads
-          __syncwarp();
-          if (lane == 0) ptx::mbar_arrive_release_cta(&sh.conv_full[ps.stage]);
-          ps.advance();
-        }
       }
       return;
     }
@@ -570,7 +504,6 @@ __global__ void __launch_bounds__(ConfigT<kInt4>::kThreads, 1) moe_fused_kernel(
         const float a0 = sh.sa[ps.stage][wg * 64 + r0], a1 = sh.sa[ps.stage][wg * 64 + r0 + 8];
         const uint8_t* a_wg = sh.a[ps.stage] + wg * 64 * kBlockK;
         if constexpr (C::kInt4) {
-          ptx::mbar_wait_acquire_cta(&sh.conv_full[ps.stage], ps.phase);
           mma_block(acc, a_wg, sh.b[ps.stage]);
           promote_cols(fg, acc, a0, a1, &sh.sb[ps.stage][0], tid);
           mma_block(acc, a_wg, sh.b[ps.stage] + C::kBBytes);
@@ -579,7 +512,8 @@ __global__ void __launch_bounds__(ConfigT<kInt4>::kThreads, 1) moe_fused_kernel(
           if (warp_leader) ptx::mbar_arrive_release_cta(&sh.empty[ps.stage]);  // after the last scale read
           ps.advance();
         } else {
-          const float bg = sh.sb[ps.stage][0], bu = sh.sb[ps.stage][1];
+          const float bg = __ldg(p.w1_scale + (int64_t(ex) * (2 * p.inter / kBlockN) + t.n) * KB1 + kb);
+          const float bu = __ldg(p.w1_scale + (int64_t(ex) * (2 * p.inter / kBlockN) + p.inter / kBlockN + t.n) * KB1 + kb);
           mma_block(acc, a_wg, sh.b[ps.stage]);
           promote(fg, acc, a0 * bg, a1 * bg);
           mma_block(acc, a_wg, sh.b[ps.stage] + C::kBBytes);
@@ -646,14 +580,13 @@ __global__ void __launch_bounds__(ConfigT<kInt4>::kThreads, 1) moe_fused_kernel(
         }
         const float a0 = sh.sa[ps.stage][wg * 64 + r0], a1 = sh.sa[ps.stage][wg * 64 + r0 + 8];
         if constexpr (C::kInt4) {
-          ptx::mbar_wait_acquire_cta(&sh.conv_full[ps.stage], ps.phase);
           mma_block(acc, sh.a[ps.stage] + wg * 64 * kBlockK, sh.b[ps.stage]);
           promote_cols(fa, acc, a0, a1, &sh.sb[ps.stage][0], tid);
           __syncwarp();  // every lane's reads of the stage (sa, sb) before the release
           if (warp_leader) ptx::mbar_arrive_release_cta(&sh.empty[ps.stage]);
           ps.advance();
         } else {
-          const float b = sh.sb[ps.stage][0];
+          const float b = __ldg(p.w2_scale + (int64_t(ex) * (p.hidden / kBlockN) + t.n) * KB2 + kb);
           mma_block(acc, sh.a[ps.stage] + wg * 64 * kBlockK, sh.b[ps.stage]);
           __syncwarp();  // every lane's reads of the stage (sa, sb) before the release
           if (warp_leader) ptx::mbar_arrive_release_cta(&sh.empty[ps.stage]);

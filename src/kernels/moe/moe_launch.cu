@@ -1,6 +1,7 @@
 // Launches of the fused MoE kernel (both scheduler instantiations) and of the weighted sum
 // (moe_params.hpp). The host logic lives in moe_layer.cpp. NOT RUN ON A GPU YET (docs/MOE.md).
 #include <array>
+#include <algorithm>
 #include <atomic>
 
 #include "moe_kernel.cuh"
@@ -55,6 +56,12 @@ cudaError_t launch_fused(const KernelParams<sched::MoeExpertWaveScheduler>& kp, 
 cudaError_t launch_fused(const KernelParams<sched::MoeInterleavedScheduler>& kp, bool int4, bool trace, int grid,
                          cudaStream_t stream) {
   return dispatch_launch(kp, int4, trace, grid, stream);
+}
+cudaError_t launch_int4_to_e4m3(const uint8_t* in, uint8_t* out, size_t bytes, cudaStream_t stream) {
+  const size_t n16 = bytes / 16;
+  const int blocks = int(std::min<size_t>((n16 + 255) / 256, 4096));
+  int4_to_e4m3_kernel<<<blocks, 256, 0, stream>>>(reinterpret_cast<const uint4*>(in), reinterpret_cast<uint4*>(out), n16);
+  return cudaGetLastError();
 }
 cudaError_t launch_combine(const CombineParams& cp, int blocks, int ranks, cudaStream_t stream) {
   combine_kernel<<<dim3(blocks, ranks), 256, 0, stream>>>(cp);

@@ -26,20 +26,19 @@ void ok(cudaError_t e, const char* what) {
 size_t round16(size_t n) { return (n + 15) / 16 * 16; }
 
 
-// 2-d row-major map {cols, rows}: FP8 bytes with the 128 B swizzle (box {128, 128}), fp32 scales without
-// (box {128, 1}), or (int4 = true) packed int4 bytes without swizzle (box {64 bytes, 128 rows}).
-void make_map_2d(CUtensorMap* map, const void* base, bool fp8, uint64_t cols, uint64_t rows, const char* what,
-                 bool int4 = false) {
+// 2-d row-major map {cols, rows}: FP8 bytes with the 128 B swizzle (box {128, 128}) or fp32 scales without
+// (box {128, 1}).
+void make_map_2d(CUtensorMap* map, const void* base, bool fp8, uint64_t cols, uint64_t rows, const char* what) {
   auto enc = runtime::tensor_map_encoder();
   if (enc == nullptr) throw RuntimeError("moe layer: cuTensorMapEncodeTiled is not available from the driver");
   const uint64_t elem = fp8 ? 1 : 4;
   const cuuint64_t dims[2] = {cols, rows};
   const cuuint64_t strides[1] = {cols * elem};
-  const cuuint32_t box[2] = {int4 ? 64u : 128u, fp8 ? 128u : 1u};
+  const cuuint32_t box[2] = {128, fp8 ? 128u : 1u};
   const cuuint32_t es[2] = {1, 1};
   const CUresult r = enc(map, fp8 ? CU_TENSOR_MAP_DATA_TYPE_UINT8 : CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2,
                          const_cast<void*>(base), dims, strides, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                         fp8 && !int4 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_NONE,
+                         fp8 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_NONE,
                          CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS)
     throw RuntimeError(detail::concat("moe layer: TMA descriptor of ", what, " rejected (CUresult ", int(r), "; ",
@@ -124,6 +123,7 @@ MoeWorkspace::MoeWorkspace(runtime::Team& team, const MoeShape& shape) : team_(t
 }
 
 MoeWorkspace::~MoeWorkspace() {
+  if (w8_) cudaFree(w8_);
   if (trace_) cudaFree(trace_);
   if (err_) cudaFree(err_);
   if (tables_) cudaFree(tables_);
@@ -290,13 +290,32 @@ void launch_moe_layer(runtime::Team& team, MoeWorkspace& ws, const MoeLayerParam
   const uint64_t R = uint64_t(ws.rows_capacity());
   const uint64_t experts_here = uint64_t(ranks) * El;
   const bool int4 = prm.weights == MoeWeightFormat::kInt4;
+  const uint8_t* w1 = prm.w1;
+  const uint8_t* w2 = prm.w2;
+  if (int4) {
+    // W4A8 pre-pass: the local experts' int4 weights -> an e4m3 copy in the workspace (exact), which the
+    // fused kernel then reads like W8A8 weights, with the per-(row, group) scales promoted per column.
+    const size_t b1 = size_t(experts_here) * 2 * I * H / 2, b2 = size_t(experts_here) * H * I / 2;
+    if (2 * (b1 + b2) > ws.w8_bytes_) {
+      if (ws.w8_) ok(cudaFree(ws.w8_), "cudaFree (e4m3 weights)");
+      ws.w8_ = nullptr;
+      ok(cudaMalloc(&ws.w8_, 2 * (b1 + b2)), "cudaMalloc (e4m3 copy of the int4 weights)");
+      ws.w8_bytes_ = 2 * (b1 + b2);
+    }
+    uint8_t* c1 = static_cast<uint8_t*>(ws.w8_);
+    uint8_t* c2 = c1 + 2 * b1;
+    ok(launch_int4_to_e4m3(prm.w1, c1, b1, stream), "int4 -> e4m3 (w1)");
+    ok(launch_int4_to_e4m3(prm.w2, c2, b2, stream), "int4 -> e4m3 (w2)");
+    w1 = c1;
+    w2 = c2;
+  }
   CUtensorMap maps[8];
   make_map_2d(&maps[0], ws.recv_x_->local(first), true, H, uint64_t(ranks) * R, "recv_x");
   make_map_2d(&maps[1], ws.recv_sa_->local(first), false, R, uint64_t(ranks) * (H / kBlockK), "recv_sa");
-  make_map_2d(&maps[2], prm.w1, true, int4 ? H / 2 : H, experts_here * 2 * I, "w1", int4);
+  make_map_2d(&maps[2], w1, true, H, experts_here * 2 * I, "w1");
   make_map_2d(&maps[3], ws.h_->local(first), true, I, uint64_t(ranks) * R, "h");
   make_map_2d(&maps[4], ws.h_scale_->local(first), false, R, uint64_t(ranks) * (I / kBlockK), "h_scale");
-  make_map_2d(&maps[5], prm.w2, true, int4 ? I / 2 : I, experts_here * H, "w2", int4);
+  make_map_2d(&maps[5], w2, true, I, experts_here * H, "w2");
   maps[6] = maps[7] = CUtensorMap{};
   if (int4) {
     make_map_2d(&maps[6], prm.w1_scale, false, 2 * I, experts_here * (H / kBlockK), "w1_scale (int4)");

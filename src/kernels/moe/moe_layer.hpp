@@ -36,8 +36,9 @@ struct MoeShape {
 };
 
 // How the expert weights are stored. kFp8 (W8A8): e4m3 codes with 128x128 block scales. kInt4 (W4A8):
-// int4 two's complement, two per byte (even k in the low nibble), one fp32 scale per (row, 128-group of K),
-// converted exactly to e4m3 inside the kernel (Hopper has no 4-bit tensor cores).
+// int4 two's complement, two per byte (even k in the low nibble), one fp32 scale per (row, 128-group of K);
+// Hopper has no 4-bit tensor cores: each call first expands them exactly to e4m3 into the workspace (one
+// pass, stream-ordered), which the fused kernel reads with the group scales promoted per column.
 enum class MoeWeightFormat { kFp8 = 0, kInt4 = 1 };
 
 // Which tile order the kernel walks (both compile; the kernel must not depend on the order).
@@ -137,6 +138,8 @@ class MoeWorkspace {
   // Device copies of the per-call tables (reallocated when too small).
   void* tables_ = nullptr;
   size_t tables_bytes_ = 0;
+  void* w8_ = nullptr;  // W4A8: the e4m3 copy of the local experts' int4 weights (per call)
+  size_t w8_bytes_ = 0;
   uint64_t* trace_ = nullptr;  // [ranks * ctas][trace_cap_][kTraceWords] of the last traced launch
   size_t trace_bytes_ = 0;
   int trace_cap_ = 0, trace_ctas_ = 0, trace_ctas_per_rank_ = 0;

@@ -16,8 +16,8 @@
 namespace xstage::moe_kernel {
 
 // ---------------------------------------------------------------- configuration
-// kInt4 = W4A8: int4 weights reach shared memory raw (half the bytes) and a converter warp expands them to
-// e4m3 in place before the MMA warpgroups read them; the weight scales are per (row, 128-group).
+// kInt4 = W4A8: the weights come from the per-call e4m3 copy of the int4 weights (int4_to_e4m3_kernel) and
+// their scales are per (row, 128-group): loaded per column by TMA, promoted per column.
 template <bool kInt4_>
 struct ConfigT {
   static constexpr bool kInt4 = kInt4_;
@@ -29,16 +29,14 @@ struct ConfigT {
   static constexpr int kConsumerWGs = 2;
   static constexpr int kThreads = 128 * (1 + kConsumerWGs);
   // 128 * producer + 256 * consumer = 384 * 168, what the launch allocates (setmaxnreg moves registers
-  // within it; more would block the increase forever). W4A8 needs the consumers at 224 as well (the
-  // per-column promotion), which is why its converter is one warp of warpgroup 0 and not a warpgroup.
+  // within it; more would block the increase forever).
   static constexpr int kProducerRegs = 56, kConsumerRegs = 224;
   static constexpr uint32_t kABytes = kBlockM * kBlockK;         // 16 KB
   static constexpr uint32_t kBBytes = kBlockN * kBlockK;         // 16 KB per 128-row e4m3 B box
-  static constexpr uint32_t kBRawBytes = kInt4 ? kBBytes / 2 : kBBytes;  // what TMA brings per B box
   static constexpr uint32_t kSaBytes = kBlockM * sizeof(float);  // 512 B
   static constexpr uint32_t kSbBytes = kInt4 ? kBlockN * sizeof(float) : 0;  // per-column weight scales per box
-  static constexpr uint32_t kL1TxBytes = kABytes + 2 * (kBRawBytes + kSbBytes) + kSaBytes;  // gate + up boxes
-  static constexpr uint32_t kL2TxBytes = kABytes + kBRawBytes + kSbBytes + kSaBytes;
+  static constexpr uint32_t kL1TxBytes = kABytes + 2 * (kBBytes + kSbBytes) + kSaBytes;  // gate + up boxes
+  static constexpr uint32_t kL2TxBytes = kABytes + kBBytes + kSbBytes + kSaBytes;
   static_assert(kBlockK == 128 && kBlockM == 128 && kBlockN == 128, "one tile configuration");
   static_assert(128 * kProducerRegs + 256 * kConsumerRegs <= kThreads * 168, "register budget of one CTA");
 };
@@ -59,9 +57,8 @@ struct KernelParams {
   CUtensorMap tma_h;   // h: {I, ranks * rows_cap} u8, box {128, 128}, sw128
   CUtensorMap tma_hs;  // h_scale: {rows_cap, ranks * I/128} f32, box {128, 1}
   CUtensorMap tma_w2;  // {I, experts * H} u8, box {128, 128}, sw128
-  // W4A8 only: weights as int4 bytes ({H/2, experts * 2I} and {I/2, experts * H}, box {64, 128}, no swizzle)
-  // in tma_w1 / tma_w2, and their per-(row, 128-group) scales, K-block-major: {2I, experts * H/128} and
-  // {H, experts * I/128} fp32, box {128, 1}.
+  // W4A8 only (tma_w1 / tma_w2 then map the workspace's e4m3 copy): the per-(row, 128-group) scales,
+  // K-block-major: {2I, experts * H/128} and {H, experts * I/128} fp32, box {128, 1}.
   CUtensorMap tma_s1, tma_s2;
   runtime::TeamView view;
   int ctas_per_rank;
@@ -120,5 +117,7 @@ cudaError_t launch_fused(const KernelParams<sched::MoeExpertWaveScheduler>& kp, 
 cudaError_t launch_fused(const KernelParams<sched::MoeInterleavedScheduler>& kp, bool int4, bool trace, int grid,
                          cudaStream_t stream);
 cudaError_t launch_combine(const CombineParams& cp, int blocks, int ranks, cudaStream_t stream);
+// W4A8 pre-pass: `bytes` of int4 weights (a multiple of 16) -> 2 * bytes of e4m3 codes.
+cudaError_t launch_int4_to_e4m3(const uint8_t* in, uint8_t* out, size_t bytes, cudaStream_t stream);
 
 }  // namespace xstage::moe_kernel
