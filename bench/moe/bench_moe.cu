@@ -6,7 +6,12 @@
 //   bench_moe --out DIR [--shapes all|k1,k2] [--tokens 2048,8192,32768] [--routing balanced,skewed]
 //             [--precision w8a8,w4a8] [--orders wave[,interleaved]] [--worlds 1,2,4,8] [--emulated-tokens 2048]
 //             [--block-s 0.1] [--warmup-s 0.05] [--rounds 1] [--check-tokens 4] [--seed 1] [--no-time]
-//             [--trace] [--trace-csv FILE] [--ctas N]
+//             [--trace] [--trace-csv FILE] [--ctas N] [--leads D1,D2,...] [--platform FILE]
+//
+// With both orders: DIR/schedule_summary.json (issue 12: configs, bitwise_equal_configs,
+// p1_min_interleaved_vs_wave, geomean/median/max, by routing, auto_choices with their reasons from
+// moe::choose_moe_order on --platform (default platforms/h200-nvlink4.json) and the device's SMs and L2).
+// --leads: extra interleaved backends at these leads D (the D sweep; 0 = D_knee), timed with the others.
 //
 // --trace: after timing, one launch per order of the instrumented kernel (W8A8; MoeLayerParams::trace) and a
 // summary per configuration (DIR/trace_summary.csv, the table's second line): MMA busy fraction, median
@@ -49,6 +54,8 @@
 #include "xstage/bench/protocol_cuda.cuh"
 #include "xstage/bench/protocol_json.hpp"
 #include "xstage/common/error.hpp"
+#include "xstage/model/platform.hpp"
+#include "xstage/moe/order_choice.hpp"
 #include "xstage/moe/quant.hpp"
 #include "xstage/moe/routing.hpp"
 #include "xstage/moe/shapes.hpp"
@@ -237,7 +244,8 @@ struct Args {
   int rounds = 1;
   uint64_t seed = 1;
   bool time = true, trace = false;
-  std::string out, trace_csv;
+  std::string out, trace_csv, platform = "platforms/h200-nvlink4.json";
+  std::vector<int> leads;
   std::string command;
 };
 
@@ -284,6 +292,8 @@ Args parse(int argc, char** argv) {
     else if (k == "--seed") a.seed = std::stoull(val());
     else if (k == "--no-time") a.time = false;
     else if (k == "--ctas") a.ctas = split_int(val(), k.c_str()).at(0);
+    else if (k == "--platform") a.platform = val();
+    else if (k == "--leads") a.leads = split_int(val(), k.c_str());
     else if (k == "--trace") a.trace = true;
     else if (k == "--trace-csv") { a.trace = true; a.trace_csv = val(); }
     else throw UsageError("unknown argument " + k + " (see the header of bench/moe/bench_moe.cu)");
@@ -415,7 +425,12 @@ int main(int argc, char** argv) try {
   csv << "shape,hidden,inter,experts,topk,tokens,routing,precision,flops,backend,median_ms,min_ms,max_ms,spread,"
          "tflops,ratio_vs_fused,flipped\n";
   json blocks = json::array(), rows = json::array();
-  std::vector<double> ratios_p1;
+  std::vector<double> ratios_p1, sched_ratios, sched_bal, sched_skew;
+  int sched_configs = 0, sched_bitwise = 0;
+  const model::Platform mx = model::Platform::load(a.platform);
+  // The model's MMA-time estimate uses a tensor-core rate per SM: PLATFORM.md's measured cuBLASLt FP8
+  // 8192^3 rate over 132 SMs (1228 TFLOP/s); only the ratios T_L1 / T_L2 matter at P = 1.
+  const double ceiling_tflops_per_sm = 1228.0 / 132.0;
   double min_ratio = INFINITY;
   int configs = 0, correct = 0;
   std::vector<int> emulated_ok;
@@ -464,7 +479,7 @@ int main(int argc, char** argv) try {
           bool good = true;
           std::vector<std::string> names;
           std::vector<std::function<void(int)>> fns;
-          std::vector<moe_kernel::MoeLayerParams> order_prm;
+          std::vector<moe_kernel::MoeLayerParams> order_prm, lead_prm;
           if (fused_ok) {
             moe_kernel::prepare_moe_layer(*team1, ws, prm, st);
             for (const std::string& o : a.orders) {
@@ -475,6 +490,16 @@ int main(int argc, char** argv) try {
             for (size_t i = 0; i < order_prm.size(); ++i) {
               names.push_back("fused_" + a.orders[i]);
               fns.push_back([&, i](int) { moe_kernel::launch_moe_layer(*team1, ws, order_prm[i], st); });
+            }
+            for (int d : a.leads) {  // the D sweep: interleaved at lead d (same launch otherwise)
+              moe_kernel::MoeLayerParams p2 = prm;
+              p2.order = MoeOrder::kInterleaved;
+              p2.lead = d;
+              lead_prm.push_back(p2);
+            }
+            for (size_t i = 0; i < lead_prm.size(); ++i) {
+              names.push_back("fused_interleaved_D" + std::to_string(a.leads[i]));
+              fns.push_back([&, i](int) { moe_kernel::launch_moe_layer(*team1, ws, lead_prm[i], st); });
             }
             // correctness: poisoned output, first order; other orders bit-identical
             ok(cudaMemsetAsync(out.p, 0xFF, out.n * 4, st), "poison");
@@ -686,6 +711,35 @@ int main(int argc, char** argv) try {
               }
             }
           if (row["correct"].get<bool>()) ++correct;
+          {  // auto: the model's choice for this configuration at the world size it ran (P = 1 here)
+            moe::OrderQuery q;
+            q.hidden = s.hidden;
+            q.inter = s.inter;
+            q.experts = s.experts;
+            q.topk = s.topk;
+            q.tokens = T;
+            q.world = 1;
+            q.weight_bytes = int4 ? 0.5 : 1.0;
+            q.l1_cols = 256;  // the kernel's L1 tile: 128 gate + 128 up columns
+            q.sms = a.ctas > 0 ? a.ctas : team1->sms_per_rank();
+            q.l2_bytes = double(prop.l2CacheSize);
+            q.routing = rk;
+            const moe::MmaTimes mt = moe::estimate_mma_times(q, 1e12 * ceiling_tflops_per_sm);
+            q.t_l1_mma = mt.t_l1;
+            q.t_l2_mma = mt.t_l2;
+            const moe::OrderChoice ch = moe::choose_moe_order(mx, q);
+            row["auto_order"] = moe::to_string(ch.order);
+            row["auto_lead"] = ch.lead;
+            row["auto_reason"] = ch.reason;
+          }
+          if (row.contains("ms_fused_wave") && row.contains("ms_fused_interleaved")) {
+            const double r = row["ms_fused_wave"].get<double>() / row["ms_fused_interleaved"].get<double>();
+            row["interleaved_vs_wave"] = r;
+            sched_ratios.push_back(r);
+            (rname == "balanced" ? sched_bal : sched_skew).push_back(r);
+            ++sched_configs;
+            if (row.value("orders_bitwise_equal", false)) ++sched_bitwise;
+          }
           rows.push_back(row);
         }
       }
@@ -706,6 +760,32 @@ int main(int argc, char** argv) try {
                                 {"rounds", a.rounds}}},
                   {"rows", rows}};
   std::ofstream(a.out + "/summary.json") << summary.dump(1) << "\n";
+  if (sched_configs > 0) {
+    std::vector<double> sorted = sched_ratios;
+    std::sort(sorted.begin(), sorted.end());
+    json autos = json::array();
+    for (const json& r : rows)
+      if (r.contains("auto_order"))
+        autos.push_back({{"shape", r["shape"]}, {"tokens", r["tokens"]}, {"routing", r["routing"]},
+                         {"precision", r["precision"]}, {"order", r["auto_order"]}, {"lead", r["auto_lead"]},
+                         {"reason", r["auto_reason"]}});
+    const json ss = {{"configs", sched_configs},
+                     {"bitwise_equal_configs", sched_bitwise},
+                     {"p1_min_interleaved_vs_wave", sorted.front()},
+                     {"p1_max_interleaved_vs_wave", sorted.back()},
+                     {"p1_median_interleaved_vs_wave", med(sorted)},
+                     {"p1_geomean_interleaved_vs_wave", geomean(sorted)},
+                     {"p1_geomean_balanced", sched_bal.empty() ? json() : json(geomean(sched_bal))},
+                     {"p1_geomean_skewed", sched_skew.empty() ? json() : json(geomean(sched_skew))},
+                     {"ranks", "P = 1 (one H200; no NVLink traffic: only the order's locality and balance show)"},
+                     {"auto_choices", autos},
+                     {"machine", detail::concat(prop.name, ", ", prop.multiProcessorCount, " SMs")},
+                     {"command", a.command}};
+    std::ofstream(a.out + "/schedule_summary.json") << ss.dump(1) << "\n";
+    std::printf("orders: %d configs, bit-identical %d; interleaved/wave (wave ms / interleaved ms) min %.3f median %.3f "
+                "max %.3f geomean %.3f\n", sched_configs, sched_bitwise, sorted.front(), med(sorted), sorted.back(),
+                geomean(sorted));
+  }
   std::printf("configs %d, correct %d; geomean fused/unfused %.3f, min %.3f\n", configs, correct,
               geomean(ratios_p1), min_ratio);
   return correct == configs ? 0 : 1;
