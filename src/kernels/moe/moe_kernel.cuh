@@ -70,7 +70,7 @@ struct SharedStorage {
   alignas(1024) uint8_t b[C::kStages][2 * C::kBBytes];  // e4m3 B: L1 gate box then up box, L2 one box
   // Epilogue staging between the MMA warpgroups and the epilogue warps (double-buffered):
   //   L1 tile: h codes [128][128] in the TMA 128 B swizzle at offset 0, the 128 row scales at kStageScales;
-  //   L2 tile: bf16 [128][136] (rows padded by 16 B: conflict-free fragment writes), one bulk store per row.
+  //   L2 tile: bf16 [128][128], 16-byte chunk c of row r at chunk c ^ (r % 8) (conflict-free both ways).
   alignas(1024) uint8_t stage[C::kEpiSlots][C::kStageBytes];
   alignas(128) float sa[C::kStages][kBlockM];  // TMA destinations: 128-byte aligned
   // W4A8 weight scales of the stage, per column (gate 128, up 128; L2: 128), by TMA. (W8A8 has one 128x128
@@ -84,8 +84,8 @@ struct SharedStorage {
   TileDesc tiles[kTileRing];
   uint64_t tile_full[kTileRing], tile_empty[kTileRing];
 };
-static_assert(sizeof(SharedStorage<ConfigT<false>>) + 1024 <= 227 * 1024, "shared memory of one CTA per SM");
-static_assert(sizeof(SharedStorage<ConfigT<true>>) + 1024 <= 227 * 1024, "shared memory of one CTA per SM");
+static_assert(sizeof(SharedStorage<ConfigT<false>>) <= 227 * 1024, "shared memory of one CTA per SM");
+static_assert(sizeof(SharedStorage<ConfigT<true>>) <= 227 * 1024, "shared memory of one CTA per SM");
 
 // Warp roles of warpgroup 0 (the consumers are warpgroups 1 and 2).
 enum Warp : int { kProducerWarp = 0, kL1EpilogueWarp = 1, kL2EpilogueWarp = 2 };
@@ -259,7 +259,6 @@ __device__ __forceinline__ void tma_store_2d(const CUtensorMap* map, const void*
 }
 
 // Position in the epilogue staging ring; the MMA warpgroups and both epilogue warps walk every tile.
-using EpiState = kernel::PipeState<ConfigT<false>::kEpiSlots>;
 
 // The trace record of this CTA's tile number `i` (nullptr past the capacity or with the trace off).
 template <bool kTrace, class P>
@@ -283,9 +282,12 @@ __device__ __forceinline__ TileDesc read_tile(S& sh, kernel::PipeState<kTileRing
 template <class Sched, bool kInt4, bool kTrace>
 __global__ void __launch_bounds__(ConfigT<kInt4>::kThreads, 1) moe_fused_kernel(const __grid_constant__ KernelParams<Sched> p) {
   using C = ConfigT<kInt4>;
-  extern __shared__ uint8_t smem_raw[];
-  SharedStorage<C>& sh =
-      *reinterpret_cast<SharedStorage<C>*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  using EpiState = kernel::PipeState<C::kEpiSlots>;
+  // Dynamic shared memory starts at the CTA's shared window (no static shared memory here): 1024-aligned, as
+  // the 128 B swizzle needs; checked, because the 4-stage layout has no room for manual alignment.
+  extern __shared__ __align__(1024) uint8_t smem_raw[];
+  if (ptx::smem_addr(smem_raw) % 1024 != 0) __trap();
+  SharedStorage<C>& sh = *reinterpret_cast<SharedStorage<C>*>(smem_raw);
   const int g = blockIdx.x / p.ctas_per_rank, c = blockIdx.x % p.ctas_per_rank;
   const int rank = p.view.first_rank + g;
   const int warpgroup = threadIdx.x / 128, tid = threadIdx.x % 128;
@@ -297,8 +299,10 @@ __global__ void __launch_bounds__(ConfigT<kInt4>::kThreads, 1) moe_fused_kernel(
       ptx::mbar_init(&sh.empty[s], kConsumerWarps);
     }
     for (int s = 0; s < C::kEpiSlots; ++s) {
-      ptx::mbar_init(&sh.stage_full[s], kConsumerWarps);
-      ptx::mbar_init(&sh.stage_empty[s], 2);  // both epilogue warps see every slot (they stay in step)
+      // Every thread that writes (the MMA warpgroups) or reads (the L2 epilogue warp, by generic loads) a
+      // slot arrives itself: no ordering rests on a __syncwarp before one lane's release.
+      ptx::mbar_init(&sh.stage_full[s], 256);
+      ptx::mbar_init(&sh.stage_empty[s], 1 + 32);  // L1 epilogue warp's lane 0 + every lane of the L2 one
     }
     for (int s = 0; s < kTileRing; ++s) {
       ptx::mbar_init(&sh.tile_full[s], 1);
@@ -407,7 +411,7 @@ __global__ void __launch_bounds__(ConfigT<kInt4>::kThreads, 1) moe_fused_kernel(
         }
         uint8_t* st = sh.stage[es.stage];
         if (!mine) {
-          if (lane == 0) ptx::mbar_arrive_release_cta(&sh.stage_empty[es.stage]);
+          if (lane == 0 || !l1_role) ptx::mbar_arrive_release_cta(&sh.stage_empty[es.stage]);
           es.advance();
           continue;
         }
@@ -429,30 +433,48 @@ __global__ void __launch_bounds__(ConfigT<kInt4>::kThreads, 1) moe_fused_kernel(
             kernel::signal_add_release(p.row_ready + g * row_tiles + t.row(), 1);
           }
         } else {
-          // combine: every valid row's 256 bytes to entry (token, slot) of its source rank, one bulk store
-          // each, 4 rows per lane; the slot is free once the stores have read it (writes may still fly).
-          for (int r = lane; r < t.valid; r += 32) {
-            const RecvMeta m =
-                *p.recv_meta.template at<const RecvMeta>(rank, size_t(int64_t(t.row()) * kBlockM + r) * sizeof(RecvMeta));
-            __nv_bfloat16* dst = p.combine.template at<__nv_bfloat16>(
-                m.src, ((size_t(m.token) * p.topk + m.slot) * p.hidden + size_t(t.n) * kBlockN) * sizeof(__nv_bfloat16));
-            ptx::bulk_store(dst, st + r * C::kL2Pitch, kBlockN * sizeof(__nv_bfloat16));
+          // combine: every valid row's 256 bytes to entry (token, slot) of its source rank (peer memory), by
+          // 16-byte stores, half a warp per row (coalesced). Lane l first finds the destinations of rows l,
+          // l + 32, l + 64, l + 96; each row's then goes round by shuffle. The slot is free once the stores
+          // are issued (their data left in registers); the X-Stage drains them behind the MMA.
+          uint64_t dst[4];
+#pragma unroll
+          for (int j = 0; j < 4; ++j) {
+            const int r = lane + 32 * j;
+            dst[j] = 0;
+            if (r < t.valid) {
+              const RecvMeta m = *p.recv_meta.template at<const RecvMeta>(
+                  rank, size_t(int64_t(t.row()) * kBlockM + r) * sizeof(RecvMeta));
+              dst[j] = reinterpret_cast<uint64_t>(p.combine.template at<__nv_bfloat16>(
+                  m.src, ((size_t(m.token) * p.topk + m.slot) * p.hidden + size_t(t.n) * kBlockN) * sizeof(__nv_bfloat16)));
+            }
           }
-          ptx::bulk_commit_group();
-          ptx::bulk_wait_group_read<0>();
+          const int chunk = lane % 16, half = lane / 16;
+          if (kTrace && tr) c0 = clock_now();  // T_RS: the store issue span (backpressure stalls it)
+#pragma unroll
+          for (int j = 0; j < 4; ++j) {
+            if (32 * j >= t.valid) break;
+#pragma unroll 4
+            for (int i = 0; i < 16; ++i) {
+              const int r = 32 * j + 2 * i + half;
+              const uint64_t d = __shfl_sync(0xffffffffu, dst[j], 2 * i + half);
+              if (r < t.valid) {
+                const uint4 v = *reinterpret_cast<const uint4*>(st + r * C::kL2Pitch + ((chunk ^ (r % 8)) * 16));
+                ptx::st_weak_v4(reinterpret_cast<uint8_t*>(d) + chunk * 16, v);
+              }
+            }
+          }
           __syncwarp();
           if (kTrace && tr) {
-            tr[kTrEpiRead] = clock_now() - c0;  // every lane's stores have read the slot
+            tr[kTrEpiRead] = clock_now() - c0;  // every store issued
             tr[kTrEpiDone] = 0;
           }
-          if (lane == 0) ptx::mbar_arrive_release_cta(&sh.stage_empty[es.stage]);
+          ptx::mbar_arrive_release_cta(&sh.stage_empty[es.stage]);  // every lane: its reads are done
         }
         es.advance();
       }
       if (!l1_role) {
         // Per-CTA completion of the combine stores (docs/FOUNDATION.md: release only after completion).
-        ptx::bulk_wait_group<0>();
-        ptx::fence_proxy_async_global();
         __threadfence_system();
         __syncwarp();
         if (lane == 0)
@@ -602,17 +624,17 @@ __global__ void __launch_bounds__(ConfigT<kInt4>::kThreads, 1) moe_fused_kernel(
       }
       ptx::mbar_wait_acquire_cta(&sh.stage_empty[es.stage], es.phase ^ 1);
       if (kTrace && tr) tr[kTrSlotWait] = clock_now() - c0;
-      uint8_t* st = sh.stage[es.stage] + (wg * 64 + r0) * C::kL2Pitch;
+      uint8_t* st = sh.stage[es.stage];
 #pragma unroll
       for (int i = 0; i < 64; i += 2) {
-        const int rr = (i / 2) % 2, col = kernel::frag_col(i, tid);
-        *reinterpret_cast<uint32_t*>(st + rr * 8 * C::kL2Pitch + col * 2) = kernel::pack2<__nv_bfloat16>(fa[i], fa[i + 1]);
+        const int r = wg * 64 + r0 + 8 * ((i / 2) % 2), col = kernel::frag_col(i, tid);
+        *reinterpret_cast<uint32_t*>(st + r * C::kL2Pitch + (((col / 8) ^ (r % 8)) * 16) + (col % 8) * 2) =
+            kernel::pack2<__nv_bfloat16>(fa[i], fa[i + 1]);
       }
     }
     // Hand the slot to the epilogue warps: generic-proxy smem writes before their bulk/TMA reads.
     ptx::fence_proxy_async_shared_cta();
-    __syncwarp();
-    if (warp_leader) ptx::mbar_arrive_release_cta(&sh.stage_full[es.stage]);
+    ptx::mbar_arrive_release_cta(&sh.stage_full[es.stage]);
     es.advance();
   }
 }

@@ -13,7 +13,7 @@ namespace {
 template <class Sched, bool kInt4, bool kTrace>
 cudaError_t launch(const KernelParams<Sched>& kp, int grid, cudaStream_t stream) {
   using C = ConfigT<kInt4>;
-  constexpr int kSmemBytes = int(sizeof(SharedStorage<C>)) + 1024;  // + manual 1024 B alignment
+  constexpr int kSmemBytes = int(sizeof(SharedStorage<C>));  // 1024-aligned base: checked in the kernel
   auto kernel = moe_fused_kernel<Sched, kInt4, kTrace>;
   // Raising the dynamic shared-memory limit is per function and device; once per device.
   static std::array<std::atomic<bool>, 64> configured{};

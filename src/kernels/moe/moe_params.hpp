@@ -21,10 +21,12 @@ namespace xstage::moe_kernel {
 template <bool kInt4_>
 struct ConfigT {
   static constexpr bool kInt4 = kInt4_;
-  static constexpr int kStages = 3;
-  static constexpr int kEpiSlots = 2;                            // epilogue staging slots
-  static constexpr uint32_t kL2Pitch = kBlockN * 2 + 16;         // bf16 row + 16 B (bank-conflict-free)
-  static constexpr uint32_t kStageBytes = kBlockM * kL2Pitch;    // 34 KB; an L1 tile uses 16 KB + 512 B
+  // W8A8: 4 stages of 48 KB in flight and one epilogue slot (the trace showed the mainloop waiting for data
+  // with 3 stages); W4A8 needs 1 KB of column scales per stage, so 3 stages and two slots.
+  static constexpr int kStages = kInt4 ? 3 : 4;
+  static constexpr int kEpiSlots = kInt4 ? 2 : 1;                // epilogue staging slots
+  static constexpr uint32_t kL2Pitch = kBlockN * 2;              // bf16 row; 16-byte chunks XOR-swizzled by row
+  static constexpr uint32_t kStageBytes = kBlockM * kL2Pitch;    // 32 KB; an L1 tile uses 16 KB + 512 B
   static constexpr uint32_t kStageScales = kBlockM * kBlockN;    // byte offset of the L1 row scales
   static constexpr int kConsumerWGs = 2;
   static constexpr int kThreads = 128 * (1 + kConsumerWGs);
