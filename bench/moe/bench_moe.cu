@@ -731,6 +731,8 @@ int main(int argc, char** argv) try {
             row["auto_order"] = moe::to_string(ch.order);
             row["auto_lead"] = ch.lead;
             row["auto_reason"] = ch.reason;
+            row["predicted_stall_wave_us"] = ch.predicted_stall_wave_us;  // per L2 tile (0 at P = 1: no remote stores)
+            row["predicted_stall_interleaved_us"] = ch.predicted_stall_interleaved_us;
           }
           if (row.contains("ms_fused_wave") && row.contains("ms_fused_interleaved")) {
             const double r = row["ms_fused_wave"].get<double>() / row["ms_fused_interleaved"].get<double>();
