@@ -1,6 +1,7 @@
 // Host side of the unfused MoE baseline and of the FP8 ceiling (unfused.hpp): validation, the host
-// permutation (DispatchPlan at P = 1), cuBLASLt FP8 block-scaled GEMMs, launches of unfused.cu's kernels.
-// WRITTEN WITHOUT A GPU: compiled, not run.
+// permutation (DispatchPlan at P = 1), cuBLASLt FP8 block-scaled GEMMs, launches of unfused.cu's kernels;
+// the expert half shared with UnfusedEpMoe (detail::GemmEngine, detail::ExpertStage). The refactor into
+// GemmEngine / ExpertStage is compiled, not yet run on a GPU.
 #include "unfused.hpp"
 
 #include <cublasLt.h>
@@ -108,6 +109,11 @@ DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
 DeviceBuffer::~DeviceBuffer() {
   if (p) cudaFree(p);
 }
+void DeviceBuffer::reserve(std::size_t n) {
+  if (n <= bytes) return;
+  *this = DeviceBuffer();  // free first: the old and the new buffer need not fit together
+  *this = DeviceBuffer(n);
+}
 
 struct LtHandle {
   cublasLtHandle_t h = nullptr;
@@ -214,7 +220,7 @@ class LtFp8Gemm {
 }  // namespace detail
 
 // ------------------------------------------------------------------------------------------------
-// UnfusedMoe
+// GemmEngine and ExpertStage: the expert half shared by UnfusedMoe and UnfusedEpMoe
 
 namespace {
 
@@ -237,73 +243,68 @@ std::size_t weight_scale_stride(int n, int k, cublasLtMatmulMatrixScale_t mode) 
 
 }  // namespace
 
-UnfusedMoe::UnfusedMoe(const UnfusedShape& shape, WeightFormat format, UnfusedOptions opt)
-    : shape_(shape), format_(format), opt_(opt) {
-  if (const std::string why = check_unfused_shape(shape); !why.empty()) throw UsageError(why);
-  const int H = shape.hidden, I = shape.inter, E = shape.experts, T = shape.tokens, k = shape.topk;
-  max_rows_ = int(moe::max_recv_rows(1, T, k, E, kRowAlign));
+namespace detail {
 
-  lt_ = std::make_unique<detail::LtHandle>();
-  workspace_ = detail::DeviceBuffer(kWorkspaceBytes);
-  const std::size_t R = std::size_t(max_rows_);
-  xp_ = detail::DeviceBuffer(R * H);
-  xps_ = detail::DeviceBuffer(R * (H / kQ) * sizeof(float));
-  y1_ = detail::DeviceBuffer(R * 2 * I * 2);
-  hq_ = detail::DeviceBuffer(R * I);
-  hqs_ = detail::DeviceBuffer(R * (I / kQ) * sizeof(float));
-  y2_ = detail::DeviceBuffer(R * H * 2);
-  row_src_ = detail::DeviceBuffer(R * sizeof(int));
-  row_expert_ = detail::DeviceBuffer(R * sizeof(int));
-  expert_off_ = detail::DeviceBuffer(std::size_t(E + 1) * sizeof(int));
-  slot_row_ = detail::DeviceBuffer(std::size_t(T) * k * sizeof(int));
-
-  cublasLtMatmulMatrixScale_t mode = CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F;
+GemmEngine::GemmEngine(int hidden, int inter, WeightFormat format, UnfusedOptions opt)
+    : hidden_(hidden), inter_(inter), format_(format) {
+  lt_ = std::make_unique<LtHandle>();
+  workspace_ = DeviceBuffer(kWorkspaceBytes);
+  bool vec128 = false;
   if (format_ == WeightFormat::kFp8) {
     int4_path_ = Int4Path::kNone;
+  } else if (opt.force_int4_requant) {
+    int4_path_ = Int4Path::kRequant128x128;
+    int4_note_ = "forced by UnfusedOptions::force_int4_requant";
   } else {
-    w1q_ = detail::DeviceBuffer(std::size_t(E) * 2 * I * H);
-    w2q_ = detail::DeviceBuffer(std::size_t(E) * H * I);
-    if (opt_.force_int4_requant) {
-      int4_path_ = Int4Path::kRequant128x128;
-      int4_note_ = "forced by UnfusedOptions::force_int4_requant";
-    } else {
-      int4_path_ = Int4Path::kVec128Weights;
-      mode = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
-    }
+    int4_path_ = Int4Path::kVec128Weights;
+    vec128 = true;
   }
-  auto make_gemms = [&](cublasLtMatmulMatrixScale_t m) {
-    gemm1_ = std::make_unique<detail::LtFp8Gemm>(lt_->h, 2 * I, H, m, "unfused Linear-1");
-    gemm2_ = std::make_unique<detail::LtFp8Gemm>(lt_->h, H, I, m, "unfused Linear-2");
-    w1s_ = detail::DeviceBuffer(std::size_t(E) * weight_scale_stride(2 * I, H, m) * sizeof(float));
-    w2s_ = detail::DeviceBuffer(std::size_t(E) * weight_scale_stride(H, I, m) * sizeof(float));
-  };
-  make_gemms(mode);
+  make_gemms(vec128);
   if (int4_path_ == Int4Path::kVec128Weights) {
     probe_int4_vec128();
-    if (int4_path_ == Int4Path::kRequant128x128) make_gemms(CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F);
+    if (int4_path_ == Int4Path::kRequant128x128) make_gemms(false);
   }
 }
 
-UnfusedMoe::~UnfusedMoe() = default;
+GemmEngine::~GemmEngine() = default;
+
+void GemmEngine::make_gemms(bool vec128_weights) {
+  const cublasLtMatmulMatrixScale_t m =
+      vec128_weights ? CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F : CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F;
+  gemm1_ = std::make_unique<LtFp8Gemm>(lt_->h, 2 * inter_, hidden_, m, "unfused Linear-1");
+  gemm2_ = std::make_unique<LtFp8Gemm>(lt_->h, hidden_, inter_, m, "unfused Linear-2");
+}
+
+std::size_t GemmEngine::w1_scale_stride() const {
+  return weight_scale_stride(2 * inter_, hidden_, gemm1_->weight_mode());
+}
+std::size_t GemmEngine::w2_scale_stride() const { return weight_scale_stride(hidden_, inter_, gemm2_->weight_mode()); }
+
+void GemmEngine::linear1(int m, const void* w, const float* w_scale, const void* x, const float* x_scale, void* d,
+                         cudaStream_t stream) {
+  gemm1_->run(m, w, w_scale, x, x_scale, d, workspace_.p, stream);
+}
+void GemmEngine::linear2(int m, const void* w, const float* w_scale, const void* x, const float* x_scale, void* d,
+                         cudaStream_t stream) {
+  gemm2_->run(m, w, w_scale, x, x_scale, d, workspace_.p, stream);
+}
 
 // One Linear-1 and one Linear-2 GEMM of kRowAlign rows with VEC128 scales on A (the weights) and on B,
-// on zeroed operands of expert 0. A cuBLAS refusal (no heuristic result, NOT_SUPPORTED / INVALID_VALUE
+// on zeroed operands of one expert. A cuBLAS refusal (no heuristic result, NOT_SUPPORTED / INVALID_VALUE
 // from cublasLtMatmul) switches W4A8 to the 128x128 requantisation path and says why; a CUDA error is
 // fatal (it may be sticky).
-void UnfusedMoe::probe_int4_vec128() {
-  const int H = shape_.hidden, I = shape_.inter;
-  XS_CUDA(cudaMemset(w1q_.p, 0, std::size_t(2) * I * H));
-  XS_CUDA(cudaMemset(w2q_.p, 0, std::size_t(H) * I));
-  XS_CUDA(cudaMemset(w1s_.p, 0, w1s_.bytes));
-  XS_CUDA(cudaMemset(w2s_.p, 0, w2s_.bytes));
-  XS_CUDA(cudaMemset(xp_.p, 0, std::size_t(kRowAlign) * H));
-  XS_CUDA(cudaMemset(xps_.p, 0, std::size_t(kRowAlign) * (H / kQ) * sizeof(float)));
-  XS_CUDA(cudaMemset(hq_.p, 0, std::size_t(kRowAlign) * I));
-  XS_CUDA(cudaMemset(hqs_.p, 0, std::size_t(kRowAlign) * (I / kQ) * sizeof(float)));
+void GemmEngine::probe_int4_vec128() {
+  const int H = hidden_, I = inter_, R = kRowAlign;
+  DeviceBuffer w1(std::size_t(2) * I * H), w2(std::size_t(H) * I);
+  DeviceBuffer w1s(w1_scale_stride() * sizeof(float)), w2s(w2_scale_stride() * sizeof(float));
+  DeviceBuffer xp(std::size_t(R) * H), xps(std::size_t(R) * (H / kQ) * sizeof(float));
+  DeviceBuffer hq(std::size_t(R) * I), hqs(std::size_t(R) * (I / kQ) * sizeof(float));
+  DeviceBuffer y1(std::size_t(R) * 2 * I * 2), y2(std::size_t(R) * H * 2);
+  for (DeviceBuffer* b : {&w1, &w2, &w1s, &w2s, &xp, &xps, &hq, &hqs}) XS_CUDA(cudaMemset(b->p, 0, b->bytes));
   XS_CUDA(cudaDeviceSynchronize());
   try {
-    gemm1_->run(kRowAlign, w1q_.p, w1s_.as<float>(), xp_.p, xps_.as<float>(), y1_.p, workspace_.p, nullptr);
-    gemm2_->run(kRowAlign, w2q_.p, w2s_.as<float>(), hq_.p, hqs_.as<float>(), y2_.p, workspace_.p, nullptr);
+    linear1(R, w1.p, w1s.as<float>(), xp.p, xps.as<float>(), y1.p, nullptr);
+    linear2(R, w2.p, w2s.as<float>(), hq.p, hqs.as<float>(), y2.p, nullptr);
   } catch (const RuntimeError& e) {
     int4_path_ = Int4Path::kRequant128x128;
     int4_note_ = cat("cuBLASLt refused VEC128_32F scales on the weights (A): ", e.what(),
@@ -314,22 +315,38 @@ void UnfusedMoe::probe_int4_vec128() {
   int4_note_ = "cuBLASLt accepted VEC128_32F scales on A and B (probe GEMMs of 4 rows ran)";
 }
 
-void UnfusedMoe::set_weights(const std::uint8_t* w1, const float* w1_scale, const std::uint8_t* w2,
-                             const float* w2_scale) {
-  require_device_ptr(w1, 16, "UnfusedMoe::set_weights: w1");
-  require_device_ptr(w2, 16, "UnfusedMoe::set_weights: w2");
-  require_device_ptr(w1_scale, 4, "UnfusedMoe::set_weights: w1_scale");
-  require_device_ptr(w2_scale, 4, "UnfusedMoe::set_weights: w2_scale");
-  const int H = shape_.hidden, I = shape_.inter, E = shape_.experts;
+ExpertStage::ExpertStage(GemmEngine& engine, int experts, std::string who)
+    : eng_(engine), experts_(experts), who_(std::move(who)) {
+  const int H = eng_.hidden(), I = eng_.inter(), E = experts_;
+  if (eng_.format() == WeightFormat::kInt4) {
+    w1q_ = DeviceBuffer(std::size_t(E) * 2 * I * H);
+    w2q_ = DeviceBuffer(std::size_t(E) * H * I);
+  }
+  w1s_ = DeviceBuffer(std::size_t(E) * eng_.w1_scale_stride() * sizeof(float));
+  w2s_ = DeviceBuffer(std::size_t(E) * eng_.w2_scale_stride() * sizeof(float));
+  expert_off_ = DeviceBuffer(std::size_t(E + 1) * sizeof(int));
+  counts_.assign(std::size_t(E), 0);
+  offsets_.assign(std::size_t(E) + 1, 0);
+}
+
+ExpertStage::~ExpertStage() = default;
+
+void ExpertStage::set_weights(const std::uint8_t* w1, const float* w1_scale, const std::uint8_t* w2,
+                              const float* w2_scale) {
+  require_device_ptr(w1, 16, cat(who_, "::set_weights: w1").c_str());
+  require_device_ptr(w2, 16, cat(who_, "::set_weights: w2").c_str());
+  require_device_ptr(w1_scale, 4, cat(who_, "::set_weights: w1_scale").c_str());
+  require_device_ptr(w2_scale, 4, cat(who_, "::set_weights: w2_scale").c_str());
+  const int H = eng_.hidden(), I = eng_.inter(), E = experts_;
   w1_user_ = w1, w2_user_ = w2, w1s_user_ = w1_scale, w2s_user_ = w2_scale;
   XS_CUDA(cudaDeviceSynchronize());  // no run in flight reads the scale buffers
   XS_CUDA(cudaMemset(w1s_.p, 0, w1s_.bytes));
   XS_CUDA(cudaMemset(w2s_.p, 0, w2s_.bytes));
-  if (int4_path_ == Int4Path::kVec128Weights) {
+  if (eng_.int4_path() == Int4Path::kVec128Weights) {
     // [E][N][K/128] -> [E][K/128][N] (VEC128 of A is outer-dim-major).
-    XS_CUDA(detail::launch_transpose_scales(w1_scale, E, 2 * I, H / kQ, w1s_.as<float>(), nullptr));
-    XS_CUDA(detail::launch_transpose_scales(w2_scale, E, H, I / kQ, w2s_.as<float>(), nullptr));
-  } else if (int4_path_ == Int4Path::kNone) {
+    XS_CUDA(launch_transpose_scales(w1_scale, E, 2 * I, H / kQ, w1s_.as<float>(), nullptr));
+    XS_CUDA(launch_transpose_scales(w2_scale, E, H, I / kQ, w2s_.as<float>(), nullptr));
+  } else if (eng_.int4_path() == Int4Path::kNone) {
     // [E][N/128][K/128] -> [E][N/128][round_up(K/128, 4)] (BLK128x128 row pitch of 16 bytes).
     XS_CUDA(cudaMemcpy2D(w1s_.p, std::size_t(round_up(H / kQ, 4)) * sizeof(float), w1_scale,
                          std::size_t(H / kQ) * sizeof(float), std::size_t(H / kQ) * sizeof(float),
@@ -340,6 +357,113 @@ void UnfusedMoe::set_weights(const std::uint8_t* w1, const float* w1_scale, cons
   }  // kRequant128x128: the scales are computed by every run() with the codes
   XS_CUDA(cudaDeviceSynchronize());
   have_weights_ = true;
+}
+
+void ExpertStage::reserve(int rows) {
+  if (rows <= capacity_) return;
+  const int H = eng_.hidden(), I = eng_.inter();
+  const std::size_t R = std::size_t(rows);
+  XS_CUDA(cudaDeviceSynchronize());  // no run in flight uses the buffers being replaced
+  xp_.reserve(R * H);
+  xps_.reserve(R * (H / kQ) * sizeof(float));
+  y1_.reserve(R * 2 * I * 2);
+  hq_.reserve(R * I);
+  hqs_.reserve(R * (I / kQ) * sizeof(float));
+  y2_.reserve(R * H * 2);
+  row_expert_.reserve(R * sizeof(int));
+  capacity_ = rows;
+}
+
+void ExpertStage::set_rows(const std::vector<int>& counts) {
+  const int E = experts_;
+  XSTAGE_CHECK(int(counts.size()) == E, who_, ": ", counts.size(), " expert row counts for ", E, " experts");
+  std::vector<int> offsets(std::size_t(E) + 1, 0);
+  for (int e = 0; e < E; ++e) {
+    XSTAGE_CHECK(counts[e] >= 0, who_, ": expert ", e, " has ", counts[e], " rows");
+    offsets[e + 1] = offsets[e] + round_up(counts[e], kRowAlign);
+  }
+  const int rows = offsets[E];
+  std::vector<int> row_expert(std::size_t(rows), 0);
+  for (int e = 0; e < E; ++e)
+    for (int p = offsets[e]; p < offsets[e + 1]; ++p) row_expert[p] = e;
+  reserve(rows);
+  XS_CUDA(cudaDeviceSynchronize());  // no run in flight reads the tables
+  if (rows > 0)
+    XS_CUDA(cudaMemcpy(row_expert_.p, row_expert.data(), std::size_t(rows) * sizeof(int), cudaMemcpyHostToDevice));
+  XS_CUDA(cudaMemcpy(expert_off_.p, offsets.data(), offsets.size() * sizeof(int), cudaMemcpyHostToDevice));
+  counts_ = counts;
+  offsets_ = std::move(offsets);
+  rows_ = rows;
+}
+
+void ExpertStage::convert_int4_weights(cudaStream_t stream) {
+  const int H = eng_.hidden(), I = eng_.inter(), E = experts_;
+  if (eng_.int4_path() == Int4Path::kVec128Weights) {
+    std::uint64_t lo, hi;
+    int4_code_tables(lo, hi);
+    XS_CUDA(launch_int4_to_fp8(w1_user_, std::int64_t(E) * 2 * I * H / 2, lo, hi, w1q_.as<std::uint8_t>(), stream));
+    XS_CUDA(launch_int4_to_fp8(w2_user_, std::int64_t(E) * H * I / 2, lo, hi, w2q_.as<std::uint8_t>(), stream));
+  } else {
+    XS_CUDA(launch_int4_requant_128(w1_user_, w1s_user_, E, 2 * I, H, w1q_.as<std::uint8_t>(), w1s_.as<float>(),
+                                    round_up(H / kQ, 4), stream));
+    XS_CUDA(launch_int4_requant_128(w2_user_, w2s_user_, E, H, I, w2q_.as<std::uint8_t>(), w2s_.as<float>(),
+                                    round_up(I / kQ, 4), stream));
+  }
+}
+
+void ExpertStage::run(cudaStream_t stream) {
+  XSTAGE_REQUIRE(have_weights_, who_, "::run: set_weights has not been called");
+  const int H = eng_.hidden(), I = eng_.inter(), E = experts_;
+  const bool int4 = eng_.format() == WeightFormat::kInt4;
+  if (int4) convert_int4_weights(stream);
+  const std::uint8_t* w1 = int4 ? w1q_.as<std::uint8_t>() : w1_user_;
+  const std::uint8_t* w2 = int4 ? w2q_.as<std::uint8_t>() : w2_user_;
+  const std::size_t s1 = eng_.w1_scale_stride(), s2 = eng_.w2_scale_stride();
+  for (int e = 0; e < E; ++e) {
+    if (counts_[e] == 0) continue;
+    const std::size_t off = std::size_t(offsets_[e]);
+    const int m = offsets_[e + 1] - offsets_[e];
+    eng_.linear1(m, w1 + std::size_t(e) * 2 * I * H, w1s_.as<float>() + e * s1, xp_.as<std::uint8_t>() + off * H,
+                 xps_.as<float>() + off * (H / kQ), y1_.as<std::uint16_t>() + off * 2 * I, stream);
+  }
+  XS_CUDA(launch_swiglu_quant(y1_.as<std::uint16_t>(), I, row_expert(), expert_off(), rows_, hq_.as<std::uint8_t>(),
+                              hqs_.as<float>(), stream));
+  for (int e = 0; e < E; ++e) {
+    if (counts_[e] == 0) continue;
+    const std::size_t off = std::size_t(offsets_[e]);
+    const int m = offsets_[e + 1] - offsets_[e];
+    eng_.linear2(m, w2 + std::size_t(e) * H * I, w2s_.as<float>() + e * s2, hq_.as<std::uint8_t>() + off * I,
+                 hqs_.as<float>() + off * (I / kQ), y2_.as<std::uint16_t>() + off * H, stream);
+  }
+}
+
+void ExpertStage::poison(cudaStream_t stream) {
+  for (DeviceBuffer* b : {&xp_, &xps_, &y1_, &hq_, &hqs_, &y2_})
+    if (b->bytes > 0) XS_CUDA(cudaMemsetAsync(b->p, 0xFF, b->bytes, stream));
+}
+
+}  // namespace detail
+
+// ------------------------------------------------------------------------------------------------
+// UnfusedMoe
+
+UnfusedMoe::UnfusedMoe(const UnfusedShape& shape, WeightFormat format, UnfusedOptions opt)
+    : shape_(shape), format_(format) {
+  if (const std::string why = check_unfused_shape(shape); !why.empty()) throw UsageError(why);
+  const int E = shape.experts, T = shape.tokens, k = shape.topk;
+  engine_ = std::make_unique<detail::GemmEngine>(shape.hidden, shape.inter, format, opt);
+  stage_ = std::make_unique<detail::ExpertStage>(*engine_, E, "UnfusedMoe");
+  const int max_rows = int(moe::max_recv_rows(1, T, k, E, kRowAlign));
+  stage_->reserve(max_rows);
+  row_src_ = detail::DeviceBuffer(std::size_t(max_rows) * sizeof(int));
+  slot_row_ = detail::DeviceBuffer(std::size_t(T) * k * sizeof(int));
+}
+
+UnfusedMoe::~UnfusedMoe() = default;
+
+void UnfusedMoe::set_weights(const std::uint8_t* w1, const float* w1_scale, const std::uint8_t* w2,
+                             const float* w2_scale) {
+  stage_->set_weights(w1, w1_scale, w2, w2_scale);
 }
 
 void UnfusedMoe::set_routing(const std::int32_t* topk_index_host) {
@@ -354,90 +478,41 @@ void UnfusedMoe::set_routing(const std::int32_t* topk_index_host) {
   const std::vector<int>& tiles = plan.row_offsets();  // [E + 1] in units of kRowAlign rows
   XSTAGE_CHECK(int(counts.size()) == E && int(tiles.size()) == E + 1, "unfused MoE: unexpected dispatch plan size");
   const int rows = plan.recv_rows(0);
-  XSTAGE_CHECK(rows <= max_rows_, "unfused MoE: routing needs ", rows, " padded rows, workspace holds ", max_rows_);
+  XSTAGE_CHECK(rows <= moe::max_recv_rows(1, T, k, E, kRowAlign), "unfused MoE: routing needs ", rows,
+               " padded rows, more than the bound");
 
-  std::vector<int> offsets(E + 1), row_src(rows, -1), row_expert(rows, 0), slot_row(std::size_t(T) * k);
-  for (int e = 0; e <= E; ++e) offsets[e] = tiles[e] * kRowAlign;
-  for (int e = 0; e < E; ++e) {
-    XSTAGE_CHECK(offsets[e + 1] - offsets[e] == round_up(counts[e], kRowAlign), "unfused MoE: expert ", e, " has ",
-                 counts[e], " rows but a block of ", offsets[e + 1] - offsets[e]);
-    for (int p = offsets[e]; p < offsets[e + 1]; ++p) row_expert[p] = e;
-  }
+  stage_->set_rows(counts);  // synchronises the device: no run in flight reads the tables below
+  for (int e = 0; e <= E; ++e)
+    XSTAGE_CHECK(stage_->offsets()[e] == tiles[e] * kRowAlign, "unfused MoE: expert ", e, " block starts at row ",
+                 stage_->offsets()[e], ", the dispatch plan says ", tiles[e] * kRowAlign);
+  std::vector<int> row_src(rows, -1), slot_row(std::size_t(T) * k);
   const std::vector<moe::CombineSrc>& map = plan.combine_map(0);
   for (int p = 0; p < rows; ++p)
-    if (map[p].token >= 0) row_src[p] = map[p].token * k + map[p].slot;
+    if (map[p].token >= 0) row_src[p] = map[p].token;
   for (int t = 0; t < T; ++t)
     for (int j = 0; j < k; ++j) slot_row[std::size_t(t) * k + j] = plan.dest(0, t, j).recv_row;
 
-  XS_CUDA(cudaDeviceSynchronize());  // no run in flight reads the tables
-  if (rows > 0) {
+  if (rows > 0)
     XS_CUDA(cudaMemcpy(row_src_.p, row_src.data(), std::size_t(rows) * sizeof(int), cudaMemcpyHostToDevice));
-    XS_CUDA(cudaMemcpy(row_expert_.p, row_expert.data(), std::size_t(rows) * sizeof(int), cudaMemcpyHostToDevice));
-  }
-  XS_CUDA(cudaMemcpy(expert_off_.p, offsets.data(), offsets.size() * sizeof(int), cudaMemcpyHostToDevice));
   XS_CUDA(cudaMemcpy(slot_row_.p, slot_row.data(), slot_row.size() * sizeof(int), cudaMemcpyHostToDevice));
-  counts_ = counts;
-  offsets_ = std::move(offsets);
   slot_row_host_ = std::move(slot_row);
-  rows_ = rows;
   have_routing_ = true;
-}
-
-void UnfusedMoe::convert_int4_weights(cudaStream_t stream) {
-  const int H = shape_.hidden, I = shape_.inter, E = shape_.experts;
-  if (int4_path_ == Int4Path::kVec128Weights) {
-    std::uint64_t lo, hi;
-    int4_code_tables(lo, hi);
-    XS_CUDA(detail::launch_int4_to_fp8(w1_user_, std::int64_t(E) * 2 * I * H / 2, lo, hi, w1q_.as<std::uint8_t>(),
-                                       stream));
-    XS_CUDA(detail::launch_int4_to_fp8(w2_user_, std::int64_t(E) * H * I / 2, lo, hi, w2q_.as<std::uint8_t>(), stream));
-  } else {
-    XS_CUDA(detail::launch_int4_requant_128(w1_user_, w1s_user_, E, 2 * I, H, w1q_.as<std::uint8_t>(),
-                                            w1s_.as<float>(), round_up(H / kQ, 4), stream));
-    XS_CUDA(detail::launch_int4_requant_128(w2_user_, w2s_user_, E, H, I, w2q_.as<std::uint8_t>(), w2s_.as<float>(),
-                                            round_up(I / kQ, 4), stream));
-  }
 }
 
 void UnfusedMoe::run(const std::uint8_t* x, const float* x_scale, const float* topk_weight, float* out,
                      cudaStream_t stream) {
-  XSTAGE_REQUIRE(have_weights_, "UnfusedMoe::run: set_weights has not been called");
+  XSTAGE_REQUIRE(stage_->has_weights(), "UnfusedMoe::run: set_weights has not been called");
   XSTAGE_REQUIRE(have_routing_, "UnfusedMoe::run: set_routing has not been called");
   require_device_ptr(x, 16, "UnfusedMoe::run: x");
   require_device_ptr(x_scale, 4, "UnfusedMoe::run: x_scale");
   require_device_ptr(topk_weight, 4, "UnfusedMoe::run: topk_weight");
   require_device_ptr(out, 16, "UnfusedMoe::run: out");
-  const int H = shape_.hidden, I = shape_.inter, E = shape_.experts;
-  const int* row_src = row_src_.as<int>();
-  const int* row_expert = row_expert_.as<int>();
-  const int* expert_off = expert_off_.as<int>();
-
-  if (format_ == WeightFormat::kInt4) convert_int4_weights(stream);
-  const std::uint8_t* w1 = format_ == WeightFormat::kFp8 ? w1_user_ : w1q_.as<std::uint8_t>();
-  const std::uint8_t* w2 = format_ == WeightFormat::kFp8 ? w2_user_ : w2q_.as<std::uint8_t>();
-  const std::size_t s1 = weight_scale_stride(2 * I, H, gemm1_->weight_mode());
-  const std::size_t s2 = weight_scale_stride(H, I, gemm2_->weight_mode());
-
-  XS_CUDA(detail::launch_permute(x, x_scale, H, shape_.topk, row_src, row_expert, expert_off, rows_,
-                                 xp_.as<std::uint8_t>(), xps_.as<float>(), stream));
-  for (int e = 0; e < E; ++e) {
-    if (counts_[e] == 0) continue;
-    const std::size_t off = std::size_t(offsets_[e]);
-    const int m = offsets_[e + 1] - offsets_[e];
-    gemm1_->run(m, w1 + std::size_t(e) * 2 * I * H, w1s_.as<float>() + e * s1, xp_.as<std::uint8_t>() + off * H,
-                xps_.as<float>() + off * (H / kQ), y1_.as<std::uint16_t>() + off * 2 * I, workspace_.p, stream);
-  }
-  XS_CUDA(detail::launch_swiglu_quant(y1_.as<std::uint16_t>(), I, row_expert, expert_off, rows_,
-                                      hq_.as<std::uint8_t>(), hqs_.as<float>(), stream));
-  for (int e = 0; e < E; ++e) {
-    if (counts_[e] == 0) continue;
-    const std::size_t off = std::size_t(offsets_[e]);
-    const int m = offsets_[e + 1] - offsets_[e];
-    gemm2_->run(m, w2 + std::size_t(e) * H * I, w2s_.as<float>() + e * s2, hq_.as<std::uint8_t>() + off * I,
-                hqs_.as<float>() + off * (I / kQ), y2_.as<std::uint16_t>() + off * H, workspace_.p, stream);
-  }
-  XS_CUDA(detail::launch_combine(y2_.as<std::uint16_t>(), topk_weight, slot_row_.as<int>(), shape_.tokens,
-                                 shape_.topk, H, out, stream));
+  const int H = shape_.hidden;
+  XS_CUDA(detail::launch_permute(x, H, x_scale, H / kQ, H, row_src_.as<int>(), stage_->row_expert(),
+                                 stage_->expert_off(), stage_->rows(), stage_->xp(), stage_->xps(), stream));
+  stage_->run(stream);
+  XS_CUDA(detail::launch_combine(stage_->y2(), topk_weight, slot_row_.as<int>(), shape_.tokens, shape_.topk, H, out,
+                                 stream));
 }
 
 double UnfusedMoe::flops() const {

@@ -1,6 +1,7 @@
 // The CUDA kernels of the unfused MoE baseline (declarations and layouts: unfused_kernels.hpp; the
-// host side, cuBLASLt included: unfused.cpp). Simple memory-bound kernels, one instantiation each.
-// WRITTEN WITHOUT A GPU: compiled for sm_90a, not run.
+// host side, cuBLASLt included: unfused.cpp; the expert-parallel host side: unfused_ep.cpp). Simple
+// memory-bound kernels, one instantiation each (the row gather: 16-byte and 4-byte words). The generalised
+// permute and the row gather (added for UnfusedEpMoe) are compiled for sm_90a, not yet run.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -29,26 +30,39 @@ __device__ __forceinline__ std::int64_t vec128_slot(const int* row_expert, const
 }
 
 // One block per padded row.
-__global__ void __launch_bounds__(128) permute_kernel(const std::uint8_t* __restrict__ x,
-                                                      const float* __restrict__ x_scale, int hidden, int topk,
-                                                      const int* __restrict__ row_src,
+__global__ void __launch_bounds__(128) permute_kernel(const std::uint8_t* __restrict__ src, std::int64_t src_stride,
+                                                      const float* __restrict__ src_scale, std::int64_t scale_stride,
+                                                      int hidden, const int* __restrict__ row_src,
                                                       const int* __restrict__ row_expert,
                                                       const int* __restrict__ expert_off, std::uint8_t* __restrict__ xp,
                                                       float* __restrict__ xps) {
   const int p = blockIdx.x;
-  const int src = row_src[p];
+  const int r = row_src[p];
   const int kblocks = hidden / kBlock, vecs = hidden / 16;
   uint4* dst = reinterpret_cast<uint4*>(xp + std::int64_t(p) * hidden);
-  if (src >= 0) {
-    const int t = src / topk;
-    const uint4* s = reinterpret_cast<const uint4*>(x + std::int64_t(t) * hidden);
+  if (r >= 0) {
+    const uint4* s = reinterpret_cast<const uint4*>(src + std::int64_t(r) * src_stride);
     for (int i = threadIdx.x; i < vecs; i += blockDim.x) dst[i] = s[i];
     for (int kb = threadIdx.x; kb < kblocks; kb += blockDim.x)
-      xps[vec128_slot(row_expert, expert_off, p, kb, kblocks)] = x_scale[std::int64_t(t) * kblocks + kb];
+      xps[vec128_slot(row_expert, expert_off, p, kb, kblocks)] = src_scale[std::int64_t(r) * scale_stride + kb];
   } else {
     for (int i = threadIdx.x; i < vecs; i += blockDim.x) dst[i] = make_uint4(0, 0, 0, 0);
     for (int kb = threadIdx.x; kb < kblocks; kb += blockDim.x)
       xps[vec128_slot(row_expert, expert_off, p, kb, kblocks)] = 1.0f;
+  }
+}
+
+// One thread per vector of V (uint4 or uint32_t) of the flattened (row, vector) range, grid-stride.
+template <class V>
+__global__ void __launch_bounds__(256) gather_rows_kernel(const std::uint8_t* __restrict__ in, std::int64_t in_stride,
+                                                          const int* __restrict__ src_row, std::int64_t total,
+                                                          std::int64_t vecs, std::uint8_t* __restrict__ out,
+                                                          std::int64_t out_stride) {
+  for (std::int64_t i = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
+       i += std::int64_t(gridDim.x) * blockDim.x) {
+    const std::int64_t row = i / vecs, v = i % vecs;
+    const V* s = reinterpret_cast<const V*>(in + std::int64_t(src_row[row]) * in_stride);
+    reinterpret_cast<V*>(out + row * out_stride)[v] = s[v];
   }
 }
 
@@ -227,11 +241,35 @@ int grid_for(std::int64_t n, int threads) {
 
 }  // namespace
 
-cudaError_t launch_permute(const std::uint8_t* x, const float* x_scale, int hidden, int topk, const int* row_src,
-                           const int* row_expert, const int* expert_off, int rows, std::uint8_t* xp, float* xps,
-                           cudaStream_t stream) {
+cudaError_t launch_permute(const std::uint8_t* src, std::int64_t src_stride, const float* src_scale,
+                           std::int64_t scale_stride, int hidden, const int* row_src, const int* row_expert,
+                           const int* expert_off, int rows, std::uint8_t* xp, float* xps, cudaStream_t stream) {
   if (rows <= 0) return cudaSuccess;
-  permute_kernel<<<rows, 128, 0, stream>>>(x, x_scale, hidden, topk, row_src, row_expert, expert_off, xp, xps);
+  permute_kernel<<<rows, 128, 0, stream>>>(src, src_stride, src_scale, scale_stride, hidden, row_src, row_expert,
+                                           expert_off, xp, xps);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_gather_rows(const void* in, std::int64_t in_stride, const int* src_row, int rows,
+                               std::int64_t row_bytes, void* out, std::int64_t out_stride, cudaStream_t stream) {
+  if (rows <= 0 || row_bytes <= 0) return cudaSuccess;
+  auto multiple = [&](std::int64_t m) {
+    return reinterpret_cast<std::uintptr_t>(in) % m == 0 && reinterpret_cast<std::uintptr_t>(out) % m == 0 &&
+           in_stride % m == 0 && out_stride % m == 0 && row_bytes % m == 0;
+  };
+  const auto* i8 = static_cast<const std::uint8_t*>(in);
+  auto* o8 = static_cast<std::uint8_t*>(out);
+  if (multiple(16)) {
+    const std::int64_t vecs = row_bytes / 16, total = vecs * rows;
+    gather_rows_kernel<uint4><<<grid_for(total, 256), 256, 0, stream>>>(i8, in_stride, src_row, total, vecs, o8,
+                                                                        out_stride);
+  } else if (multiple(4)) {
+    const std::int64_t vecs = row_bytes / 4, total = vecs * rows;
+    gather_rows_kernel<std::uint32_t><<<grid_for(total, 256), 256, 0, stream>>>(i8, in_stride, src_row, total, vecs,
+                                                                                o8, out_stride);
+  } else {
+    return cudaErrorInvalidValue;
+  }
   return cudaGetLastError();
 }
 

@@ -1,15 +1,17 @@
 #pragma once
 // The unfused MoE layer baseline and the FP8 tensor-core ceiling (issue 11 item 5), one GPU, P = 1 (one
 // rank holds all E experts, no communication): what a user assembles from libraries. Library
-// xstage_moe_unfused (bench/moe/CMakeLists.txt). WRITTEN WITHOUT A GPU: compiled, not run (the tests in
-// tests/moe_gpu/test_unfused_gpu.cpp have not run either).
+// xstage_moe_unfused (bench/moe/CMakeLists.txt). tests/moe_gpu/test_unfused_gpu.cpp passed on an H200
+// (docs/MOE.md, "Unfused baseline") BEFORE the expert half (weights, GEMMs, SwiGLU + requantisation) moved
+// into detail::GemmEngine / detail::ExpertStage below, shared with the expert-parallel version UnfusedEpMoe
+// (unfused_ep.hpp); the refactored code is compiled, not yet run on a GPU.
 //
 // UnfusedMoe::run enqueues, on one stream, no host synchronisation:
-//   [W4A8 only] int4 -> e4m3 conversion of all expert weights (every call, as a user without an int4
-//               GEMM would do; exact: every integer in [-8, 7] is an e4m3 value);
 //   1. permute: routed rows (token t, slot j) of the FP8 activations x [T][H] and their 1x128 scales
 //      x_scale [T][H/128] gathered into expert-contiguous rows (expert order, then (t, j) order), each
 //      expert's block padded to a multiple of kRowAlign = 4 rows (zero rows; see below why);
+//   [W4A8 only] int4 -> e4m3 conversion of all expert weights (every call, as a user without an int4
+//               GEMM would do; exact: every integer in [-8, 7] is an e4m3 value);
 //   2. per expert with rows, one cublasLtMatmul (Linear-1): Y1_e [rows_e][2I] (bf16) = X_e W1_e^T,
 //      W1_e [2I][H] (rows 0..I-1 gate, I..2I-1 up);
 //   3. SwiGLU + FP8 requantisation: h = silu(gate) * up in fp32 from the bf16 Y1, per row and per 128
@@ -104,10 +106,114 @@ struct DeviceBuffer {
   DeviceBuffer(DeviceBuffer&& o) noexcept : p(o.p), bytes(o.bytes) { o.p = nullptr, o.bytes = 0; }
   DeviceBuffer& operator=(DeviceBuffer&& o) noexcept;
   ~DeviceBuffer();
+  // At least n bytes: reallocates (contents lost) when smaller. Not stream-ordered: no kernel may use it.
+  void reserve(std::size_t n);
   template <class T>
   T* as() const { return static_cast<T*>(p); }
 };
 struct LtHandle;  // owns a cublasLtHandle_t
+
+// The expert half of the unfused layer, shared by UnfusedMoe (P = 1) and UnfusedEpMoe (unfused_ep.hpp).
+//
+// GemmEngine: the cuBLASLt handle and workspace, the Linear-1 GEMM (N = 2I, K = H) and the Linear-2 GEMM
+// (N = H, K = I) with their per-M algorithm caches, and the W4A8 path (probed once, see the header comment).
+// One engine serves any number of ExpertStages run one after another on one stream (the scale pointers are
+// set on the descriptor per call, host side; the workspace is used by one GEMM at a time).
+class GemmEngine {
+ public:
+  // hidden, inter: multiples of 128 (checked by the callers' shape checks). W4A8: probes the exact
+  // VEC128-weights path unless opt.force_int4_requant (synchronises the device once).
+  GemmEngine(int hidden, int inter, WeightFormat format, UnfusedOptions opt);
+  ~GemmEngine();
+  GemmEngine(const GemmEngine&) = delete;
+  GemmEngine& operator=(const GemmEngine&) = delete;
+
+  int hidden() const { return hidden_; }
+  int inter() const { return inter_; }
+  WeightFormat format() const { return format_; }
+  Int4Path int4_path() const { return int4_path_; }
+  const std::string& int4_note() const { return int4_note_; }
+  // Floats per expert of W1's / W2's scales in cuBLASLt's A layout of the path taken.
+  std::size_t w1_scale_stride() const;
+  std::size_t w2_scale_stride() const;
+
+  // Row-major D[m][N] bf16 = X[m][K] (e4m3, VEC128 scales) * W[N][K]^T (e4m3, scales in the A layout).
+  void linear1(int m, const void* w, const float* w_scale, const void* x, const float* x_scale, void* d,
+               cudaStream_t stream);
+  void linear2(int m, const void* w, const float* w_scale, const void* x, const float* x_scale, void* d,
+               cudaStream_t stream);
+
+ private:
+  void make_gemms(bool vec128_weights);
+  void probe_int4_vec128();
+
+  int hidden_, inter_;
+  WeightFormat format_;
+  Int4Path int4_path_ = Int4Path::kNone;
+  std::string int4_note_;
+  std::unique_ptr<LtHandle> lt_;
+  std::unique_ptr<LtFp8Gemm> gemm1_, gemm2_;
+  DeviceBuffer workspace_;
+};
+
+// ExpertStage: `experts` experts of one rank on this GPU and the expert-contiguous rows routed to them.
+// Holds the weights (user pointers, kept; the scales repacked into cuBLASLt's A layout; W4A8: the e4m3
+// copies), the rows' tables (expert e owns padded rows [offsets[e], offsets[e+1]), counts[e] of them
+// routed, each block padded to kRowAlign) and the buffers xp/xps (Linear-1 input, filled by the caller
+// with launch_permute), y1, hq/hqs, y2. run() computes y2 from xp/xps.
+class ExpertStage {
+ public:
+  // who: the prefix of error messages ("UnfusedMoe", "UnfusedEpMoe rank 3").
+  ExpertStage(GemmEngine& engine, int experts, std::string who);
+  ~ExpertStage();
+  ExpertStage(const ExpertStage&) = delete;
+  ExpertStage& operator=(const ExpertStage&) = delete;
+
+  // Layouts as UnfusedMoe::set_weights with E = experts; synchronises the device.
+  void set_weights(const std::uint8_t* w1, const float* w1_scale, const std::uint8_t* w2, const float* w2_scale);
+  bool has_weights() const { return have_weights_; }
+  // Buffers for at least `rows` padded rows (grow only). Synchronous: no run may be in flight.
+  void reserve(int rows);
+  // Routed rows per expert (experts entries): offsets, row -> expert table, reserve; uploads the tables
+  // (synchronises the device).
+  void set_rows(const std::vector<int>& counts);
+
+  int experts() const { return experts_; }
+  int rows() const { return rows_; }  // padded rows in use
+  const std::vector<int>& counts() const { return counts_; }
+  const std::vector<int>& offsets() const { return offsets_; }  // experts + 1 entries
+  const int* row_expert() const { return row_expert_.as<const int>(); }
+  const int* expert_off() const { return expert_off_.as<const int>(); }
+  std::uint8_t* xp() const { return xp_.as<std::uint8_t>(); }
+  float* xps() const { return xps_.as<float>(); }
+  const std::uint16_t* y1() const { return y1_.as<const std::uint16_t>(); }
+  const std::uint8_t* hq() const { return hq_.as<const std::uint8_t>(); }
+  const std::uint16_t* y2() const { return y2_.as<const std::uint16_t>(); }
+
+  // Enqueues: [W4A8] the int4 -> e4m3 conversion of the experts' weights (every call); per expert with rows
+  // the Linear-1 GEMM; SwiGLU + FP8 1x128 requantisation; per expert with rows the Linear-2 GEMM.
+  void run(cudaStream_t stream);
+  // Fills xp, xps, y1, hq, hqs, y2 with 0xFF bytes (e4m3 / fp32 / bf16 NaN), stream-ordered (tests).
+  void poison(cudaStream_t stream);
+
+ private:
+  void convert_int4_weights(cudaStream_t stream);
+
+  GemmEngine& eng_;
+  int experts_;
+  std::string who_;
+  const std::uint8_t* w1_user_ = nullptr;
+  const std::uint8_t* w2_user_ = nullptr;
+  const float* w1s_user_ = nullptr;
+  const float* w2s_user_ = nullptr;
+  DeviceBuffer w1q_, w2q_;  // int4: e4m3 codes of the converted weights
+  DeviceBuffer w1s_, w2s_;  // scales in cuBLASLt's A layout
+  DeviceBuffer xp_, xps_, y1_, hq_, hqs_, y2_;
+  DeviceBuffer row_expert_, expert_off_;
+  std::vector<int> counts_, offsets_;
+  int rows_ = 0, capacity_ = 0;
+  bool have_weights_ = false;
+};
 }  // namespace detail
 
 class UnfusedMoe {
@@ -142,50 +248,28 @@ class UnfusedMoe {
 
   const UnfusedShape& shape() const { return shape_; }
   WeightFormat format() const { return format_; }
-  Int4Path int4_path() const { return int4_path_; }
-  const std::string& int4_path_note() const { return int4_note_; }  // why the path was chosen
+  Int4Path int4_path() const { return engine_->int4_path(); }
+  const std::string& int4_path_note() const { return engine_->int4_note(); }  // why the path was chosen
 
   // Introspection for tests (valid after set_routing): padded rows in use, per-expert routed rows and
   // padded row offsets (E + 1 entries), the padded row of (token, slot), and the device intermediates
   // of the last run: Linear-1 output (bf16 bits [rows][2I]), the requantised h (codes [rows][I]).
-  int padded_rows() const { return rows_; }
-  const std::vector<int>& expert_rows() const { return counts_; }
-  const std::vector<int>& expert_offsets() const { return offsets_; }
+  int padded_rows() const { return stage_->rows(); }
+  const std::vector<int>& expert_rows() const { return stage_->counts(); }
+  const std::vector<int>& expert_offsets() const { return stage_->offsets(); }
   int padded_row(int token, int slot) const { return slot_row_host_.at(std::size_t(token) * shape_.topk + slot); }
-  const std::uint16_t* linear1_output() const { return y1_.as<const std::uint16_t>(); }
-  const std::uint8_t* hidden_codes() const { return hq_.as<const std::uint8_t>(); }
+  const std::uint16_t* linear1_output() const { return stage_->y1(); }
+  const std::uint8_t* hidden_codes() const { return stage_->hq(); }
 
  private:
-  void convert_int4_weights(cudaStream_t stream);
-  void probe_int4_vec128();
-
   UnfusedShape shape_;
   WeightFormat format_;
-  UnfusedOptions opt_;
-  Int4Path int4_path_ = Int4Path::kNone;
-  std::string int4_note_;
-  int max_rows_ = 0;
-
-  std::unique_ptr<detail::LtHandle> lt_;
-  std::unique_ptr<detail::LtFp8Gemm> gemm1_, gemm2_;  // weight scale mode fixed per path
-  detail::DeviceBuffer workspace_;
-
-  // Weights: user pointers, and the repacked / converted copies.
-  const std::uint8_t* w1_user_ = nullptr;
-  const std::uint8_t* w2_user_ = nullptr;
-  const float* w1s_user_ = nullptr;
-  const float* w2s_user_ = nullptr;
-  detail::DeviceBuffer w1q_, w2q_;  // int4: e4m3 codes of the converted weights
-  detail::DeviceBuffer w1s_, w2s_;  // scales in cuBLASLt's A layout
-
-  // Activations / intermediates, sized for max_rows_.
-  detail::DeviceBuffer xp_, xps_, y1_, hq_, hqs_, y2_;
-
-  // Routing tables (device) and their host mirrors.
-  detail::DeviceBuffer row_src_, row_expert_, expert_off_, slot_row_;
-  std::vector<int> counts_, offsets_, slot_row_host_;
-  int rows_ = 0;
-  bool have_routing_ = false, have_weights_ = false;
+  std::unique_ptr<detail::GemmEngine> engine_;
+  std::unique_ptr<detail::ExpertStage> stage_;  // all E experts, sized for the worst routing at construction
+  // Routing tables (device): the token of each padded row (-1: padding), the padded row of each (t, j).
+  detail::DeviceBuffer row_src_, slot_row_;
+  std::vector<int> slot_row_host_;
+  bool have_routing_ = false;
 };
 
 // The tensor-core ceiling: the layer's FLOPs without routing. Two cuBLASLt FP8 block-scaled GEMMs of

@@ -12,11 +12,19 @@
 
 namespace xstage::moe_bench::detail {
 
-// xp[p][:] = x[t][:], scales likewise, for p < rows with row_src[p] = t * topk + j; padding rows
-// (row_src[p] < 0) get zero codes and unit scales. x, xp 16-byte aligned.
-cudaError_t launch_permute(const std::uint8_t* x, const float* x_scale, int hidden, int topk, const int* row_src,
-                           const int* row_expert, const int* expert_off, int rows, std::uint8_t* xp, float* xps,
-                           cudaStream_t stream);
+// xp[p][:] = src row row_src[p] (codes at src + row * src_stride bytes, H/128 fp32 scales at src_scale +
+// row * scale_stride floats), for p < rows; padding rows (row_src[p] < 0) get zero codes and unit scales.
+// The scales land in the padded VEC128 layout above. src and src_stride multiples of 16 bytes, xp 16-byte
+// aligned. UnfusedMoe: src = x [T][H], row_src = token; UnfusedEpMoe: src = the received packed rows.
+cudaError_t launch_permute(const std::uint8_t* src, std::int64_t src_stride, const float* src_scale,
+                           std::int64_t scale_stride, int hidden, const int* row_src, const int* row_expert,
+                           const int* expert_off, int rows, std::uint8_t* xp, float* xps, cudaStream_t stream);
+
+// Row gather: bytes [0, row_bytes) of out + i * out_stride = those of in + src_row[i] * in_stride, for i < rows
+// (src_row[i] >= 0). 16-byte vectors when both pointers, both strides and row_bytes are multiples of 16,
+// else 4-byte words (all must then be multiples of 4: cudaErrorInvalidValue otherwise).
+cudaError_t launch_gather_rows(const void* in, std::int64_t in_stride, const int* src_row, int rows,
+                               std::int64_t row_bytes, void* out, std::int64_t out_stride, cudaStream_t stream);
 
 // From y1 (bf16 bits [rows][2I], gate columns then up columns): h = silu(g) * u, FP8 1x128 codes hq
 // [rows][I] and scales hqs in the padded VEC128 layout.
