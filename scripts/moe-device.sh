@@ -2,7 +2,8 @@
 # One device call for the fused MoE kernel (issue 11), from a build carried to the GPU host:
 #   1. every MoE GPU test in its own process (a hang cannot eat the call), with its printed error ratios
 #   2. compute-sanitizer memcheck, racecheck and synccheck on small cases (MOE_SANITIZE=0 skips)
-#   3. optionally (MOE_BENCH=1) the MoE benchmark with its arguments in MOE_BENCH_ARGS
+#   3. optionally (MOE_BENCH=1) the MoE benchmark with its arguments in MOE_BENCH_ARGS; with MOE_RANKS=N
+#      under `xstage launch -n N` (real ranks, one process per GPU; N = 1 runs the real-rank path on one GPU)
 #   (the tests: tests/moe_gpu: the fused kernel and the unfused baseline)
 # Writes $OUT/moe-tests.log, $OUT/sanitize.log, $OUT/machine.txt (and the benchmark's files).
 set -uo pipefail
@@ -55,5 +56,10 @@ fi
 
 if [ "${MOE_BENCH:-0}" = 1 ]; then
   echo "== MoE benchmark"
-  timeout "${MOE_BENCH_TIMEOUT:-400}" "$BUILD/bench/moe/bench_moe" --out "$OUT" ${MOE_BENCH_ARGS:-} 2>&1 | tail -60
+  if [ -n "${MOE_RANKS:-}" ]; then
+    timeout "${MOE_BENCH_TIMEOUT:-400}" "$BUILD/src/cli/xstage" launch -n "$MOE_RANKS" -- "$BUILD/bench/moe/bench_moe" \
+      --out "$OUT" ${MOE_BENCH_ARGS:-} 2>&1 | tail -60
+  else
+    timeout "${MOE_BENCH_TIMEOUT:-400}" "$BUILD/bench/moe/bench_moe" --out "$OUT" ${MOE_BENCH_ARGS:-} 2>&1 | tail -60
+  fi
 fi

@@ -3,6 +3,8 @@
 
   python3 scripts/moe-summary.py --runs results/moe/runs/call8 results/moe/runs/call9/w4 \
       --dsweep results/moe/runs/call9/dsweep --out-moe results/moe/p1 --out-schedule results/moe-schedule/p1
+  # real ranks (issue 14: runs of `xstage launch -n 2 -- bench_moe ...`):
+  python3 scripts/moe-summary.py --runs DIR... --out-moe results/moe --out-schedule results/moe-schedule
 
 Each run folder holds what bench/moe/bench_moe wrote (summary.json, schedule_summary.json, moe.csv). The
 merged summaries keep every run's command; nothing is recomputed from timings except the aggregates
@@ -28,6 +30,28 @@ def median(xs):
     return s[n // 2] if n % 2 else 0.5 * (s[n // 2 - 1] + s[n // 2])
 
 
+def spearman(x, y):
+    """Spearman's rank correlation with average ranks for ties (None when a side is constant)."""
+    def ranks(v):
+        idx = sorted(range(len(v)), key=lambda i: v[i])
+        r = [0.0] * len(v)
+        i = 0
+        while i < len(idx):
+            j = i
+            while j + 1 < len(idx) and v[idx[j + 1]] == v[idx[i]]:
+                j += 1
+            for k in range(i, j + 1):
+                r[idx[k]] = 0.5 * (i + j)
+            i = j + 1
+        return r
+    rx, ry = ranks(x), ranks(y)
+    mx, my = sum(rx) / len(rx), sum(ry) / len(ry)
+    sxy = sum((a - mx) * (b - my) for a, b in zip(rx, ry))
+    sxx = sum((a - mx) ** 2 for a in rx)
+    syy = sum((b - my) ** 2 for b in ry)
+    return sxy / math.sqrt(sxx * syy) if sxx > 0 and syy > 0 else None
+
+
 def load(path):
     with open(path) as f:
         return json.load(f)
@@ -41,13 +65,14 @@ def main():
     ap.add_argument("--out-schedule", required=True)
     a = ap.parse_args()
 
-    rows, commands, machines, emulated = [], [], set(), None
+    rows, commands, machines, emulated, worlds = [], [], set(), None, set()
     sched_rows = []
     for d in a.runs:
         s = load(os.path.join(d, "summary.json"))
         rows += s["rows"]
         commands.append(s["command"])
         machines.add(s["machine"])
+        worlds.add(s.get("ranks", 1))
         emu = set(s["emulated_ranks_tested"])
         emulated = emu if emulated is None else emulated & emu
         sp = os.path.join(d, "schedule_summary.json")
@@ -56,6 +81,10 @@ def main():
     if len(machines) != 1:
         sys.exit(f"runs from different machines: {sorted(machines)}")
     machine = machines.pop()
+    if len(worlds) != 1:
+        sys.exit(f"runs at different world sizes: {sorted(worlds)}")
+    P = worlds.pop()
+    tag = f"p{P}"
 
     ratios = [r["fused_vs_unfused"] for r in rows if r.get("fused_vs_unfused") is not None]
     v4 = {}
@@ -66,8 +95,9 @@ def main():
     moe = {
         "configs": len(rows),
         "correct_configs": sum(1 for r in rows if r["correct"]),
-        "geomean_fused_vs_unfused_p1": geomean(ratios),
-        "min_fused_vs_unfused_p1": min(ratios) if ratios else None,
+        "ranks": P,
+        "geomean_fused_vs_unfused": geomean(ratios),
+        "min_fused_vs_unfused": min(ratios) if ratios else None,
         "ceiling_fraction_v4_w8a8_8k": v4.get(8192),
         "ceiling_fraction_v4_w8a8_32k": v4.get(32768),
         "emulated_ranks_tested": sorted(emulated or []),
@@ -80,6 +110,12 @@ def main():
         "command": commands,
         "written_by": "bench/moe/bench_moe (one run per precision), merged by scripts/moe-summary.py",
     }
+    if P == 1:
+        moe["geomean_fused_vs_unfused_p1"] = moe["geomean_fused_vs_unfused"]
+        moe["min_fused_vs_unfused_p1"] = moe["min_fused_vs_unfused"]
+    else:
+        moe["emulated_note"] = "real ranks: correctness per rank against the host reference and the EP unfused path"
+        moe["written_by"] = f"bench/moe/bench_moe under `xstage launch -n {P}`, merged by scripts/moe-summary.py"
     os.makedirs(a.out_moe, exist_ok=True)
     with open(os.path.join(a.out_moe, "summary.json"), "w") as f:
         json.dump(moe, f, indent=1)
@@ -96,8 +132,13 @@ def main():
                     f'{fl / r["ms_ceiling"] / 1e9:.0f} | {r["ceiling_fraction"]:.3f} | {r["ref_rel_rms"]:.1e} | '
                     f'{"yes" if r["correct"] else "NO"} |\n')
 
-    # issue 12 (P = 1)
+    # issue 12 (P = 1) / issue 14 (real ranks)
     sr = [r["interleaved_vs_wave"] for r in rows if "interleaved_vs_wave" in r]
+    viol = [r["interleaved_vs_wave"] for r in rows if "interleaved_vs_wave" in r and r.get("rate_bound_violated_wave")]
+    avb = [r["auto_vs_best"] for r in rows if "auto_vs_best" in r]
+    avw = [r["auto_vs_wave"] for r in rows if "auto_vs_wave" in r]
+    st = [(r["predicted_stall_wave_us"], r["trace_wave"]["slot_wait_us"]) for r in rows
+          if "trace_wave" in r and "predicted_stall_wave_us" in r]
     by_route = {k: geomean([r["interleaved_vs_wave"] for r in rows if "interleaved_vs_wave" in r and r["routing"] == k])
                 for k in ("balanced", "skewed")}
     autos = []
@@ -106,19 +147,36 @@ def main():
     sched = {
         "configs": sum(s["configs"] for s in sched_rows),
         "bitwise_equal_configs": sum(s["bitwise_equal_configs"] for s in sched_rows),
-        "p1_min_interleaved_vs_wave": min(sr) if sr else None,
-        "p1_median_interleaved_vs_wave": median(sr),
-        "p1_max_interleaved_vs_wave": max(sr) if sr else None,
-        "p1_geomean_interleaved_vs_wave": geomean(sr),
-        "p1_geomean_by_routing": by_route,
-        "ranks": "P = 1 on one H200: no NVLink traffic; only the order's locality and balance show",
+        "geomean_interleaved_vs_wave": geomean(sr),
+        "median_interleaved_vs_wave": median(sr),
+        "max_speedup": max(sr) if sr else None,
+        "min_speedup": min(sr) if sr else None,
+        "geomean_balanced": by_route["balanced"],
+        "geomean_skewed": by_route["skewed"],
+        "violated_configs": len(viol),
+        "geomean_violated": geomean(viol),
+        "auto_min_vs_best": min(avb) if avb else None,
+        "auto_min_vs_wave": min(avw) if avw else None,
+        "stall_rank_corr": spearman([p for p, _ in st], [m for _, m in st]) if len(st) >= 3 else None,
+        "stall_points": len(st),
+        "ranks": P,
+        "ranks_label": ("P = 1 on one H200: no NVLink traffic; only the order's locality and balance show" if P == 1
+                        else f"P = {P} real ranks, one process per GPU over NCCL"),
         "auto_choices": autos,
-        "auto_picks_wave_at_p1": all(c["order"] == "expert-wave" for c in autos),
         "machine": machine,
         "command": commands,
         "written_by": "bench/moe/bench_moe --orders wave,interleaved (schedule_summary.json per run), merged by "
                       "scripts/moe-summary.py",
     }
+    if P == 1:
+        sched.update({
+            "p1_min_interleaved_vs_wave": sched["min_speedup"],
+            "p1_median_interleaved_vs_wave": sched["median_interleaved_vs_wave"],
+            "p1_max_interleaved_vs_wave": sched["max_speedup"],
+            "p1_geomean_interleaved_vs_wave": sched["geomean_interleaved_vs_wave"],
+            "p1_geomean_by_routing": by_route,
+            "auto_picks_wave_at_p1": all(c["order"] == "expert-wave" for c in autos),
+        })
     if a.dsweep:
         rs = list(csv.DictReader(open(os.path.join(a.dsweep, "moe.csv"))))
         sweep = {}
@@ -148,11 +206,12 @@ def main():
         e["st_w"].append(w["slot_wait_us"]); e["st_i"].append(i["slot_wait_us"])
         e["pw"].append(r.get("predicted_stall_wave_us", 0.0)); e["pi"].append(r.get("predicted_stall_interleaved_us", 0.0))
     table2 = {k: {f: median(v) for f, v in e.items()} for k, e in t2.items()}
-    sched["table2_p1"] = table2
+    sched["table2_" + tag] = table2
     os.makedirs(a.out_schedule, exist_ok=True)
     with open(os.path.join(a.out_schedule, "table2.md"), "w") as f:
-        f.write("P = 1 (no NVLink: T_RS is the span of local combine stores), W8A8, medians over 3 token counts x 2 "
-                "routings; us per tile.\n\n")
+        f.write(("P = 1 (no NVLink: T_RS is the span of local combine stores)" if P == 1 else
+                 f"P = {P} real ranks (T_RS: the span of the combine stores, (P-1)/P of them over NVLink; mean over ranks)")
+                + ", W8A8, medians over the token counts and routings; us per tile.\n\n")
         f.write("| model | T_RS wave | T_RS interleaved | L1 mainloop wave / int. | L2 mainloop wave / int. | "
                 "measured stall (slot wait) wave / int. | predicted stall wave / int. |\n")
         f.write("|" + " --- |" * 7 + "\n")
@@ -180,9 +239,9 @@ def main():
     ax.set_xticklabels([f'{r["shape"][:10]} {r["precision"]} {r["tokens"] // 1024}K {r["routing"][0]}' for r in pts],
                        rotation=90, fontsize=6)
     ax.set_ylabel("T(expert-wave) / T(interleaved)")
-    ax.set_title(f"Interleaved vs Expert-Wave at P = 1 ({machine}; blue balanced, orange skewed)")
+    ax.set_title(f"Interleaved vs Expert-Wave at P = {P} ({machine}; blue balanced, orange skewed)")
     fig.tight_layout()
-    fig.savefig(os.path.join(a.out_schedule, "speedup_p1.png"), dpi=120)
+    fig.savefig(os.path.join(a.out_schedule, f"speedup_{tag}.png"), dpi=120)
     if a.dsweep:
         fig, ax = plt.subplots(figsize=(6, 4))
         for k, v in sched["d_sweep_interleaved_vs_wave"].items():
@@ -193,9 +252,9 @@ def main():
         ax.set_xlabel("lead D (scheduler rows)")
         ax.set_ylabel("T(expert-wave) / T(interleaved)")
         ax.legend(fontsize=6)
-        ax.set_title("Lead sweep at P = 1")
+        ax.set_title(f"Lead sweep at P = {P}")
         fig.tight_layout()
-        fig.savefig(os.path.join(a.out_schedule, "lead_sweep_p1.png"), dpi=120)
+        fig.savefig(os.path.join(a.out_schedule, f"lead_sweep_{tag}.png"), dpi=120)
 
 
 if __name__ == "__main__":

@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "ulysses_layer.hpp"
+#include "xstage/bench/agreed_timer.cuh"
 #include "xstage/bench/protocol_cuda.cuh"
 #include "xstage/bench/protocol_json.hpp"
 #include "xstage/common/error.hpp"
@@ -124,25 +125,6 @@ RefError check_rows(uint32_t seed, const std::vector<uint16_t>& out, int rank, i
   }
   return e;
 }
-
-// Real ranks must make the same number of calls per block (every call waits on the peers' calls), so
-// the block length is agreed (max over ranks) and the protocol's time-based warm-up is replaced by a
-// fixed one (done before the protocol).
-class AgreedTimer final : public bench::Timer {
- public:
-  AgreedTimer(std::vector<std::function<void(int)>> fns, cudaStream_t s, runtime::Communicator* comm)
-      : inner_(std::move(fns), s), comm_(comm) {}
-  const char* name() const override { return "events"; }
-  double now() override { return bench::wall_seconds(); }
-  bench::CallTiming time_calls(int backend, long first, long n) override {
-    if (comm_) n = long(comm_->allreduce((long long)n, ncclMax));
-    return inner_.time_calls(backend, first, n);
-  }
-
- private:
-  bench::CudaTimer inner_;
-  runtime::Communicator* comm_;
-};
 
 // The post-attention all-to-all the NCCL way (one local rank, real ranks): oh (batch, S, H/P, d) -> per
 // destination contiguous chunks (batch, S/P, H/P, d) -> ncclAlltoAll -> out (batch, S/P, H, d), source s's
@@ -358,7 +340,7 @@ int run(const Args& a) {
       if (comm)
         for (auto& f : fns)
           for (int c = 0; c < 10; ++c) f(c);
-      AgreedTimer timer(fns, s, comm.get());
+      bench::AgreedTimer timer(fns, s, comm.get());
       bench::NvmlSampler sampler(team->device());
       const bench::Result r = bench::run_protocol(bnames, timer, &sampler, bp);
       layer.wait_output(s);  // fused_sender blocks sent signals nobody waited for

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# The MoE studies of issues 11/12 (P = 1) and 14/15 (real ranks) in one command, from a build carried to the
+# GPU host: the fused-vs-unfused grid (7 shapes x {W8A8, W4A8} x 2 routings x 3 token counts) with both tile
+# orders and the per-tile trace (W8A8), the lead sweep on three configurations, then the merge into the
+# summaries, tables and plots.
+#   RANKS=2 OUT=/root/out bash scripts/moe-study.sh        # real ranks (xstage launch -n 2), EP = 2
+#   OUT=/root/out bash scripts/moe-study.sh                # P = 1 (and emulated P = 2, 4, 8 bit-identity)
+#   STEPS="w8 w4 dsweep merge" selects steps (each fits one 10-minute device call at P = 1: run them apart).
+# Writes $OUT/{w8,w4,dsweep}/ (bench_moe's files) and the merged summaries in $OUT/moe, $OUT/moe-schedule
+# (commit them as results/moe[-pN] and results/moe-schedule[-pN]).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+BUILD=${XSTAGE_BUILD_DIR:-build}
+OUT=${OUT:-results/moe/study}
+RANKS=${RANKS:-}
+STEPS=${STEPS:-w8 w4 dsweep merge}
+PROTO=${PROTO:---block-s 0.05 --warmup-s 0.03}
+nccl_py=$(python3 -c "import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], 'lib'))" 2>/dev/null || true)
+[ -n "$nccl_py" ] && export LD_LIBRARY_PATH="$nccl_py:${LD_LIBRARY_PATH:-}"
+for d in /usr/local/cuda/lib64 $(python3 -c "import nvidia.cublas, os; print(os.path.join(list(nvidia.cublas.__path__)[0], 'lib'))" 2>/dev/null); do
+  [ -e "$d/libcublasLt.so.13" ] && export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$d"
+done
+mkdir -p "$OUT"
+bench() {  # bench DIR ARGS...: one bench_moe run, real ranks when RANKS is set
+  local dir=$1; shift
+  mkdir -p "$dir"
+  if [ -n "$RANKS" ]; then
+    "$BUILD/src/cli/xstage" launch -n "$RANKS" -- "$BUILD/bench/moe/bench_moe" --out "$dir" "$@"
+  else
+    "$BUILD/bench/moe/bench_moe" --out "$dir" --worlds 1,2,4,8 --emulated-tokens 2048 "$@"
+  fi
+}
+for step in $STEPS; do
+  case $step in
+    w8) bench "$OUT/w8" --precision w8a8 --orders wave,interleaved --check-tokens 1 --trace $PROTO ;;
+    w4) bench "$OUT/w4" --precision w4a8 --orders wave,interleaved --check-tokens 1 $PROTO ;;
+    dsweep) bench "$OUT/dsweep" --shapes dit-moe-xl,qwen3-30b-a3b,deepseek-v4-flash --tokens 8192 \
+              --orders wave,interleaved --leads 1,2,4,8,16,32,64 --check-tokens 1 $PROTO ;;
+    merge) sw=""; [ -e "$OUT/dsweep/moe.csv" ] && sw="--dsweep $OUT/dsweep"
+           python3 scripts/moe-summary.py --runs "$OUT/w8" "$OUT/w4" $sw --out-moe "$OUT/moe" \
+             --out-schedule "$OUT/moe-schedule" ;;
+    *) echo "unknown step $step"; exit 2 ;;
+  esac
+done
