@@ -7,6 +7,11 @@
 //             [--precision w8a8,w4a8] [--orders wave[,interleaved]] [--worlds 1,2,4,8] [--emulated-tokens 2048]
 //             [--block-s 0.1] [--warmup-s 0.05] [--rounds 1] [--check-tokens 4] [--seed 1] [--no-time]
 //             [--trace] [--trace-csv FILE] [--ctas N] [--leads D1,D2,...] [--platform FILE]
+//             [--cluster 0|1|2] [--compare-single]
+//
+// --cluster: MoeLayerParams::cluster of the fused kernel (0 = auto: CTA pairs sharing the A operand by TMA
+// multicast wherever the N-tile counts are even; 1 = single CTAs; 2 = pairs). --compare-single adds, per order,
+// the same kernel forced to single CTAs (backend fused_<order>_c1), checked bit-identical and timed beside it.
 //
 // With both orders: DIR/schedule_summary.json (issue 12: configs, bitwise_equal_configs,
 // p1_min_interleaved_vs_wave, geomean/median/max, by routing, auto_choices with their reasons from
@@ -28,9 +33,23 @@
 //   - the orders (wave, interleaved) against each other: bit-identical;
 //   - emulated ranks (--worlds > 1, P ranks on this GPU, the global batch split into P ranks of T/P
 //     tokens): bit-identical to P = 1 on every token (a row's math does not depend on its position).
-// Timing: P = 1 only (emulated ranks share one GPU: no NVLink, no meaning as a speed). The routing's host
-// half (dispatch plan / permutation upload) is outside the timed calls for both fused and unfused.
+// Timing: P = 1, or real ranks (emulated ranks share one GPU: no NVLink, no meaning as a speed). The
+// routing's host half (dispatch plan / permutation upload) is outside the timed calls for fused and unfused.
 // Output: a table on stdout, DIR/moe.csv, DIR/blocks.json (every protocol block), DIR/summary.json.
+//
+// Real ranks (issues 14, 15): the same command under a launcher, one process per GPU,
+//   xstage launch -n 2 -- bench_moe --out DIR --orders wave,interleaved --trace ...
+// (or torchrun / mpirun / Slurm variables; a launcher with -n 1 runs the real-rank code path on one GPU).
+// --tokens is then the tokens PER RANK; rank r holds experts [r E/P, (r+1) E/P) and its slice of the global
+// batch (the values a one-rank run of P * T tokens has there); the routing of all ranks is generated on every
+// rank from the seed. The unfused baseline becomes UnfusedEpMoe (NCCL all-to-all-v dispatch and combine
+// around the local experts' cuBLASLt GEMMs); the ceiling is one rank's FLOPs on its GPU. Every rank checks its
+// tokens against the host reference (remote experts regenerated from the seed) and against the unfused path;
+// the row is correct when every rank's is. Timing: the protocol with agreed call counts (bench/agreed_timer.cuh,
+// fixed warm-up); every statistic is the worst over the ranks (the slowest rank sets the layer's time). The
+// trace summary is the mean over the ranks; --trace-csv FILE writes FILE.rankR per rank. Rank 0 writes the files
+// (blocks.rankR.json from the others). summary.json / schedule_summary.json then carry issue 14's keys
+// (geomean_fused_vs_unfused, violated_configs, geomean_violated, auto_min_vs_best, stall_rank_corr, ...).
 #include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
@@ -51,6 +70,9 @@
 
 #include "moe_layer.hpp"
 #include "unfused.hpp"
+#include "unfused_ep.hpp"
+#include "xstage/bench/agreed_timer.cuh"
+#include "xstage/bench/nvml.hpp"
 #include "xstage/bench/protocol_cuda.cuh"
 #include "xstage/bench/protocol_json.hpp"
 #include "xstage/common/error.hpp"
@@ -59,6 +81,8 @@
 #include "xstage/moe/quant.hpp"
 #include "xstage/moe/routing.hpp"
 #include "xstage/moe/shapes.hpp"
+#include "xstage/runtime/comm.hpp"
+#include "xstage/runtime/env.hpp"
 #include "xstage/runtime/team.hpp"
 
 using namespace xstage;
@@ -84,18 +108,21 @@ __device__ inline float uniform_pm1(uint64_t seed, uint64_t i) {
   return float(mix(seed * 0x9E3779B97F4A7C15ull + i) >> 40) * (2.0f / 16777216.0f) - 1.0f;
 }
 // FP8 codes of uniform(-448, 448) values (finite: satfinite never yields the NaN code).
-__global__ void fill_fp8(uint8_t* p, size_t n, uint64_t seed) {
+// Every fill takes `off`, the index of p[0] in the global tensor: a rank's slice of the global batch or of
+// the global expert weights is filled with exactly the values a one-rank run has there, so P = 1, emulated
+// and real ranks compute the same layer, and any rank can regenerate any expert for the host reference.
+__global__ void fill_fp8(uint8_t* p, size_t n, uint64_t seed, size_t off = 0) {
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
-    p[i] = __nv_cvt_float_to_fp8(448.0f * uniform_pm1(seed, i), __NV_SATFINITE, __NV_E4M3);
+    p[i] = __nv_cvt_float_to_fp8(448.0f * uniform_pm1(seed, off + i), __NV_SATFINITE, __NV_E4M3);
 }
-__global__ void fill_bytes(uint8_t* p, size_t n, uint64_t seed) {  // int4 pairs: every byte is valid
+__global__ void fill_bytes(uint8_t* p, size_t n, uint64_t seed, size_t off = 0) {  // int4 pairs: every byte is valid
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
-    p[i] = uint8_t(mix(seed * 0x9E3779B97F4A7C15ull + i) >> 56);
+    p[i] = uint8_t(mix(seed * 0x9E3779B97F4A7C15ull + off + i) >> 56);
 }
 // base * uniform(0.5, 1.5)
-__global__ void fill_scale(float* p, size_t n, uint64_t seed, float base) {
+__global__ void fill_scale(float* p, size_t n, uint64_t seed, float base, size_t off = 0) {
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
-    p[i] = base * (1.0f + 0.5f * uniform_pm1(seed, i));
+    p[i] = base * (1.0f + 0.5f * uniform_pm1(seed, off + i));
 }
 // sum (a-b)^2, sum b^2, max |a-b|, count of non-finite a, count of a != b (bitwise)
 __global__ void diff_kernel(const float* a, const float* b, size_t n, double* acc) {
@@ -239,7 +266,8 @@ __global__ void transpose_scales(const float* in, float* out, int E, int A, int 
 struct Args {
   std::vector<std::string> shapes, routings{"balanced", "skewed"}, precisions{"w8a8"}, orders{"wave"};
   std::vector<int> tokens{2048, 8192, 32768}, worlds{1};
-  int emulated_tokens = 2048, check_tokens = 4, ctas = 0;
+  int emulated_tokens = 2048, check_tokens = 4, ctas = 0, cluster = 0;
+  bool compare_single = false;
   double block_s = 0.1, warmup_s = 0.05;
   int rounds = 1;
   uint64_t seed = 1;
@@ -292,6 +320,11 @@ Args parse(int argc, char** argv) {
     else if (k == "--seed") a.seed = std::stoull(val());
     else if (k == "--no-time") a.time = false;
     else if (k == "--ctas") a.ctas = split_int(val(), k.c_str()).at(0);
+    else if (k == "--cluster") {
+      a.cluster = std::stoi(val());
+      if (a.cluster < 0 || a.cluster > 2) throw UsageError(detail::concat("--cluster ", a.cluster, ": 0 (auto), 1 or 2"));
+    }
+    else if (k == "--compare-single") a.compare_single = true;
     else if (k == "--platform") a.platform = val();
     else if (k == "--leads") a.leads = split_int(val(), k.c_str());
     else if (k == "--trace") a.trace = true;
@@ -312,31 +345,58 @@ Args parse(int argc, char** argv) {
 }
 
 // ------------------------------------------------------------------ one shape's weights on the device
+// The experts [e0, e0 + ne) of the global weight tensors (P = 1: all; a real rank: its E/P experts).
 struct Weights {
   bool int4 = false;
+  int e0 = 0, ne = 0;
+  uint64_t seed = 0;
+  size_t w1e, w2e, s1e, s2e;            // elements (bytes for codes) per expert
+  float base1, base2;                   // scale magnitudes
   Dev<uint8_t> w1, w2;
   Dev<float> s1, s2;                    // W4A8: K-block-major [E][K/128][N] (the fused kernel's layout)
   std::unique_ptr<Dev<float>> s1u, s2u;  // W4A8: [E][N][K/128] for the unfused baseline
-  Weights(const moe::MoeShape& s, bool int4_, uint64_t seed)
-      : int4(int4_),
-        w1(size_t(s.experts) * 2 * s.inter * s.hidden / (int4_ ? 2 : 1)),
-        w2(size_t(s.experts) * s.hidden * s.inter / (int4_ ? 2 : 1)),
-        s1(size_t(s.experts) * 2 * s.inter / (int4_ ? 1 : 128) * (s.hidden / 128)),
-        s2(size_t(s.experts) * s.hidden / (int4_ ? 1 : 128) * (s.inter / 128)) {
-    // Real values ~ U(-1, 1) / sqrt(fan-in): code/448 * scale with scale ~ 1/(448 sqrt(K)) (FP8) or
-    // 1/(7 sqrt(K)) (int4 in [-8, 7]).
-    const float q = int4 ? 8.0f : 448.0f;
-    if (int4) {
-      fill_bytes<<<kFill, 256>>>(w1.p, w1.n, seed + 1);
-      fill_bytes<<<kFill, 256>>>(w2.p, w2.n, seed + 2);
-    } else {
-      fill_fp8<<<kFill, 256>>>(w1.p, w1.n, seed + 1);
-      fill_fp8<<<kFill, 256>>>(w2.p, w2.n, seed + 2);
-    }
-    fill_scale<<<kFill, 256>>>(s1.p, s1.n, seed + 3, 1.0f / (q * std::sqrt(float(s.hidden))));
-    fill_scale<<<kFill, 256>>>(s2.p, s2.n, seed + 4, 1.0f / (q * std::sqrt(float(s.inter))));
-    ok(cudaGetLastError(), "weight init");
+  Weights(const moe::MoeShape& s, bool int4_, uint64_t seed_, int e0_, int ne_)
+      : int4(int4_), e0(e0_), ne(ne_), seed(seed_),
+        w1e(size_t(2) * s.inter * s.hidden / (int4_ ? 2 : 1)), w2e(size_t(s.hidden) * s.inter / (int4_ ? 2 : 1)),
+        s1e(size_t(2) * s.inter / (int4_ ? 1 : 128) * (s.hidden / 128)),
+        s2e(size_t(s.hidden) / (int4_ ? 1 : 128) * (s.inter / 128)),
+        // Real values ~ U(-1, 1) / sqrt(fan-in): code/448 * scale with scale ~ 1/(448 sqrt(K)) (FP8) or
+        // 1/(7 sqrt(K)) (int4 in [-8, 7]).
+        base1(1.0f / ((int4_ ? 8.0f : 448.0f) * std::sqrt(float(s.hidden)))),
+        base2(1.0f / ((int4_ ? 8.0f : 448.0f) * std::sqrt(float(s.inter)))),
+        w1(w1e * ne_), w2(w2e * ne_), s1(s1e * ne_), s2(s2e * ne_) {
+    fill(w1.p, w2.p, s1.p, s2.p, e0, ne);
     ok(cudaDeviceSynchronize(), "weight init");
+  }
+  // Experts [e, e + n) of the global tensors into the given buffers.
+  void fill(uint8_t* a1, uint8_t* a2, float* c1, float* c2, int e, int n) const {
+    if (int4) {
+      fill_bytes<<<kFill, 256>>>(a1, w1e * n, seed + 1, w1e * e);
+      fill_bytes<<<kFill, 256>>>(a2, w2e * n, seed + 2, w2e * e);
+    } else {
+      fill_fp8<<<kFill, 256>>>(a1, w1e * n, seed + 1, w1e * e);
+      fill_fp8<<<kFill, 256>>>(a2, w2e * n, seed + 2, w2e * e);
+    }
+    fill_scale<<<kFill, 256>>>(c1, s1e * n, seed + 3, base1, s1e * e);
+    fill_scale<<<kFill, 256>>>(c2, s2e * n, seed + 4, base2, s2e * e);
+    ok(cudaGetLastError(), "weight init");
+  }
+  // Global expert e on the host (codes w1, w2 and their scales, the fused kernel's layouts): copied from this
+  // rank's slice, or regenerated when another rank holds it (real ranks: the reference needs every expert).
+  struct Host {
+    std::vector<uint8_t> w1, w2;
+    std::vector<float> s1, s2;
+  };
+  Host host(int e) const {
+    if (e >= e0 && e < e0 + ne) {
+      const size_t l = size_t(e - e0);
+      return {w1.host(l * w1e, w1e), w2.host(l * w2e, w2e), s1.host(l * s1e, s1e), s2.host(l * s2e, s2e)};
+    }
+    Dev<uint8_t> a1(w1e), a2(w2e);
+    Dev<float> c1(s1e), c2(s2e);
+    fill(a1.p, a2.p, c1.p, c2.p, e, 1);
+    ok(cudaDeviceSynchronize(), "expert regeneration");
+    return {a1.host(), a2.host(), c1.host(), c2.host()};
   }
 };
 
@@ -387,6 +447,31 @@ json trace_summary(const std::vector<moe_kernel::MoeTileTrace>& tr, int ctas, in
           {"trs_us", med(trs)}, {"l1_store_done_us", med(l1_done)}, {"gap_us", gap.empty() ? NAN : med(gap) / 1e3}};
 }
 
+// Spearman's rank correlation (average ranks for ties); NaN when either side is constant.
+double spearman(const std::vector<double>& x, const std::vector<double>& y) {
+  auto ranks = [](const std::vector<double>& v) {
+    std::vector<size_t> idx(v.size());
+    for (size_t i = 0; i < v.size(); ++i) idx[i] = i;
+    std::sort(idx.begin(), idx.end(), [&](size_t a, size_t b) { return v[a] < v[b]; });
+    std::vector<double> r(v.size());
+    for (size_t i = 0; i < idx.size();) {
+      size_t j = i;
+      while (j + 1 < idx.size() && v[idx[j + 1]] == v[idx[i]]) ++j;
+      for (size_t k = i; k <= j; ++k) r[idx[k]] = 0.5 * double(i + j);
+      i = j + 1;
+    }
+    return r;
+  };
+  const std::vector<double> rx = ranks(x), ry = ranks(y);
+  const double n = double(x.size());
+  double mx = 0, my = 0;
+  for (size_t i = 0; i < x.size(); ++i) mx += rx[i] / n, my += ry[i] / n;
+  double sxy = 0, sxx = 0, syy = 0;
+  for (size_t i = 0; i < x.size(); ++i)
+    sxy += (rx[i] - mx) * (ry[i] - my), sxx += (rx[i] - mx) * (rx[i] - mx), syy += (ry[i] - my) * (ry[i] - my);
+  return sxx > 0 && syy > 0 ? sxy / std::sqrt(sxx * syy) : NAN;
+}
+
 double geomean(const std::vector<double>& v) {
   if (v.empty()) return NAN;
   double s = 0;
@@ -398,34 +483,66 @@ double geomean(const std::vector<double>& v) {
 
 int main(int argc, char** argv) try {
   const Args a = parse(argc, argv);
-  std::filesystem::create_directories(a.out);
+  // Real ranks when a launcher started this process (xstage launch / torchrun / mpirun / Slurm: one process
+  // per GPU, even a world of 1), else one rank on this GPU (plus the emulated ranks of --worlds).
+  const runtime::LaunchInfo li = runtime::detect_launch(runtime::process_env());
+  std::unique_ptr<runtime::Communicator> comm;
+  std::unique_ptr<runtime::Team> team1;
+  if (li.launcher != "none") {
+    runtime::CommOptions co;
+    co.timeout_s = 120;
+    comm = std::make_unique<runtime::Communicator>(li, co);
+    team1 = runtime::Team::real(*comm);
+  } else {
+    team1 = runtime::Team::emulated(1);
+  }
+  const bool real = !team1->is_emulated();
+  const int P = team1->world(), rank = team1->first_rank();
+  const bool lead_rank = rank == 0;  // writes the files and prints the table
+  // A value agreed over the ranks (the slowest rank sets a layer's time; any rank's failure fails the row).
+  auto rmax = [&](double v) { return comm ? comm->allreduce(v, ncclMax) : v; };
+  auto rmin = [&](double v) { return comm ? comm->allreduce(v, ncclMin) : v; };
+  auto rmean = [&](double v) { return comm ? comm->allreduce(v, ncclSum) / P : v; };
+  if (real)
+    for (const std::string& key : a.shapes)
+      if (moe::find_moe_shape(key)->experts % P != 0)
+        throw UsageError(detail::concat("shape ", key, ": ", moe::find_moe_shape(key)->experts,
+                                        " experts do not divide over the world size ", P));
+  if (lead_rank) std::filesystem::create_directories(a.out);
   cudaDeviceProp prop{};
-  ok(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
-  std::printf("# %s, %d SMs; protocol %s, block %.2f s, warm-up %.2f s, %d round(s)\n", prop.name,
-              prop.multiProcessorCount, bench::kProtocolName, a.block_s, a.warmup_s, a.rounds);
-  std::unique_ptr<runtime::Team> team1 = runtime::Team::emulated(1);
+  ok(cudaGetDeviceProperties(&prop, team1->device()), "cudaGetDeviceProperties");
+  const std::string ranks_label =
+      real ? detail::concat("P = ", P, " real ranks (one process per GPU, NCCL ", NCCL_MAJOR, ".", NCCL_MINOR, ")")
+           : std::string("P = 1 (one GPU; no NVLink traffic)");
+  if (lead_rank)
+    std::printf("# %s, %d SMs; %s; protocol %s, block %.2f s, warm-up %.2f s, %d round(s)\n", prop.name,
+                prop.multiProcessorCount, ranks_label.c_str(), bench::kProtocolName, a.block_s, a.warmup_s, a.rounds);
   cudaStream_t st = team1->stream();
   bench::Params bp;
   bp.block_s = a.block_s;
-  bp.warmup_s = a.warmup_s;
+  bp.warmup_s = real ? 0 : a.warmup_s;  // real ranks: a fixed warm-up before the protocol (agreed call counts)
   bp.rounds = a.rounds;
+  bp.nvml_device = team1->device();
 
-  std::ofstream csv(a.out + "/moe.csv");
+  // Only rank 0 writes the run's files (other ranks' streams go nowhere); per-rank trace files carry the rank.
+  auto out_file = [&](const std::string& name) { return lead_rank ? a.out + "/" + name : std::string("/dev/null"); };
+  std::ofstream csv(out_file("moe.csv"));
   std::ofstream tsum, tcsv;
   if (a.trace) {
-    tsum.open(a.out + "/trace_summary.csv");
+    tsum.open(out_file("trace_summary.csv"));
     tsum << "shape,tokens,routing,precision,order,tiles,clock_ghz,makespan_us,mma_busy,starved,l1_mma_us,l2_mma_us,"
             "l1_tflops_sm,l2_tflops_sm,l1_first_wait_us,l2_first_wait_us,slot_wait_us,trs_us,l1_store_done_us,gap_us\n";
   }
   if (!a.trace_csv.empty()) {
-    tcsv.open(a.trace_csv);
+    tcsv.open(real && P > 1 ? detail::concat(a.trace_csv, ".rank", rank) : a.trace_csv);
     tcsv << "shape,tokens,routing,order,rank,cta,index,kind,expert,row,n,mma_start_ns,mma_end_ns,mma_cycles,"
             "slot_wait_cycles,epi_start_ns,epi_read_cycles,epi_done_cycles,first_wait_cycles,full_wait_cycles\n";
   }
   csv << "shape,hidden,inter,experts,topk,tokens,routing,precision,flops,backend,median_ms,min_ms,max_ms,spread,"
          "tflops,ratio_vs_fused,flipped\n";
   json blocks = json::array(), rows = json::array();
-  std::vector<double> ratios_p1, sched_ratios, sched_bal, sched_skew;
+  std::vector<double> ratios_p1, sched_ratios, sched_bal, sched_skew, sched_violated, auto_vs_best, auto_vs_wave,
+      stall_pred, stall_meas;
   int sched_configs = 0, sched_bitwise = 0;
   const model::Platform mx = model::Platform::load(a.platform);
   // The model's MMA-time estimate uses a tensor-core rate per SM: PLATFORM.md's measured cuBLASLt FP8
@@ -435,29 +552,34 @@ int main(int argc, char** argv) try {
   int configs = 0, correct = 0;
   std::vector<int> emulated_ok;
   std::map<std::string, double> v4frac;  // "8192"/"32768" -> lowest ceiling fraction over the two V4 shapes
-  std::printf("%-18s %6s %-8s %-5s %9s %9s %9s %7s %7s %6s %8s %8s %s\n", "shape", "T", "routing", "prec",
+  if (lead_rank)
+    std::printf("%-18s %6s %-8s %-5s %9s %9s %9s %7s %7s %6s %8s %8s %s\n", "shape", "T", "routing", "prec",
               "fused ms", "unfus ms", "ceil ms", "ratio", "TFLOP/s", "ceil%", "ref err", "vs unf", "ok");
 
   for (const std::string& prec : a.precisions) {
     const bool int4 = prec == "w4a8";
     for (const std::string& key : a.shapes) {
       const moe::MoeShape& s = *moe::find_moe_shape(key);
-      Weights W(s, int4, a.seed * 1000 + std::hash<std::string>{}(key) % 997);
+      const int E_loc = s.experts / P;  // this rank's experts [rank E/P, (rank + 1) E/P)
+      Weights W(s, int4, a.seed * 1000 + std::hash<std::string>{}(key) % 997, rank * E_loc, E_loc);
       for (int T : a.tokens) {
         for (const std::string& rname : a.routings) {
           const moe::RoutingKind rk = moe::parse_routing_kind(rname);
           ++configs;
           const uint64_t cseed = a.seed * 7919 + T * 31 + int(rk);
-          // inputs: x codes + 1x128 scales (values ~ U(-1, 1)), routing of one rank holding all tokens
+          // inputs: x codes + 1x128 scales (values ~ U(-1, 1)) of this rank's T tokens (its slice of the
+          // global batch of P * T tokens), the routing of every rank (the same on every rank: same seed)
           Dev<uint8_t> x(size_t(T) * s.hidden);
           Dev<float> xs(size_t(T) * (s.hidden / 128)), wt(size_t(T) * s.topk), out(size_t(T) * s.hidden),
               out2(size_t(T) * s.hidden), out_u(size_t(T) * s.hidden);
-          fill_fp8<<<kFill, 256, 0, st>>>(x.p, x.n, cseed + 11);
-          fill_scale<<<kFill, 256, 0, st>>>(xs.p, xs.n, cseed + 12, 1.0f / 448.0f);
+          fill_fp8<<<kFill, 256, 0, st>>>(x.p, x.n, cseed + 11, size_t(rank) * x.n);
+          fill_scale<<<kFill, 256, 0, st>>>(xs.p, xs.n, cseed + 12, 1.0f / 448.0f, size_t(rank) * xs.n);
           ok(cudaGetLastError(), "input init");
-          const moe::Routing routing = moe::generate_routing({1, T, s.experts, s.topk, rk, 1.0, cseed});
-          ok(cudaMemcpy(wt.p, routing.weight.data(), wt.n * 4, cudaMemcpyHostToDevice), "weights H2D");
-          const double flops = moe::moe_layer_flops(s, T);
+          const moe::Routing routing = moe::generate_routing({P, T, s.experts, s.topk, rk, 1.0, cseed});
+          const int32_t* my_index = routing.rank_index(rank);
+          const float* my_weight = routing.rank_weight(rank);
+          ok(cudaMemcpy(wt.p, my_weight, wt.n * 4, cudaMemcpyHostToDevice), "weights H2D");
+          const double flops = moe::moe_layer_flops(s, T);  // per rank (each rank's T tokens)
 
           // ---- fused, P = 1
           const moe_kernel::MoeShape ms{s.hidden, s.inter, s.experts, s.topk, T};
@@ -473,13 +595,14 @@ int main(int argc, char** argv) try {
           prm.w2_scale = W.s2.p;
           prm.experts_per_wave = 0;  // auto: waves that fill the SMs
           prm.ctas_per_rank = a.ctas;  // 0: every SM (diagnostics only: fewer CTAs)
+          prm.cluster = a.cluster;
           const bool fused_ok = true;
           json row = {{"shape", key}, {"hidden", s.hidden}, {"inter", s.inter}, {"experts", s.experts},
                       {"topk", s.topk}, {"tokens", T}, {"routing", rname}, {"precision", prec}, {"flops", flops}};
           bool good = true;
           std::vector<std::string> names;
           std::vector<std::function<void(int)>> fns;
-          std::vector<moe_kernel::MoeLayerParams> order_prm, lead_prm;
+          std::vector<moe_kernel::MoeLayerParams> order_prm, lead_prm, single_prm;
           if (fused_ok) {
             moe_kernel::prepare_moe_layer(*team1, ws, prm, st);
             for (const std::string& o : a.orders) {
@@ -501,6 +624,16 @@ int main(int argc, char** argv) try {
               names.push_back("fused_interleaved_D" + std::to_string(a.leads[i]));
               fns.push_back([&, i](int) { moe_kernel::launch_moe_layer(*team1, ws, lead_prm[i], st); });
             }
+            if (a.compare_single)  // the same orders on single CTAs (no A multicast)
+              for (size_t i = 0; i < order_prm.size(); ++i) {
+                moe_kernel::MoeLayerParams p2 = order_prm[i];
+                p2.cluster = 1;
+                single_prm.push_back(p2);
+              }
+            for (size_t i = 0; i < single_prm.size(); ++i) {
+              names.push_back("fused_" + a.orders[i] + "_c1");
+              fns.push_back([&, i](int) { moe_kernel::launch_moe_layer(*team1, ws, single_prm[i], st); });
+            }
             // correctness: poisoned output, first order; other orders bit-identical
             ok(cudaMemsetAsync(out.p, 0xFF, out.n * 4, st), "poison");
             ws.poison(st);
@@ -516,6 +649,18 @@ int main(int argc, char** argv) try {
               row["orders_bitwise_equal"] = d.unequal == 0 && d.nonfinite == 0;
               good = good && d.unequal == 0 && d.nonfinite == 0;
             }
+            bool single_equal = true;
+            for (const moe_kernel::MoeLayerParams& ps : single_prm) {  // single CTAs: bit-identical
+              ok(cudaMemsetAsync(out2.p, 0xFF, out2.n * 4, st), "poison");
+              moe_kernel::MoeLayerParams p2 = ps;
+              p2.rank[0].out = out2.p;
+              moe_kernel::launch_moe_layer(*team1, ws, p2, st);
+              ws.check(*team1, "fused MoE, single CTAs (" + key + ")");
+              const Diff d = diff(out2.p, out.p, out.n, st);
+              single_equal = single_equal && d.unequal == 0 && d.nonfinite == 0;
+            }
+            if (!single_prm.empty()) row["single_cta_bitwise_equal"] = single_equal;
+            good = good && single_equal;
             // reference on sampled tokens (spread over the batch), in parallel on the host
             const int nt = std::min(a.check_tokens, T);
             std::vector<int> toks;
@@ -523,18 +668,22 @@ int main(int argc, char** argv) try {
             const std::vector<float> got = out.host();
             const std::vector<uint8_t> xh = x.host();
             const std::vector<float> xsh = xs.host();
-            const int H = s.hidden, I = s.inter, KB1 = H / 128, KB2 = I / 128;
+            const int H = s.hidden, I = s.inter, KB1 = H / 128;
             std::vector<std::vector<float>> yk(size_t(nt) * s.topk);
+            std::map<int, Weights::Host> experts_h;  // every expert the sampled tokens reach (maybe remote)
+            for (int q = 0; q < nt * s.topk; ++q) {
+              const int e = my_index[size_t(toks[q / s.topk]) * s.topk + q % s.topk];
+              if (!experts_h.count(e)) experts_h.emplace(e, W.host(e));
+            }
             std::vector<std::thread> th;
             std::atomic<int> next{0};
-            const size_t w1e = size_t(2) * I * H / (int4 ? 2 : 1), w2e = size_t(H) * I / (int4 ? 2 : 1),
-                         s1e = size_t(2 * I / (int4 ? 1 : 128)) * KB1, s2e = size_t(H / (int4 ? 1 : 128)) * KB2;
             for (unsigned w = 0; w < std::max(1u, std::min(16u, std::thread::hardware_concurrency())); ++w)
               th.emplace_back([&] {
                 for (int q; (q = next++) < nt * s.topk;) {
-                  const int t = toks[q / s.topk], e = routing.index[size_t(t) * s.topk + q % s.topk];
-                  const RefWeight w1{int4, 2 * I, H, W.w1.host(size_t(e) * w1e, w1e), W.s1.host(size_t(e) * s1e, s1e)};
-                  const RefWeight w2{int4, H, I, W.w2.host(size_t(e) * w2e, w2e), W.s2.host(size_t(e) * s2e, s2e)};
+                  const int t = toks[q / s.topk], e = my_index[size_t(t) * s.topk + q % s.topk];
+                  const Weights::Host& eh = experts_h.at(e);
+                  const RefWeight w1{int4, 2 * I, H, eh.w1, eh.s1};
+                  const RefWeight w2{int4, H, I, eh.w2, eh.s2};
                   yk[q] = ref_expert({H, I, xh.data() + size_t(t) * H, xsh.data() + size_t(t) * KB1}, w1, w2);
                 }
               });
@@ -546,7 +695,7 @@ int main(int argc, char** argv) try {
               for (int h = 0; h < H; ++h) {
                 float r = 0;
                 for (int j = 0; j < s.topk; ++j)
-                  r += routing.weight[size_t(t) * s.topk + j] * yk[size_t(i) * s.topk + j][h];
+                  r += my_weight[size_t(t) * s.topk + j] * yk[size_t(i) * s.topk + j][h];
                 const float g = got[size_t(t) * H + h];
                 if (!std::isfinite(g)) { ++bad; continue; }
                 se += double(g - r) * (g - r);
@@ -555,66 +704,97 @@ int main(int argc, char** argv) try {
               }
             }
             const double ref_err = sr > 0 ? std::sqrt(se / sr) : 0;
-            row["ref_tokens"] = nt;
-            row["ref_rel_rms"] = ref_err;
-            row["ref_max_abs"] = mx;
-            row["nonfinite"] = bad;
+            row["ref_tokens"] = nt;  // per rank
+            row["ref_rel_rms"] = rmax(ref_err);
+            row["ref_max_abs"] = rmax(mx);
+            row["nonfinite"] = rmax(double(bad));
             // FP8 requantisation of h flips single codes when the accumulation order differs: 1e-2 relative
             // rms is far above that (measured values in the CSV) and far below a wrong row (~1).
             good = good && bad == 0 && ref_err < 1e-2;
           }
 
-          // ---- unfused and ceiling (P = 1)
-          moe_bench::UnfusedMoe unf({s.hidden, s.inter, s.experts, s.topk, T},
-                                    int4 ? moe_bench::WeightFormat::kInt4 : moe_bench::WeightFormat::kFp8);
-          if (int4) {  // the unfused baseline takes the int4 scales as [rows][K/128]
-            if (!W.s1u) {
-              W.s1u = std::make_unique<Dev<float>>(W.s1.n);
-              W.s2u = std::make_unique<Dev<float>>(W.s2.n);
-              transpose_scales<<<kFill, 256>>>(W.s1.p, W.s1u->p, s.experts, s.hidden / 128, 2 * s.inter);
-              transpose_scales<<<kFill, 256>>>(W.s2.p, W.s2u->p, s.experts, s.inter / 128, s.hidden);
-              ok(cudaGetLastError(), "transpose_scales");
-            }
-            unf.set_weights(W.w1.p, W.s1u->p, W.w2.p, W.s2u->p);
-          } else {
-            unf.set_weights(W.w1.p, W.s1.p, W.w2.p, W.s2.p);
+          // ---- unfused and ceiling. P = 1: UnfusedMoe (all experts here, no communication); real P > 1:
+          // UnfusedEpMoe (NCCL all-to-all-v dispatch and combine around the local experts' cuBLASLt GEMMs).
+          const moe_bench::UnfusedShape us{s.hidden, s.inter, s.experts, s.topk, T};
+          const moe_bench::WeightFormat wf = int4 ? moe_bench::WeightFormat::kInt4 : moe_bench::WeightFormat::kFp8;
+          if (int4 && !W.s1u) {  // the unfused baseline takes the int4 scales as [rows][K/128]
+            W.s1u = std::make_unique<Dev<float>>(W.s1.n);
+            W.s2u = std::make_unique<Dev<float>>(W.s2.n);
+            transpose_scales<<<kFill, 256>>>(W.s1.p, W.s1u->p, E_loc, s.hidden / 128, 2 * s.inter);
+            transpose_scales<<<kFill, 256>>>(W.s2.p, W.s2u->p, E_loc, s.inter / 128, s.hidden);
+            ok(cudaGetLastError(), "transpose_scales");
           }
-          unf.set_routing(routing.index.data());
+          const float* us1 = int4 ? W.s1u->p : W.s1.p;
+          const float* us2 = int4 ? W.s2u->p : W.s2.p;
+          std::unique_ptr<moe_bench::UnfusedMoe> unf1;
+          std::unique_ptr<moe_bench::UnfusedEpMoe> unfp;
+          const moe_bench::UnfusedRankIO uio{x.p, xs.p, wt.p, out_u.p};
+          if (P == 1) {
+            unf1 = std::make_unique<moe_bench::UnfusedMoe>(us, wf);
+            unf1->set_weights(W.w1.p, us1, W.w2.p, us2);
+            unf1->set_routing(routing.index.data());
+          } else {
+            unfp = std::make_unique<moe_bench::UnfusedEpMoe>(*team1, us, wf);
+            unfp->set_weights(0, W.w1.p, us1, W.w2.p, us2);
+            unfp->set_routing(routing.index.data());
+          }
+          auto run_unfused = [&] {
+            if (unf1) unf1->run(x.p, xs.p, wt.p, out_u.p, st);
+            else unfp->run(&uio, st);
+          };
           names.push_back("unfused");
-          fns.push_back([&](int) { unf.run(x.p, xs.p, wt.p, out_u.p, st); });
-          moe_bench::CeilingGemm ceil({s.hidden, s.inter, s.experts, s.topk, T});
+          fns.push_back([&](int) { run_unfused(); });
+          moe_bench::CeilingGemm ceil(us);  // one rank's FLOPs (T tokens per rank)
           names.push_back("ceiling");
           fns.push_back([&](int) { ceil.run(st); });
           ok(cudaMemsetAsync(out_u.p, 0xFF, out_u.n * 4, st), "poison");
-          unf.run(x.p, xs.p, wt.p, out_u.p, st);
+          run_unfused();
           ok(cudaStreamSynchronize(st), "unfused");
           if (fused_ok) {
             const Diff d = diff(out.p, out_u.p, out.n, st);
-            row["vs_unfused_rel_rms"] = d.rel_rms;
-            row["vs_unfused_max_abs"] = d.max_abs;
+            row["vs_unfused_rel_rms"] = rmax(d.rel_rms);
+            row["vs_unfused_max_abs"] = rmax(d.max_abs);
             // bf16 rounding of the unfused Linear-1 output before SwiGLU moves some FP8 codes of h
             good = good && d.rel_rms < 5e-2;
           } else {
             const Diff d = diff(out_u.p, out_u.p, out_u.n, st);
             row["unfused_nonfinite"] = d.nonfinite;
           }
+          good = rmin(good ? 1.0 : 0.0) > 0.5;  // every rank's check
           row["correct"] = good && fused_ok;
 
           // ---- timing
           double fused_ms = NAN, unf_ms = NAN, ceil_ms = NAN;
           if (a.time) {
-            const bench::Result res = bench::run_protocol_cuda(names, fns, st, bp);
+            if (real)  // fixed warm-up: every rank the same calls (see bench/agreed_timer.cuh)
+              for (auto& f : fns)
+                for (int c = 0; c < 5; ++c) f(c);
+            bench::AgreedTimer timer(fns, st, comm.get());
+            bench::NvmlSampler sampler(team1->device());
+            const bench::Result res = bench::run_protocol(names, timer, &sampler, bp);
+            ws.check(*team1, "fused MoE timing (" + key + ")");
             json jr = bench::to_json(res);
             jr["config"] = row;
+            jr["rank"] = rank;
             blocks.push_back(jr);
-            const bench::BackendStats& su = res.stats_of("unfused");
-            const bench::BackendStats& sc = res.stats_of("ceiling");
+            // Real ranks: the layer takes as long as its slowest rank, so every statistic is the worst over the
+            // ranks (max of the medians and of the half medians, min of the minima); P = 1: the rank's own.
+            std::map<std::string, bench::BackendStats> agreed;
+            for (const std::string& n : names) {
+              bench::BackendStats b = res.stats_of(n);
+              auto mx = [&](std::optional<double>& v) { v = rmax(v.value_or(NAN)); };
+              mx(b.median_ms), mx(b.max_ms), mx(b.spread), mx(b.median_ms_first_half), mx(b.median_ms_second_half);
+              b.min_ms = rmin(b.min_ms.value_or(NAN));
+              agreed[n] = b;
+            }
+            const bench::BackendStats& su = agreed.at("unfused");
+            const bench::BackendStats& sc = agreed.at("ceiling");
             unf_ms = su.median_ms.value_or(NAN);
             ceil_ms = sc.median_ms.value_or(NAN);
             for (const std::string& n : names) {
-              const bench::BackendStats& sb = res.stats_of(n);
+              const bench::BackendStats& sb = agreed.at(n);
               std::optional<bench::Ratio> rr;
-              if (fused_ok && n != names[0]) rr = bench::ratio(res.stats_of(names[0]), sb);
+              if (fused_ok && n != names[0]) rr = bench::ratio(agreed.at(names[0]), sb);
               const double ms = sb.median_ms.value_or(NAN);
               csv << key << "," << s.hidden << "," << s.inter << "," << s.experts << "," << s.topk << "," << T << ","
                   << rname << "," << prec << "," << flops << "," << n << "," << ms << "," << sb.min_ms.value_or(NAN)
@@ -625,8 +805,8 @@ int main(int argc, char** argv) try {
               row["spread_" + n] = sb.spread.value_or(NAN);
             }
             if (fused_ok) {
-              fused_ms = res.stats_of(names[0]).median_ms.value_or(NAN);
-              const bench::Ratio r = bench::ratio(res.stats_of(names[0]), su);
+              fused_ms = agreed.at(names[0]).median_ms.value_or(NAN);
+              const bench::Ratio r = bench::ratio(agreed.at(names[0]), su);
               row["fused_vs_unfused"] = r.ratio.value_or(NAN);
               row["fused_vs_unfused_flipped"] = r.flipped.value_or(false);
               row["ceiling_fraction"] = ceil_ms / fused_ms;
@@ -647,7 +827,9 @@ int main(int argc, char** argv) try {
               moe_kernel::launch_moe_layer(*team1, ws, p2, st);
               ws.check(*team1, "traced fused MoE (" + key + ")");
               const std::vector<moe_kernel::MoeTileTrace> tr = ws.read_trace(*team1);
-              const json js = trace_summary(tr, a.ctas > 0 ? a.ctas : team1->sms_per_rank(), s.hidden, s.inter);
+              json js = trace_summary(tr, a.ctas > 0 ? a.ctas : team1->sms_per_rank(), s.hidden, s.inter);
+              if (real)  // the mean over the ranks of each rank's summary (each rank's tiles: its --trace-csv.rankR)
+                for (auto& [k, v] : js.items()) v = rmean(v.get<double>());
               row["trace_" + a.orders[i]] = js;
               tsum << key << "," << T << "," << rname << "," << prec << "," << a.orders[i];
               for (const char* f : {"tiles", "clock_ghz", "makespan_us", "mma_busy", "starved", "l1_mma_us", "l2_mma_us",
@@ -655,6 +837,7 @@ int main(int argc, char** argv) try {
                                     "slot_wait_us", "trs_us", "l1_store_done_us", "gap_us"})
                 tsum << "," << js[f].get<double>();
               tsum << "\n";
+              if (lead_rank)
               std::printf("    trace %-11s busy %.2f starved %.2f | L1 %.2f us %.1f TF/SM first %.2f | L2 %.2f us %.1f TF/SM "
                           "first %.2f | slot %.2f TRS %.2f gap %.2f us\n",
                           a.orders[i].c_str(), js["mma_busy"].get<double>(), js["starved"].get<double>(),
@@ -670,15 +853,29 @@ int main(int argc, char** argv) try {
                        << t.epi_start_ns << "," << t.epi_read_cycles << "," << t.epi_done_cycles << ","
                        << t.first_wait_cycles << "," << t.full_wait_cycles << "\n";
             }
+          if (lead_rank)
           std::printf("%-18s %6d %-8s %-5s %9.3f %9.3f %9.3f %7.3f %7.1f %5.1f%% %8.1e %8.1e %s\n", key.c_str(), T,
                       rname.c_str(), prec.c_str(), fused_ms, unf_ms, ceil_ms, unf_ms / fused_ms,
                       flops / (fused_ms * 1e-3) / 1e12, 100 * ceil_ms / fused_ms,
                       row.value("ref_rel_rms", NAN), row.value("vs_unfused_rel_rms", NAN),
                       row["correct"].get<bool>() ? "yes" : "NO");
+          if (lead_rank && a.compare_single) {
+            int cl = 1;
+            const int nc = moe_kernel::moe_launch_ctas(*team1, prm, &cl);
+            row["ctas_per_rank"] = nc;
+            row["cluster"] = cl;
+            std::printf("    launch: %d CTAs per rank, %s\n", nc, cl == 2 ? "CTA pairs" : "single CTAs");
+          }
+          if (lead_rank && a.compare_single && a.time)
+            for (const std::string& o : a.orders)
+              if (row.contains("ms_fused_" + o) && row.contains("ms_fused_" + o + "_c1"))
+                std::printf("    %-11s this launch %.3f ms, single CTAs %.3f ms: single/this %.3f\n", o.c_str(),
+                            row["ms_fused_" + o].get<double>(), row["ms_fused_" + o + "_c1"].get<double>(),
+                            row["ms_fused_" + o + "_c1"].get<double>() / row["ms_fused_" + o].get<double>());
           std::fflush(stdout);
 
           // ---- emulated ranks: the same global batch split into P ranks, bit-identical to P = 1
-          if (fused_ok && T == a.emulated_tokens)
+          if (!real && fused_ok && T == a.emulated_tokens)
             for (int P : a.worlds) {
               if (P == 1) continue;
               if (T % P != 0 || s.experts % P != 0) {
@@ -711,14 +908,14 @@ int main(int argc, char** argv) try {
               }
             }
           if (row["correct"].get<bool>()) ++correct;
-          {  // auto: the model's choice for this configuration at the world size it ran (P = 1 here)
+          {  // auto: the model's choice for this configuration at the world size it ran
             moe::OrderQuery q;
             q.hidden = s.hidden;
             q.inter = s.inter;
             q.experts = s.experts;
             q.topk = s.topk;
             q.tokens = T;
-            q.world = 1;
+            q.world = P;
             q.weight_bytes = int4 ? 0.5 : 1.0;
             q.l1_cols = 256;  // the kernel's L1 tile: 128 gate + 128 up columns
             q.sms = a.ctas > 0 ? a.ctas : team1->sms_per_rank();
@@ -733,35 +930,68 @@ int main(int argc, char** argv) try {
             row["auto_reason"] = ch.reason;
             row["predicted_stall_wave_us"] = ch.predicted_stall_wave_us;  // per L2 tile (0 at P = 1: no remote stores)
             row["predicted_stall_interleaved_us"] = ch.predicted_stall_interleaved_us;
+            row["rate_bound_violated_wave"] = ch.drain_dominated;  // V / (T_iss^0 + T_L2^mma) > R under Expert-Wave
           }
           if (row.contains("ms_fused_wave") && row.contains("ms_fused_interleaved")) {
-            const double r = row["ms_fused_wave"].get<double>() / row["ms_fused_interleaved"].get<double>();
+            const double tw = row["ms_fused_wave"].get<double>(), ti = row["ms_fused_interleaved"].get<double>();
+            const double r = tw / ti;
             row["interleaved_vs_wave"] = r;
             sched_ratios.push_back(r);
             (rname == "balanced" ? sched_bal : sched_skew).push_back(r);
             ++sched_configs;
             if (row.value("orders_bitwise_equal", false)) ++sched_bitwise;
+            // auto runs the order it chose at its lead, which is the kernel's default lead (D_knee for these
+            // CTAs) unless the two differ: then auto's time is not among the timed backends and is left out.
+            const int kernel_lead = moe_kernel::moe_lead_knee(a.ctas > 0 ? a.ctas : team1->sms_per_rank(), s.inter);
+            const bool auto_int = row["auto_order"] == moe::to_string(moe::OrderChoice::Order::kInterleaved);
+            if (!auto_int || row["auto_lead"].get<int>() == kernel_lead) {
+              const double ta = auto_int ? ti : tw;
+              row["auto_vs_best"] = std::min(tw, ti) / ta;
+              row["auto_vs_wave"] = tw / ta;
+              auto_vs_best.push_back(std::min(tw, ti) / ta);
+              auto_vs_wave.push_back(tw / ta);
+            } else {
+              row["auto_untimed"] = detail::concat("auto's lead ", row["auto_lead"].get<int>(), " != the kernel's D_knee ",
+                                                   kernel_lead);
+            }
+            if (row.value("rate_bound_violated_wave", false)) sched_violated.push_back(r);
+            if (row.contains("trace_wave")) {  // measured stall per L2 tile: the MMA side's wait for a staging slot
+              stall_pred.push_back(row["predicted_stall_wave_us"].get<double>());
+              stall_meas.push_back(row["trace_wave"]["slot_wait_us"].get<double>());
+            }
           }
           rows.push_back(row);
         }
       }
     }
   }
-  std::ofstream(a.out + "/blocks.json") << blocks.dump(1) << "\n";
+  std::ofstream(out_file("blocks.json")) << blocks.dump(1) << "\n";
+  if (real && !lead_rank)  // every rank's own blocks (rank 0's are in blocks.json)
+    std::ofstream(detail::concat(a.out, "/blocks.rank", rank, ".json")) << blocks.dump(1) << "\n";
   std::sort(emulated_ok.begin(), emulated_ok.end());
+  const std::string machine = real ? detail::concat(P, " x ", prop.name, ", ", prop.multiProcessorCount, " SMs each")
+                                   : detail::concat(prop.name, ", ", prop.multiProcessorCount, " SMs");
+  const json jratio_g = ratios_p1.empty() ? json() : json(geomean(ratios_p1));
+  const json jratio_min = ratios_p1.empty() ? json() : json(min_ratio);
   json summary = {{"configs", configs},
                   {"correct_configs", correct},
-                  {"geomean_fused_vs_unfused_p1", ratios_p1.empty() ? json() : json(geomean(ratios_p1))},
-                  {"min_fused_vs_unfused_p1", ratios_p1.empty() ? json() : json(min_ratio)},
+                  {"ranks", P},
+                  {"ranks_label", ranks_label},
+                  {"geomean_fused_vs_unfused", jratio_g},
+                  {"min_fused_vs_unfused", jratio_min},
                   {"ceiling_fraction_v4_w8a8_8k", v4frac.count("8192") ? json(v4frac["8192"]) : json()},
                   {"ceiling_fraction_v4_w8a8_32k", v4frac.count("32768") ? json(v4frac["32768"]) : json()},
                   {"emulated_ranks_tested", emulated_ok},
-                  {"machine", detail::concat(prop.name, ", ", prop.multiProcessorCount, " SMs")},
-                  {"command", a.command},
+                  {"machine", machine},
+                  {"command", real ? detail::concat("xstage launch -n ", P, " -- ", a.command) : a.command},
                   {"protocol", {{"name", bench::kProtocolName}, {"block_s", a.block_s}, {"warmup_s", a.warmup_s},
-                                {"rounds", a.rounds}}},
+                                {"rounds", a.rounds}, {"fixed_warmup_calls", real ? 5 : 0}}},
                   {"rows", rows}};
-  std::ofstream(a.out + "/summary.json") << summary.dump(1) << "\n";
+  if (P == 1) {  // issue 11's P = 1 names
+    summary["geomean_fused_vs_unfused_p1"] = jratio_g;
+    summary["min_fused_vs_unfused_p1"] = jratio_min;
+  }
+  if (lead_rank) std::ofstream(a.out + "/summary.json") << summary.dump(1) << "\n";
   if (sched_configs > 0) {
     std::vector<double> sorted = sched_ratios;
     std::sort(sorted.begin(), sorted.end());
@@ -770,26 +1000,51 @@ int main(int argc, char** argv) try {
       if (r.contains("auto_order"))
         autos.push_back({{"shape", r["shape"]}, {"tokens", r["tokens"]}, {"routing", r["routing"]},
                          {"precision", r["precision"]}, {"order", r["auto_order"]}, {"lead", r["auto_lead"]},
-                         {"reason", r["auto_reason"]}});
-    const json ss = {{"configs", sched_configs},
-                     {"bitwise_equal_configs", sched_bitwise},
-                     {"p1_min_interleaved_vs_wave", sorted.front()},
-                     {"p1_max_interleaved_vs_wave", sorted.back()},
-                     {"p1_median_interleaved_vs_wave", med(sorted)},
-                     {"p1_geomean_interleaved_vs_wave", geomean(sorted)},
-                     {"p1_geomean_balanced", sched_bal.empty() ? json() : json(geomean(sched_bal))},
-                     {"p1_geomean_skewed", sched_skew.empty() ? json() : json(geomean(sched_skew))},
-                     {"ranks", "P = 1 (one H200; no NVLink traffic: only the order's locality and balance show)"},
-                     {"auto_choices", autos},
-                     {"machine", detail::concat(prop.name, ", ", prop.multiProcessorCount, " SMs")},
-                     {"command", a.command}};
-    std::ofstream(a.out + "/schedule_summary.json") << ss.dump(1) << "\n";
-    std::printf("orders: %d configs, bit-identical %d; interleaved/wave (wave ms / interleaved ms) min %.3f median %.3f "
-                "max %.3f geomean %.3f\n", sched_configs, sched_bitwise, sorted.front(), med(sorted), sorted.back(),
-                geomean(sorted));
+                         {"rate_bound_violated_wave", r["rate_bound_violated_wave"]},
+                         {"predicted_stall_wave_us", r["predicted_stall_wave_us"]}, {"reason", r["auto_reason"]}});
+    auto jg = [](const std::vector<double>& v) { return v.empty() ? json() : json(geomean(v)); };
+    auto jmin = [](const std::vector<double>& v) { return v.empty() ? json() : json(*std::min_element(v.begin(), v.end())); };
+    json ss = {{"configs", sched_configs},
+               {"bitwise_equal_configs", sched_bitwise},
+               {"geomean_interleaved_vs_wave", geomean(sorted)},
+               {"median_interleaved_vs_wave", med(sorted)},
+               {"max_speedup", sorted.back()},
+               {"min_speedup", sorted.front()},
+               {"geomean_balanced", jg(sched_bal)},
+               {"geomean_skewed", jg(sched_skew)},
+               {"violated_configs", int(sched_violated.size())},
+               {"geomean_violated", jg(sched_violated)},
+               {"auto_min_vs_best", jmin(auto_vs_best)},
+               {"auto_min_vs_wave", jmin(auto_vs_wave)},
+               // Spearman rank correlation of the model's predicted stall per L2 tile (Expert-Wave) and the measured
+               // one (the traced MMA-side wait for a staging slot); needs --trace and W8A8 rows.
+               {"stall_rank_corr", stall_pred.size() >= 3 ? json(spearman(stall_pred, stall_meas)) : json()},
+               {"stall_points", stall_pred.size()},
+               {"ranks", P},
+               {"ranks_label", real ? ranks_label
+                                    : std::string("P = 1 (one H200; no NVLink traffic: only the order's locality and "
+                                                  "balance show)")},
+               {"auto_choices", autos},
+               {"machine", machine},
+               {"command", summary["command"]}};
+    if (P == 1) {  // issue 12's P = 1 names
+      ss["p1_min_interleaved_vs_wave"] = sorted.front();
+      ss["p1_max_interleaved_vs_wave"] = sorted.back();
+      ss["p1_median_interleaved_vs_wave"] = med(sorted);
+      ss["p1_geomean_interleaved_vs_wave"] = geomean(sorted);
+      ss["p1_geomean_balanced"] = jg(sched_bal);
+      ss["p1_geomean_skewed"] = jg(sched_skew);
+    }
+    if (lead_rank) {
+      std::ofstream(a.out + "/schedule_summary.json") << ss.dump(1) << "\n";
+      std::printf("orders: %d configs, bit-identical %d; interleaved/wave (wave ms / interleaved ms) min %.3f median %.3f "
+                  "max %.3f geomean %.3f\n", sched_configs, sched_bitwise, sorted.front(), med(sorted), sorted.back(),
+                  geomean(sorted));
+    }
   }
-  std::printf("configs %d, correct %d; geomean fused/unfused %.3f, min %.3f\n", configs, correct,
-              geomean(ratios_p1), min_ratio);
+  if (lead_rank)
+    std::printf("configs %d, correct %d; geomean fused/unfused %.3f, min %.3f (%s)\n", configs, correct,
+                geomean(ratios_p1), min_ratio, ranks_label.c_str());
   return correct == configs ? 0 : 1;
 } catch (const UsageError& e) {
   std::fprintf(stderr, "bench_moe: %s\n", e.what());

@@ -1,16 +1,18 @@
-// GPU tests of the fused MoE layer kernel (W8A8 and W4A8; src/kernels/moe, docs/MOE.md "Fused kernel").
+// GPU tests of the fused MoE layer kernel (W8A8, W4A8 and bf16; src/kernels/moe, docs/MOE.md "Fused kernel").
 // They skip cleanly without an sm_90 device; results/moe/correctness holds what they printed on an H200.
 //
 // Each case: random weights and activations (xstage::moe generators), quantized exactly as the kernel
-// expects (quantize_weight_128x128, quantize_act_1x128), a routing (balanced, skewed, or hand-made with
-// empty experts and ranks receiving nothing), ranks emulated on one GPU (P = 1, 2, 4, 8), every
-// workspace buffer and every output poisoned with NaN before the call. The kernel's output is compared
-// with MoeReference(W8A8) -- the same quantization -- with tolerances tied to that reference's own error
-// against MoeReference(Fp32) (docs/MOE.md: FA3 style):
-//   rms(out - ref_w8a8) <= 0.5 * rms(ref_w8a8 - ref_fp32)
-//   max|out - ref_w8a8| <= 2 * max|ref_w8a8 - ref_fp32| + 1e-3 * max|ref_fp32|
+// expects (quantize_weight_128x128, quantize_act_1x128; bf16: rounded to bf16), a routing (balanced, skewed,
+// or hand-made with empty experts and ranks receiving nothing), ranks emulated on one GPU (P = 1, 2, 4, 8),
+// every workspace buffer and every output poisoned with NaN before the call. The kernel's output is compared
+// with the reference of its own precision, MoeReference(W8A8 / W4A8 / Bf16) -- the same quantization or
+// rounding -- with tolerances tied to that reference's own error against MoeReference(Fp32) (docs/MOE.md:
+// FA3 style):
+//   rms(out - ref_p) <= 0.25 * rms(ref_p - ref_fp32)
+//   max|out - ref_p| <= 2 * max|ref_p - ref_fp32| + 1e-3 * max|ref_fp32|
 // and no NaN anywhere (a NaN means an untouched combine entry, a padding row leaking, or a bad scale).
-// The first GPU session should print the measured ratios and tighten the factors if they are far below.
+// The bf16 tests (Bf16*) were written without a GPU and have not run yet; they also check that emulated
+// P = 2, 4, 8 and both tile orders give the P = 1 output bit for bit.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -24,6 +26,7 @@
 #include <vector>
 
 #include "../common/gpu_test.hpp"
+#include "../common/usage_error.hpp"
 #include "moe_layer.hpp"
 #include "xstage/common/error.hpp"
 #include "xstage/moe/quant.hpp"
@@ -34,6 +37,7 @@
 using namespace xstage;
 using namespace xstage::testing_gpu;
 using moe_kernel::MoeOrder;
+using moe_kernel::MoeWeightFormat;
 
 namespace {
 
@@ -45,13 +49,31 @@ struct Case {
   MoeOrder order = MoeOrder::kExpertWave;
   int calls = 1;  // > 1: several calls on one workspace (epochs; a new routing each call)
   bool int4 = false;  // W4A8 weights (int4, per-(row, 128-group) scales) instead of W8A8
+  bool bf16 = false;  // bf16 activations and weights, no scales (MoeWeightFormat::kBf16)
+  int cluster = 0;    // MoeLayerParams::cluster (0: auto = CTA pairs where the N-tile counts are even)
+  // Also run the same call on single CTAs (cluster 1) and require it bit-identical to the first run: a CTA pair
+  // computes every tile with the same math, only the A operand arrives by multicast.
+  bool check_single = false;
 };
 
 std::string name(const Case& c) {
   char b[200];
-  std::snprintf(b, sizeof b, "P=%d T=%d H=%d I=%d E=%d k=%d route=%d order=%d %s", c.world, c.tokens, c.hidden,
-                c.inter, c.experts, c.topk, int(c.route), int(c.order), c.int4 ? "w4a8" : "w8a8");
+  std::snprintf(b, sizeof b, "P=%d T=%d H=%d I=%d E=%d k=%d route=%d order=%d %s cluster=%d", c.world, c.tokens,
+                c.hidden, c.inter, c.experts, c.topk, int(c.route), int(c.order),
+                c.bf16 ? "bf16" : c.int4 ? "w4a8" : "w8a8", c.cluster);
   return b;
+}
+
+// bf16 bit patterns of n floats (round to nearest even: moe::bf16_round, = __float2bfloat16_rn).
+std::vector<uint16_t> to_bf16(const float* v, size_t n) {
+  std::vector<uint16_t> out(n);
+  for (size_t i = 0; i < n; ++i) {
+    const float r = moe::bf16_round(v[i]);
+    uint32_t b;
+    std::memcpy(&b, &r, 4);
+    out[i] = uint16_t(b >> 16);
+  }
+  return out;
 }
 
 // Every token of every rank goes to experts of rank 0 only (the first k of E/P local experts, rotated):
@@ -81,6 +103,41 @@ struct Error {
   long long nan = 0;
 };
 
+// The kernel's output against the reference of its precision (ref_p) and the fp32 one, over several ranks'
+// slices; finish() checks the bounds of the file header. A non-finite output fails (first 5 named).
+struct ErrorCheck {
+  Error err;
+  double se_k = 0, se_r = 0;
+  size_t n = 0;
+  void add(int rank, const std::vector<float>& out, const std::vector<float>& ref_p, const std::vector<float>& ref32,
+           int H) {
+    for (size_t i = 0; i < out.size(); ++i) {
+      if (!std::isfinite(out[i])) {
+        if (err.nan++ < 5) ADD_FAILURE() << "rank " << rank << " token " << i / H << " channel " << i % H << ": " << out[i];
+        continue;
+      }
+      const double dk = double(out[i]) - ref_p[i], dr = double(ref_p[i]) - ref32[i];
+      se_k += dk * dk;
+      se_r += dr * dr;
+      err.max_kernel = std::max(err.max_kernel, std::fabs(dk));
+      err.max_ref = std::max(err.max_ref, std::fabs(dr));
+      err.max_fp32 = std::max(err.max_fp32, std::fabs(double(ref32[i])));
+      ++n;
+    }
+  }
+  void finish(const std::string& what) {
+    err.rms_kernel = n ? std::sqrt(se_k / n) : 0;
+    err.rms_ref = n ? std::sqrt(se_r / n) : 0;
+    std::printf("%s: rms(kernel - ref) %.3e, rms(ref - fp32) %.3e (ratio %.3f), max %.3e / %.3e, NaN %lld\n",
+                what.c_str(), err.rms_kernel, err.rms_ref, err.rms_ref > 0 ? err.rms_kernel / err.rms_ref : 0.0,
+                err.max_kernel, err.max_ref, err.nan);
+    EXPECT_GT(n, 0u);
+    EXPECT_EQ(err.nan, 0);
+    EXPECT_LE(err.rms_kernel, 0.25 * err.rms_ref);  // W8A8 / W4A8 measured 0.04-0.09 (results/moe/correctness)
+    EXPECT_LE(err.max_kernel, 2 * err.max_ref + 1e-3 * err.max_fp32);
+  }
+};
+
 void run_case(const Case& c) {
   const int P = c.world, T = c.tokens, H = c.hidden, I = c.inter, E = c.experts, K = c.topk;
   SCOPED_TRACE(name(c));
@@ -88,20 +145,29 @@ void run_case(const Case& c) {
   auto team = runtime::Team::emulated(P);
   ASSERT_EQ(team->local_ranks(), P);
   const moe_kernel::MoeShape shape{H, I, E, K, T};
-  moe_kernel::MoeWorkspace ws(*team, shape);
+  const MoeWeightFormat format = c.bf16 ? MoeWeightFormat::kBf16 : c.int4 ? MoeWeightFormat::kInt4 : MoeWeightFormat::kFp8;
+  moe_kernel::MoeWorkspace ws(*team, shape, format);
   cudaStream_t st = team->stream();
 
-  // Weights (all experts: the emulated launch serves every rank), quantized as the kernel reads them.
+  // Weights (all experts: the emulated launch serves every rank), quantized as the kernel reads them
+  // (bf16: the bit patterns of the rounded weights, no scales).
   const moe::MoeWeights w = moe::random_moe_weights(H, I, E, seed);
   std::vector<uint8_t> w1c, w2c;
   std::vector<float> w1s, w2s;
+  if (c.bf16) {
+    const std::vector<uint16_t> b1 = to_bf16(w.w1.data(), w.w1.size()), b2 = to_bf16(w.w2.data(), w.w2.size());
+    w1c.resize(b1.size() * 2);
+    w2c.resize(b2.size() * 2);
+    std::memcpy(w1c.data(), b1.data(), w1c.size());
+    std::memcpy(w2c.data(), b2.data(), w2c.size());
+  }
   // W4A8 scales go to the kernel K-block-major ([K/128][rows] per expert; quantize_int4 gives [rows][K/128]).
   auto kblock_major = [](const moe::Int4Tensor& q, std::vector<float>& out) {
     const int kb = q.cols / q.group;
     for (int b = 0; b < kb; ++b)
       for (int r = 0; r < q.rows; ++r) out.push_back(q.scale[size_t(r) * kb + b]);
   };
-  for (int e = 0; e < E; ++e) {
+  for (int e = 0; e < E && !c.bf16; ++e) {
     if (c.int4) {
       const moe::Int4Tensor q1 = moe::quantize_int4(w.w1_of(e), 2 * I, H);
       const moe::Int4Tensor q2 = moe::quantize_int4(w.w2_of(e), H, I);
@@ -118,17 +184,19 @@ void run_case(const Case& c) {
     w2c.insert(w2c.end(), q2.code.begin(), q2.code.end());
     w2s.insert(w2s.end(), q2.scale.begin(), q2.scale.end());
   }
-  DevBuf d_w1(w1c.size()), d_w2(w2c.size()), d_w1s(w1s.size() * 4), d_w2s(w2s.size() * 4);
+  DevBuf d_w1(w1c.size()), d_w2(w2c.size()), d_w1s(std::max<size_t>(w1s.size(), 1) * 4),
+      d_w2s(std::max<size_t>(w2s.size(), 1) * 4);
   CUDA_CHECK(cudaMemcpy(d_w1.p, w1c.data(), w1c.size(), cudaMemcpyHostToDevice));
   CUDA_CHECK(cudaMemcpy(d_w2.p, w2c.data(), w2c.size(), cudaMemcpyHostToDevice));
   CUDA_CHECK(cudaMemcpy(d_w1s.p, w1s.data(), w1s.size() * 4, cudaMemcpyHostToDevice));
   CUDA_CHECK(cudaMemcpy(d_w2s.p, w2s.data(), w2s.size() * 4, cudaMemcpyHostToDevice));
-  const moe::MoeReference ref8(w, c.int4 ? moe::Precision::W4A8 : moe::Precision::W8A8), ref32(w, moe::Precision::Fp32);
+  const moe::MoeReference ref8(w, c.bf16 ? moe::Precision::Bf16 : c.int4 ? moe::Precision::W4A8 : moe::Precision::W8A8),
+      ref32(w, moe::Precision::Fp32);
 
   // Per-rank device tensors.
   std::vector<std::unique_ptr<DevBuf>> d_x, d_xs, d_wt, d_out;
   for (int r = 0; r < P; ++r) {
-    d_x.push_back(std::make_unique<DevBuf>(size_t(T) * H));
+    d_x.push_back(std::make_unique<DevBuf>(size_t(T) * H * (c.bf16 ? 2 : 1)));
     d_xs.push_back(std::make_unique<DevBuf>(size_t(T) * (H / 128) * 4));
     d_wt.push_back(std::make_unique<DevBuf>(size_t(T) * K * 4));
     d_out.push_back(std::make_unique<DevBuf>(size_t(T) * H * 4));
@@ -148,22 +216,28 @@ void run_case(const Case& c) {
     moe_kernel::MoeLayerParams prm;
     prm.shape = shape;
     prm.topk_index_all = routing.index.data();
-    prm.weights = c.int4 ? moe_kernel::MoeWeightFormat::kInt4 : moe_kernel::MoeWeightFormat::kFp8;
+    prm.weights = format;
     prm.w1 = static_cast<const uint8_t*>(d_w1.p);
-    prm.w1_scale = static_cast<const float*>(d_w1s.p);
+    prm.w1_scale = c.bf16 ? nullptr : static_cast<const float*>(d_w1s.p);
     prm.w2 = static_cast<const uint8_t*>(d_w2.p);
-    prm.w2_scale = static_cast<const float*>(d_w2s.p);
+    prm.w2_scale = c.bf16 ? nullptr : static_cast<const float*>(d_w2s.p);
     prm.order = c.order;
     prm.experts_per_wave = 2;
     prm.lead = 1;
+    prm.cluster = c.cluster;
     for (int r = 0; r < P; ++r) {
-      const moe::Fp8Tensor q = moe::quantize_act_1x128(x.data() + size_t(r) * T * H, T, H);
-      CUDA_CHECK(cudaMemcpy(d_x[r]->p, q.code.data(), q.code.size(), cudaMemcpyHostToDevice));
-      CUDA_CHECK(cudaMemcpy(d_xs[r]->p, q.scale.data(), q.scale.size() * 4, cudaMemcpyHostToDevice));
+      if (c.bf16) {
+        const std::vector<uint16_t> xb = to_bf16(x.data() + size_t(r) * T * H, size_t(T) * H);
+        CUDA_CHECK(cudaMemcpy(d_x[r]->p, xb.data(), xb.size() * 2, cudaMemcpyHostToDevice));
+      } else {
+        const moe::Fp8Tensor q = moe::quantize_act_1x128(x.data() + size_t(r) * T * H, T, H);
+        CUDA_CHECK(cudaMemcpy(d_x[r]->p, q.code.data(), q.code.size(), cudaMemcpyHostToDevice));
+        CUDA_CHECK(cudaMemcpy(d_xs[r]->p, q.scale.data(), q.scale.size() * 4, cudaMemcpyHostToDevice));
+      }
       CUDA_CHECK(cudaMemcpy(d_wt[r]->p, routing.rank_weight(r), size_t(T) * K * 4, cudaMemcpyHostToDevice));
       CUDA_CHECK(cudaMemset(d_out[r]->p, 0xFF, size_t(T) * H * 4));  // NaN
-      prm.rank[r].x = static_cast<const uint8_t*>(d_x[r]->p);
-      prm.rank[r].x_scale = static_cast<const float*>(d_xs[r]->p);
+      prm.rank[r].x = d_x[r]->p;
+      prm.rank[r].x_scale = c.bf16 ? nullptr : static_cast<const float*>(d_xs[r]->p);
       prm.rank[r].topk_weight = static_cast<const float*>(d_wt[r]->p);
       prm.rank[r].out = static_cast<float*>(d_out[r]->p);
     }
@@ -171,38 +245,122 @@ void run_case(const Case& c) {
     moe_kernel::run_moe_layer(*team, ws, prm, st);
     ws.check(*team, "moe layer test");
 
-    Error err;
-    double se_k = 0, se_r = 0;
-    size_t n = 0;
+    ErrorCheck check;
+    std::vector<std::vector<float>> outs;
     for (int r = 0; r < P; ++r) {
       std::vector<float> out(size_t(T) * H);
       CUDA_CHECK(cudaMemcpy(out.data(), d_out[r]->p, out.size() * 4, cudaMemcpyDeviceToHost));
       const float* xr = x.data() + size_t(r) * T * H;
       const std::vector<float> o8 = ref8.forward(xr, T, routing.rank_index(r), routing.rank_weight(r), K);
       const std::vector<float> o32 = ref32.forward(xr, T, routing.rank_index(r), routing.rank_weight(r), K);
-      for (size_t i = 0; i < out.size(); ++i) {
-        if (!std::isfinite(out[i])) {
-          if (err.nan++ < 5)
-            ADD_FAILURE() << "rank " << r << " token " << i / H << " channel " << i % H << ": " << out[i];
-          continue;
-        }
-        const double dk = double(out[i]) - o8[i], dr = double(o8[i]) - o32[i];
-        se_k += dk * dk;
-        se_r += dr * dr;
-        err.max_kernel = std::max(err.max_kernel, std::fabs(dk));
-        err.max_ref = std::max(err.max_ref, std::fabs(dr));
-        err.max_fp32 = std::max(err.max_fp32, std::fabs(double(o32[i])));
-        ++n;
+      check.add(r, out, o8, o32, H);
+      outs.push_back(std::move(out));
+    }
+    check.finish(name(c) + " call " + std::to_string(call));
+    if (c.check_single) {
+      moe_kernel::MoeLayerParams p1 = prm;
+      p1.cluster = 1;
+      for (int r = 0; r < P; ++r) CUDA_CHECK(cudaMemset(d_out[r]->p, 0xFF, size_t(T) * H * 4));
+      ws.poison(st);
+      moe_kernel::run_moe_layer(*team, ws, p1, st);
+      ws.check(*team, "moe layer test, single CTAs");
+      for (int r = 0; r < P; ++r) {
+        std::vector<float> out(size_t(T) * H);
+        CUDA_CHECK(cudaMemcpy(out.data(), d_out[r]->p, out.size() * 4, cudaMemcpyDeviceToHost));
+        ASSERT_EQ(std::memcmp(out.data(), outs[size_t(r)].data(), out.size() * 4), 0)
+            << "rank " << r << ": single CTAs differ from the run with cluster " << c.cluster;
       }
     }
-    err.rms_kernel = n ? std::sqrt(se_k / n) : 0;
-    err.rms_ref = n ? std::sqrt(se_r / n) : 0;
-    std::printf("%s call %d: rms(kernel - ref) %.3e, rms(ref - fp32) %.3e, max %.3e / %.3e, NaN %lld\n",
-                name(c).c_str(), call, err.rms_kernel, err.rms_ref, err.max_kernel, err.max_ref, err.nan);
-    EXPECT_EQ(err.nan, 0);
-    EXPECT_LE(err.rms_kernel, 0.25 * err.rms_ref);  // measured 0.04-0.09 (results/moe/correctness)
-    EXPECT_LE(err.max_kernel, 2 * err.max_ref + 1e-3 * err.max_fp32);
   }
+}
+
+// ---- bf16: one global batch split over P emulated ranks (bit-identity across P and orders)
+// A batch of `tokens` tokens routed as one rank: the routing's [1][tokens][k] arrays are also the [P][tokens/P][k]
+// arrays of the same tokens split into P ranks of consecutive tokens, so every P sees the same rows.
+struct Bf16Batch {
+  int hidden = 0, inter = 0, experts = 0, topk = 0, tokens = 0;
+  moe::MoeWeights w;
+  std::vector<uint16_t> w1, w2;  // bf16 bits, all experts
+  std::vector<float> x;          // [tokens][hidden] (the kernel gets its bf16 rounding)
+  moe::Routing routing;          // world 1
+};
+
+Bf16Batch make_bf16_batch(int tokens, int hidden, int inter, int experts, int topk, Route route, uint32_t seed) {
+  Bf16Batch b;
+  b.hidden = hidden;
+  b.inter = inter;
+  b.experts = experts;
+  b.topk = topk;
+  b.tokens = tokens;
+  b.w = moe::random_moe_weights(hidden, inter, experts, seed);
+  b.w1 = to_bf16(b.w.w1.data(), b.w.w1.size());
+  b.w2 = to_bf16(b.w.w2.data(), b.w.w2.size());
+  b.x = moe::random_activations(size_t(tokens) * hidden, seed + 1);
+  b.routing = moe::generate_routing({1, tokens, experts, topk, route == Route::kSkewed ? moe::RoutingKind::Skewed
+                                                                                        : moe::RoutingKind::Balanced,
+                                     1.0, seed + 2});
+  return b;
+}
+
+// The bf16 layer over the batch on P emulated ranks of tokens / P tokens each (rank r: tokens [r T, (r+1) T)),
+// workspace and outputs poisoned; returns out [tokens][hidden] in token order.
+std::vector<float> run_bf16_split(const Bf16Batch& b, int P, MoeOrder order) {
+  const int T = b.tokens / P, H = b.hidden, K = b.topk;
+  EXPECT_EQ(T * P, b.tokens);
+  auto team = runtime::Team::emulated(P);
+  const moe_kernel::MoeShape shape{H, b.inter, b.experts, K, T};
+  moe_kernel::MoeWorkspace ws(*team, shape, MoeWeightFormat::kBf16);
+  EXPECT_TRUE(ws.bf16_rows());
+  cudaStream_t st = team->stream();
+  DevBuf d_w1(b.w1.size() * 2), d_w2(b.w2.size() * 2), d_x(b.x.size() * 2), d_wt(b.routing.weight.size() * 4),
+      d_out(b.x.size() * 4);
+  const std::vector<uint16_t> xb = to_bf16(b.x.data(), b.x.size());
+  CUDA_CHECK(cudaMemcpy(d_w1.p, b.w1.data(), b.w1.size() * 2, cudaMemcpyHostToDevice));
+  CUDA_CHECK(cudaMemcpy(d_w2.p, b.w2.data(), b.w2.size() * 2, cudaMemcpyHostToDevice));
+  CUDA_CHECK(cudaMemcpy(d_x.p, xb.data(), xb.size() * 2, cudaMemcpyHostToDevice));
+  CUDA_CHECK(cudaMemcpy(d_wt.p, b.routing.weight.data(), b.routing.weight.size() * 4, cudaMemcpyHostToDevice));
+  CUDA_CHECK(cudaMemset(d_out.p, 0xFF, b.x.size() * 4));  // NaN
+  moe_kernel::MoeLayerParams prm;
+  prm.shape = shape;
+  prm.topk_index_all = b.routing.index.data();
+  prm.weights = MoeWeightFormat::kBf16;
+  prm.w1 = d_w1.p;
+  prm.w2 = d_w2.p;
+  prm.order = order;
+  prm.experts_per_wave = 2;
+  prm.lead = 1;
+  for (int r = 0; r < P; ++r) {
+    prm.rank[r].x = static_cast<const uint16_t*>(d_x.p) + size_t(r) * T * H;
+    prm.rank[r].topk_weight = static_cast<const float*>(d_wt.p) + size_t(r) * T * K;
+    prm.rank[r].out = static_cast<float*>(d_out.p) + size_t(r) * T * H;
+  }
+  ws.poison(st);
+  moe_kernel::run_moe_layer(*team, ws, prm, st);
+  ws.check(*team, "moe layer bf16 test");
+  std::vector<float> out(b.x.size());
+  CUDA_CHECK(cudaMemcpy(out.data(), d_out.p, out.size() * 4, cudaMemcpyDeviceToHost));
+  return out;
+}
+
+// The batch's output against MoeReference(Bf16) with the bounds of the file header.
+void check_bf16_batch(const Bf16Batch& b, const std::vector<float>& out, const std::string& what) {
+  const moe::MoeReference ref16(b.w, moe::Precision::Bf16), ref32(b.w, moe::Precision::Fp32);
+  const std::vector<float> o16 = ref16.forward(b.x.data(), b.tokens, b.routing.index.data(), b.routing.weight.data(), b.topk);
+  const std::vector<float> o32 = ref32.forward(b.x.data(), b.tokens, b.routing.index.data(), b.routing.weight.data(), b.topk);
+  ErrorCheck check;
+  check.add(0, out, o16, o32, b.hidden);
+  check.finish(what);
+}
+
+// First difference of two outputs, or "" when they are equal bit for bit.
+std::string first_difference(const std::vector<float>& a, const std::vector<float>& b, int H) {
+  if (a.size() != b.size()) return "sizes " + std::to_string(a.size()) + " and " + std::to_string(b.size());
+  if (std::memcmp(a.data(), b.data(), a.size() * 4) == 0) return "";
+  for (size_t i = 0; i < a.size(); ++i)
+    if (std::memcmp(&a[i], &b[i], 4) != 0)
+      return "token " + std::to_string(i / H) + " channel " + std::to_string(i % H) + ": " + std::to_string(a[i]) +
+             " vs " + std::to_string(b[i]);
+  return "";
 }
 
 }  // namespace
@@ -250,6 +408,47 @@ TEST(MoeLayerGpu, InterleavedOrder) {
   run_case({1, 64, 256, 256, 8, 2, Route::kBalanced, MoeOrder::kInterleaved});
 }
 
+// CTA pairs (A operand multicast into both CTAs of a cluster) against single CTAs, bit for bit, and both against
+// the reference: every format, both orders, P = 1 and emulated P = 2, 4, 8 (pairs of one rank's CTAs).
+TEST(MoeLayerGpu, CtaPairsEqualSingleCtas) {
+  NEED_SM90();
+  for (MoeOrder o : {MoeOrder::kExpertWave, MoeOrder::kInterleaved}) {
+    Case a{1, 100, 512, 256, 16, 4, Route::kSkewed, o};
+    a.cluster = 2;
+    a.check_single = true;
+    run_case(a);
+    Case b{4, 256, 256, 256, 8, 2, Route::kSkewed, o};
+    b.cluster = 2;
+    b.check_single = true;
+    run_case(b);
+  }
+  Case c{8, 512, 512, 256, 16, 2, Route::kBalanced};
+  c.cluster = 2;
+  c.check_single = true;
+  run_case(c);
+  Case d{2, 128, 512, 256, 16, 4, Route::kSkewed, MoeOrder::kInterleaved};
+  d.int4 = true;
+  d.cluster = 2;
+  d.check_single = true;
+  run_case(d);
+  Case e{2, 96, 256, 512, 8, 2, Route::kFirstRankOnly};  // idle rank, empty experts
+  e.bf16 = true;
+  e.cluster = 2;
+  e.check_single = true;
+  run_case(e);
+}
+
+// Single CTAs (cluster 1) still correct on their own (auto would pick pairs for these shapes).
+TEST(MoeLayerGpu, SingleCtas) {
+  NEED_SM90();
+  Case a{2, 128, 512, 256, 16, 4};
+  a.cluster = 1;
+  run_case(a);
+  Case b{1, 64, 256, 256, 8, 2, Route::kBalanced, MoeOrder::kInterleaved};
+  b.cluster = 1;
+  run_case(b);
+}
+
 // W4A8: int4 weights converted to e4m3 inside the kernel, per-column (row of W) group scales.
 TEST(MoeLayerGpu, W4A8SingleRank) {
   NEED_SM90();
@@ -266,6 +465,53 @@ TEST(MoeLayerGpu, W4A8Emulated) {
   Case d{2, 128, 512, 256, 16, 4, Route::kSkewed, MoeOrder::kInterleaved};
   d.int4 = true;
   run_case(d);
+}
+
+// bf16 (reference runs): bf16 activations and weights, fp32 accumulation, h in bf16, against
+// MoeReference(Bf16). Partial last tiles and skew; then idle ranks and empty experts over two calls on one
+// workspace (epochs, a new routing per call).
+TEST(MoeLayerGpu, Bf16SingleRank) {
+  NEED_SM90();
+  Case c{1, 100, 512, 256, 16, 4, Route::kSkewed};
+  c.bf16 = true;
+  run_case(c);
+  Case d{1, 64, 256, 384, 8, 2, Route::kBalanced, MoeOrder::kInterleaved};
+  d.bf16 = true;
+  run_case(d);
+}
+
+TEST(MoeLayerGpu, Bf16EmptyExpertsAndIdleRanks) {
+  NEED_SM90();
+  Case c{2, 64, 256, 256, 8, 2, Route::kFirstRankOnly, MoeOrder::kExpertWave, 2};
+  c.bf16 = true;
+  run_case(c);
+}
+
+// One global batch on P = 1, then split over emulated P = 2, 4, 8: correct at P = 1 and bit-identical at
+// every P (every expert sees the same rows in the same order; a row's result depends on nothing else).
+TEST(MoeLayerGpu, Bf16Emulated) {
+  NEED_SM90();
+  const Bf16Batch b = make_bf16_batch(256, 512, 384, 16, 4, Route::kSkewed, test_seed() + 101);
+  const std::vector<float> one = run_bf16_split(b, 1, MoeOrder::kExpertWave);
+  check_bf16_batch(b, one, "bf16 P=1 T=256 H=512 I=384 E=16 k=4 skewed");
+  for (int P : {2, 4, 8}) {
+    SCOPED_TRACE("P = " + std::to_string(P));
+    const std::vector<float> split = run_bf16_split(b, P, MoeOrder::kExpertWave);
+    EXPECT_EQ(first_difference(split, one, b.hidden), "") << "emulated P = " << P << " differs from P = 1";
+  }
+}
+
+// Expert-Wave and Interleaved walk the same tiles in another order: outputs bit-identical (P = 2 and 4).
+TEST(MoeLayerGpu, Bf16BothOrders) {
+  NEED_SM90();
+  const Bf16Batch b = make_bf16_batch(256, 256, 256, 16, 4, Route::kBalanced, test_seed() + 202);
+  for (int P : {2, 4}) {
+    SCOPED_TRACE("P = " + std::to_string(P));
+    const std::vector<float> wave = run_bf16_split(b, P, MoeOrder::kExpertWave);
+    const std::vector<float> inter = run_bf16_split(b, P, MoeOrder::kInterleaved);
+    check_bf16_batch(b, wave, "bf16 P=" + std::to_string(P) + " T=256 H=256 I=256 E=16 k=4 balanced, wave");
+    EXPECT_EQ(first_difference(inter, wave, b.hidden), "") << "interleaved differs from expert-wave";
+  }
 }
 
 // Several calls on one workspace: signal counters only grow, row readiness is reset per call, and each
@@ -352,7 +598,9 @@ TEST(MoeLayerGpu, TraceRecordsEveryTile) {
       EXPECT_LE(t.mma_end_ns, t.epi_start_ns);
       EXPECT_GT(t.mma_cycles, 0u);
       EXPECT_GT(t.epi_read_cycles, 0u);
-      if (!t.l2) EXPECT_GE(t.epi_done_cycles, t.epi_read_cycles);
+      if (!t.l2) {
+        EXPECT_GE(t.epi_done_cycles, t.epi_read_cycles);
+      }
     }
     for (int r = 0; r < P; ++r)
       for (int c : seen[r]) EXPECT_EQ(c, 1);
@@ -386,4 +634,128 @@ TEST(MoeLayerGpu, RejectsBadInput) {
   EXPECT_THROW(moe_kernel::run_moe_layer(*team, ws, prm, team->stream()), UsageError);  // null tensors
   prm.shape.tokens_per_rank = 32;
   EXPECT_THROW(moe_kernel::run_moe_layer(*team, ws, prm, team->stream()), UsageError);  // shape != workspace
+}
+
+// CTA pairs: odd N-tile counts, odd CTAs per rank and unknown cluster sizes are named errors (nothing launched).
+TEST(MoeLayerGpu, RejectsBadClusters) {
+  NEED_SM90();
+  using xstage::testing::usage_error;
+  auto team = runtime::Team::emulated(2);
+  const int T = 16;
+  std::vector<int32_t> index(2 * T * 2, 0);
+  for (size_t i = 1; i < index.size(); i += 2) index[i] = 1;
+  DevBuf d_x(size_t(T) * 1152), d_xs(size_t(T) * 9 * 4), d_wt(size_t(T) * 2 * 4), d_out(size_t(T) * 1152 * 4),
+      d_w1(size_t(8) * 2 * 384 * 1152), d_w2(size_t(8) * 1152 * 384), d_s1(size_t(8) * 6 * 9 * 4), d_s2(size_t(8) * 9 * 3 * 4);
+  auto params = [&](const moe_kernel::MoeShape& shape) {
+    moe_kernel::MoeLayerParams p;
+    p.shape = shape;
+    p.topk_index_all = index.data();
+    p.w1 = d_w1.p;
+    p.w2 = d_w2.p;
+    p.w1_scale = static_cast<const float*>(d_s1.p);
+    p.w2_scale = static_cast<const float*>(d_s2.p);
+    for (int r = 0; r < 2; ++r)
+      p.rank[r] = {d_x.p, static_cast<const float*>(d_xs.p), static_cast<const float*>(d_wt.p),
+                   static_cast<float*>(d_out.p)};
+    return p;
+  };
+  const moe_kernel::MoeShape odd{1152, 384, 8, 2, T};  // 3 Linear-1 and 9 Linear-2 N tiles
+  moe_kernel::MoeWorkspace ws(*team, odd);
+  moe_kernel::MoeLayerParams p = params(odd);
+  p.cluster = 2;
+  EXPECT_NE(usage_error([&] { moe_kernel::run_moe_layer(*team, ws, p, team->stream()); }).find("Linear-1 has 3"),
+            std::string::npos);
+  p.cluster = 3;
+  EXPECT_NE(usage_error([&] { moe_kernel::run_moe_layer(*team, ws, p, team->stream()); }).find("got 3"),
+            std::string::npos);
+  const moe_kernel::MoeShape even{256, 256, 8, 2, T};
+  moe_kernel::MoeWorkspace ws2(*team, even);
+  moe_kernel::MoeLayerParams q = params(even);
+  q.cluster = 2;
+  q.ctas_per_rank = 5;
+  EXPECT_NE(usage_error([&] { moe_kernel::run_moe_layer(*team, ws2, q, team->stream()); }).find("even ctas_per_rank, got 5"),
+            std::string::npos);
+  CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+// bf16 misuse: a workspace of the other row format, scales given, tensors missing, the trace, unknown formats.
+// Each is a UsageError naming the value (validation only: nothing is launched).
+TEST(MoeLayerGpu, Bf16RejectsBadInput) {
+  NEED_SM90();
+  using xstage::testing::usage_error;
+  auto team = runtime::Team::emulated(2);
+  const int T = 16, H = 256, I = 256, E = 8, K = 2;
+  const moe_kernel::MoeShape shape{H, I, E, K, T};
+  moe_kernel::MoeWorkspace ws8(*team, shape);  // FP8 rows (the default)
+  moe_kernel::MoeWorkspace ws16(*team, shape, MoeWeightFormat::kBf16);
+  EXPECT_FALSE(ws8.bf16_rows());
+  EXPECT_TRUE(ws16.bf16_rows());
+  EXPECT_NE(usage_error([&] { moe_kernel::MoeWorkspace bad(*team, shape, MoeWeightFormat(5)); })
+                .find("unknown weight format 5"),
+            std::string::npos);
+  DevBuf d_x(size_t(T) * H * 2), d_xs(size_t(T) * (H / 128) * 4), d_wt(size_t(T) * K * 4), d_out(size_t(T) * H * 4),
+      d_w1(size_t(E) * 2 * I * H * 2), d_w2(size_t(E) * H * I * 2), d_s(4096);
+  std::vector<int32_t> index(2 * T * K, 0);
+  for (size_t i = 1; i < index.size(); i += 2) index[i] = 1;
+  moe_kernel::MoeLayerParams good;
+  good.shape = shape;
+  good.topk_index_all = index.data();
+  good.weights = MoeWeightFormat::kBf16;
+  good.w1 = d_w1.p;
+  good.w2 = d_w2.p;
+  for (int r = 0; r < 2; ++r) {
+    good.rank[r].x = static_cast<const uint16_t*>(d_x.p) + r * 8;  // 16-byte aligned
+    good.rank[r].topk_weight = static_cast<const float*>(d_wt.p);
+    good.rank[r].out = static_cast<float*>(d_out.p);
+  }
+  auto prepare = [&](moe_kernel::MoeWorkspace& ws, const moe_kernel::MoeLayerParams& p) {
+    return usage_error([&] { moe_kernel::prepare_moe_layer(*team, ws, p, team->stream()); });
+  };
+  EXPECT_EQ(prepare(ws16, good), "");  // the valid call passes validation (and builds the plan)
+  // bf16 params on an FP8 workspace, FP8 params on a bf16 workspace
+  const std::string wrong_ws = prepare(ws8, good);
+  EXPECT_NE(wrong_ws.find("weights = kBf16 needs a workspace with bf16"), std::string::npos) << wrong_ws;
+  EXPECT_NE(wrong_ws.find("MoeWeightFormat::kBf16"), std::string::npos) << wrong_ws;
+  {
+    moe_kernel::MoeLayerParams p = good;
+    p.weights = MoeWeightFormat::kFp8;
+    p.w1_scale = p.w2_scale = static_cast<const float*>(d_s.p);
+    for (int r = 0; r < 2; ++r) p.rank[r].x_scale = static_cast<const float*>(d_xs.p);
+    const std::string m = prepare(ws16, p);
+    EXPECT_NE(m.find("weights = kFp8 needs a workspace with FP8"), std::string::npos) << m;
+    EXPECT_NE(m.find("built for kBf16"), std::string::npos) << m;
+  }
+  {
+    moe_kernel::MoeLayerParams p = good;
+    p.rank[1].x_scale = static_cast<const float*>(d_xs.p);
+    const std::string m = prepare(ws16, p);
+    EXPECT_NE(m.find("local rank 1: x_scale must be null for bf16"), std::string::npos) << m;
+  }
+  {
+    moe_kernel::MoeLayerParams p = good;
+    p.w1_scale = static_cast<const float*>(d_s.p);
+    const std::string m = prepare(ws16, p);
+    EXPECT_NE(m.find("w1_scale and w2_scale must be null"), std::string::npos) << m;
+    EXPECT_NE(m.find("got w1_scale set, w2_scale null"), std::string::npos) << m;
+  }
+  {
+    moe_kernel::MoeLayerParams p = good;
+    p.w2 = nullptr;
+    EXPECT_NE(prepare(ws16, p).find("w1 and w2 must be set"), std::string::npos);
+  }
+  {
+    moe_kernel::MoeLayerParams p = good;
+    p.rank[0].x = nullptr;
+    EXPECT_NE(prepare(ws16, p).find("local rank 0: x, topk_weight and out must all be set"), std::string::npos);
+  }
+  {
+    moe_kernel::MoeLayerParams p = good;
+    p.trace = true;
+    EXPECT_NE(prepare(ws16, p).find("trace is compiled for W8A8 only (weights = kBf16 was given)"), std::string::npos);
+  }
+  {
+    moe_kernel::MoeLayerParams p = good;
+    p.weights = MoeWeightFormat(7);
+    EXPECT_NE(prepare(ws16, p).find("unknown weight format 7"), std::string::npos);
+  }
 }

@@ -1,5 +1,5 @@
 #pragma once
-// The fused MoE layer kernel, W8A8, v1 (docs/MOE.md, "Fused kernel").
+// The fused MoE layer kernel, W8A8 / W4A8 / bf16, v1 (docs/MOE.md, "Fused kernel").
 //
 // One persistent launch serves every local rank: CTA b belongs to local rank g = b / ctas_per_rank and is
 // instance b % ctas_per_rank of that rank's tile scheduler (any type with the sched/work_tile.hpp
@@ -27,6 +27,11 @@
 //              one release of slot kSlotCombine on every rank (the per-CTA completion signal).
 // The weighted sum over the k slots is a second, small kernel (combine_kernel) after a stream-ordered
 // wait for every rank's combine signals.
+// bf16 (ConfigT<kBf16>, reference runs): the same roles and the same stage geometry with 64-deep K blocks of
+// bf16 (128 bytes per row, as FP8's 128-deep blocks); no scales anywhere. The dispatch copies 2H bytes per
+// row; the MMA warpgroups run bf16 wgmma m64n128k16 straight into the final accumulators with one block's
+// batch in flight; the L1 tile's h stays bf16 (two TMA boxes of 64 columns, no amax, no scales) and Linear-2
+// reads it as bf16. The L2 epilogue and the weighted sum are the same code for every format.
 #include <cuda.h>
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
@@ -40,6 +45,7 @@
 #include "xstage/kernel/pipeline.cuh"
 #include "xstage/kernel/signal.cuh"
 #include "xstage/moe/dispatch_layout.hpp"
+#include "xstage/ptx/cluster.cuh"
 #include "xstage/ptx/store.cuh"
 #include "xstage/ptx/sync.cuh"
 #include "xstage/ptx/timer.cuh"
@@ -64,15 +70,17 @@ struct TileDesc {
 };
 inline constexpr int kTileRing = 4;  // descriptors the producer may run ahead
 
+
 template <class C>
 struct SharedStorage {
   alignas(1024) uint8_t a[C::kStages][C::kABytes];
   alignas(1024) uint8_t b[C::kStages][2 * C::kBBytes];  // e4m3 B: L1 gate box then up box, L2 one box
   // Epilogue staging between the MMA warpgroups and the epilogue warps (double-buffered):
   //   L1 tile: h codes [128][128] in the TMA 128 B swizzle at offset 0, the 128 row scales at kStageScales;
+  //            (bf16: h [128][128] bf16 as two 64-column boxes in the 128 B swizzle, the second at kHPanelBytes);
   //   L2 tile: bf16 [128][128], 16-byte chunk c of row r at chunk c ^ (r % 8) (conflict-free both ways).
   alignas(1024) uint8_t stage[C::kEpiSlots][C::kStageBytes];
-  alignas(128) float sa[C::kStages][kBlockM];  // TMA destinations: 128-byte aligned
+  alignas(128) float sa[C::kStages][C::kBf16 ? 1 : kBlockM];  // TMA destinations: 128-byte aligned (bf16: unused)
   // W4A8 weight scales of the stage, per column (gate 128, up 128; L2: 128), by TMA. (W8A8 has one 128x128
   // block scale per tile and k block, read by the MMA warpgroups from global memory.)
   alignas(128) float sb[C::kStages][C::kInt4 ? 2 * kBlockN : 1];
@@ -84,8 +92,9 @@ struct SharedStorage {
   TileDesc tiles[kTileRing];
   uint64_t tile_full[kTileRing], tile_empty[kTileRing];
 };
-static_assert(sizeof(SharedStorage<ConfigT<false>>) <= 227 * 1024, "shared memory of one CTA per SM");
-static_assert(sizeof(SharedStorage<ConfigT<true>>) <= 227 * 1024, "shared memory of one CTA per SM");
+static_assert(sizeof(SharedStorage<ConfigT<MoeWeightFormat::kFp8>>) <= 227 * 1024, "shared memory of one CTA per SM");
+static_assert(sizeof(SharedStorage<ConfigT<MoeWeightFormat::kInt4>>) <= 227 * 1024, "shared memory of one CTA per SM");
+static_assert(sizeof(SharedStorage<ConfigT<MoeWeightFormat::kBf16>>) <= 227 * 1024, "shared memory of one CTA per SM");
 
 // Warp roles of warpgroup 0 (the consumers are warpgroups 1 and 2).
 enum Warp : int { kProducerWarp = 0, kL1EpilogueWarp = 1, kL2EpilogueWarp = 2 };
@@ -136,6 +145,17 @@ __device__ __forceinline__ void fence_regs(float (&r)[N]) {
   for (int i = 0; i < N; ++i) ptx::fence_operand(r[i]);
 }
 
+// A consumer warp's release of a stage it has read. In a CTA pair the peer's producer multicasts half of the A
+// operand into this CTA's stage, so the release goes to the empty barrier of every CTA of the pair (each
+// producer then knows both CTAs are done with the stage before it writes into both).
+__device__ __forceinline__ void release_stage(uint64_t* empty, int cluster) {
+  if (cluster == 1) {
+    ptx::mbar_arrive_release_cta(empty);
+    return;
+  }
+  for (int c = 0; c < cluster; ++c) ptx::mbar_arrive_remote(empty, uint32_t(c));
+}
+
 // scratch = A_wg[64 x 128] * B[128 x 128]^T over one 128-deep block (4 k steps of 32 bytes); waits for it.
 // (A ping-pong of the two warpgroups' batches through named barriers, FA3 style, was measured on the
 // H200 and made the mainloop ~4 % slower: the mainloop waits on data, not on the promotion; docs/MOE.md.)
@@ -147,6 +167,15 @@ __device__ __forceinline__ void mma_block(float (&acc)[64], const uint8_t* a_wg,
   ptx::wgmma_commit();
   ptx::wgmma_wait<0>();
   fence_regs(acc);
+}
+
+// bf16: acc += A_wg[64 x 64] * B[128 x 64]^T over one 64-deep block: 4 k steps of 16 elements = 32 bytes
+// inside the 128-byte swizzled rows (the descriptors of mma_block). Issued only: the caller commits the
+// batch (one per stage, gate and up together in Linear-1) and waits for it when the stage must be released.
+__device__ __forceinline__ void mma_block_bf16(float (&acc)[64], const uint8_t* a_wg, const uint8_t* b) {
+#pragma unroll
+  for (int k = 0; k < 4; ++k)
+    ptx::Wgmma<128, ptx::MmaType::kBF16>::ss(acc, desc(a_wg, k * 32), desc(b, k * 32), 1);
 }
 
 // final += scratch * (a_scale[row] * b_scale): rows r0 (elements with (i/2)%2 == 0) and r0 + 8.
@@ -203,25 +232,29 @@ __global__ void __launch_bounds__(256) int4_to_e4m3_kernel(const uint4* __restri
 }
 
 // ---------------------------------------------------------------- phase 1: dispatch
-template <class P>
+// Rows of H elements: H bytes of e4m3 codes plus H/128 scales, or (bf16) 2H bytes and no scales.
+template <class C, class P>
 __device__ void dispatch(const P& p, int g, int c) {
   const int s = p.view.first_rank + g, H = p.hidden, K = p.topk, KB = H / kBlockK;
+  const int row_bytes = H * C::kElemBytes;
   const int32_t* idx = p.topk_index[g];
   const int32_t* pos = p.topk_pos[g];
   const int64_t stride = int64_t(p.ctas_per_rank) * blockDim.x, first = int64_t(c) * blockDim.x + threadIdx.x;
-  const int chunks = H / 16;
+  const int chunks = row_bytes / 16;
   const int64_t rows = int64_t(p.tokens) * K;
   for (int64_t i = first; i < rows * chunks; i += stride) {
     const int q = int(i / chunks), ch = int(i % chunks), t = q / K;
     const moe::DispatchDest d = p.dl.dest(s, idx[q], pos[q]);
-    const uint4 v = *reinterpret_cast<const uint4*>(p.x[g] + int64_t(t) * H + ch * 16);
-    ptx::st_weak_v4(p.recv_x.template at<uint8_t>(d.rank, (size_t(d.recv_row) * H + size_t(ch) * 16)), v);
+    const uint4 v = *reinterpret_cast<const uint4*>(p.x[g] + int64_t(t) * row_bytes + ch * 16);
+    ptx::st_weak_v4(p.recv_x.template at<uint8_t>(d.rank, (size_t(d.recv_row) * row_bytes + size_t(ch) * 16)), v);
   }
-  for (int64_t i = first; i < rows * KB; i += stride) {
-    const int q = int(i / KB), kb = int(i % KB), t = q / K;
-    const moe::DispatchDest d = p.dl.dest(s, idx[q], pos[q]);
-    *p.recv_sa.template at<float>(d.rank, (size_t(kb) * p.rows_cap + d.recv_row) * sizeof(float)) =
-        p.x_scale[g][int64_t(t) * KB + kb];
+  if constexpr (!C::kBf16) {
+    for (int64_t i = first; i < rows * KB; i += stride) {
+      const int q = int(i / KB), kb = int(i % KB), t = q / K;
+      const moe::DispatchDest d = p.dl.dest(s, idx[q], pos[q]);
+      *p.recv_sa.template at<float>(d.rank, (size_t(kb) * p.rows_cap + d.recv_row) * sizeof(float)) =
+          p.x_scale[g][int64_t(t) * KB + kb];
+    }
   }
   for (int64_t q = first; q < rows; q += stride) {
     const moe::DispatchDest d = p.dl.dest(s, idx[q], pos[q]);
@@ -268,6 +301,102 @@ __device__ __forceinline__ uint64_t* trace_rec(const P& p, int i) {
 }
 __device__ __forceinline__ uint64_t clock_now() { return clock64(); }
 
+// An L2 tile's 64 rows of this warpgroup as bf16 into a staging slot: 16-byte chunk c of row r at chunk
+// c ^ (r % 8) (conflict-free for these writes and for the L2 epilogue warp's row reads). Every format.
+template <class C>
+__device__ __forceinline__ void stage_l2_rows(uint8_t* st, const float (&fa)[64], int wg, int tid) {
+  const int r0 = 16 * (tid / 32) + (tid % 32) / 4;
+#pragma unroll
+  for (int i = 0; i < 64; i += 2) {
+    const int r = wg * 64 + r0 + 8 * ((i / 2) % 2), col = kernel::frag_col(i, tid);
+    *reinterpret_cast<uint32_t*>(st + r * C::kL2Pitch + (((col / 8) ^ (r % 8)) * 16) + (col % 8) * 2) =
+        kernel::pack2<__nv_bfloat16>(fa[i], fa[i + 1]);
+  }
+}
+
+// bf16: one consumer warpgroup's part of a tile (rows [64 wg, 64 wg + 64)), up to a written staging slot (the
+// caller hands it to the epilogue warps). Mainloop: per 64-deep K block one wgmma batch (Linear-1: gate and
+// up, 8 x m64n128k16; Linear-2: 4) straight into the final fp32 accumulators; no promotion, so no wait per
+// block: the batch stays in flight while the next stage is awaited and issued, and wait_group<1> after the
+// next commit says the previous batch has read its stage, which every warp then releases. Then
+//   L1: h = silu(g) * u (padding rows 0) rounded to bf16, into the slot as two TMA boxes of 64 columns in
+//       the 128 B swizzle (columns 64..127 at kHPanelBytes), which the L1 epilogue warp stores as they are;
+//   L2: bf16 rows, as for the other formats.
+template <class C, class S>
+__device__ __forceinline__ void consume_bf16_tile(S& sh, kernel::PipeState<C::kStages>& ps,
+                                                  const kernel::PipeState<C::kEpiSlots>& es, const TileDesc& t,
+                                                  int KB1, int KB2, int wg, int tid, int cluster) {
+  const bool warp_leader = (tid % 32) == 0;
+  const int r0 = 16 * (tid / 32) + (tid % 32) / 4;  // this thread's two fragment rows: r0, r0 + 8
+  const int valid = t.valid - wg * 64;               // rows of this warpgroup holding tokens
+  int prev = -1;                                     // stage of the batch still in flight
+  auto release_prev = [&] {
+    __syncwarp();
+    if (warp_leader) release_stage(&sh.empty[prev], cluster);
+  };
+  if (!t.l2()) {
+    float fg[64], fu[64];
+#pragma unroll
+    for (int i = 0; i < 64; ++i) fg[i] = fu[i] = 0.f;
+    for (int kb = 0; kb < KB1; ++kb) {
+      ptx::mbar_wait_acquire_cta(&sh.full[ps.stage], ps.phase);
+      const uint8_t* a_wg = sh.a[ps.stage] + wg * 64 * kBlockK;
+      fence_regs(fg);
+      fence_regs(fu);
+      ptx::wgmma_fence();
+      mma_block_bf16(fg, a_wg, sh.b[ps.stage]);
+      mma_block_bf16(fu, a_wg, sh.b[ps.stage] + C::kBBytes);
+      ptx::wgmma_commit();
+      ptx::wgmma_wait<1>();  // the previous block's batch is complete: its stage has been read
+      fence_regs(fg);
+      fence_regs(fu);
+      if (prev >= 0) release_prev();
+      prev = ps.stage;
+      ps.advance();
+    }
+    ptx::wgmma_wait<0>();
+    fence_regs(fg);
+    fence_regs(fu);
+    release_prev();  // KB1 >= 2: there was a batch
+#pragma unroll
+    for (int i = 0; i < 64; ++i) {
+      const int r = r0 + 8 * ((i / 2) % 2);
+      const float gt = fg[i];
+      fg[i] = r < valid ? gt / (1.0f + expf(-gt)) * fu[i] : 0.f;  // padding rows: zeros
+    }
+    ptx::mbar_wait_acquire_cta(&sh.stage_empty[es.stage], es.phase ^ 1);
+    uint8_t* st = sh.stage[es.stage];
+#pragma unroll
+    for (int i = 0; i < 64; i += 2) {
+      const int r = wg * 64 + r0 + 8 * ((i / 2) % 2), col = kernel::frag_col(i, tid);
+      // box (col / 64), row r: 128 bytes, 16-byte chunk ((col % 64) / 8) XOR r % 8 (the TMA 128 B swizzle)
+      const int off = (col / 64) * int(C::kHPanelBytes) + r * 128 + ((((col % 64) / 8) ^ (r % 8)) * 16) + (col % 8) * 2;
+      *reinterpret_cast<uint32_t*>(st + off) = kernel::pack2<__nv_bfloat16>(fg[i], fg[i + 1]);
+    }
+  } else {
+    float fa[64];
+#pragma unroll
+    for (int i = 0; i < 64; ++i) fa[i] = 0.f;
+    for (int kb = 0; kb < KB2; ++kb) {
+      ptx::mbar_wait_acquire_cta(&sh.full[ps.stage], ps.phase);
+      fence_regs(fa);
+      ptx::wgmma_fence();
+      mma_block_bf16(fa, sh.a[ps.stage] + wg * 64 * kBlockK, sh.b[ps.stage]);
+      ptx::wgmma_commit();
+      ptx::wgmma_wait<1>();
+      fence_regs(fa);
+      if (prev >= 0) release_prev();
+      prev = ps.stage;
+      ps.advance();
+    }
+    ptx::wgmma_wait<0>();
+    fence_regs(fa);
+    release_prev();
+    ptx::mbar_wait_acquire_cta(&sh.stage_empty[es.stage], es.phase ^ 1);
+    stage_l2_rows<C>(sh.stage[es.stage], fa, wg, tid);
+  }
+}
+
 // Reader side of the tile ring: the next descriptor; the warp's lane 0 frees the slot once all lanes hold it.
 template <class S>
 __device__ __forceinline__ TileDesc read_tile(S& sh, kernel::PipeState<kTileRing>& ts, int lane) {
@@ -279,9 +408,10 @@ __device__ __forceinline__ TileDesc read_tile(S& sh, kernel::PipeState<kTileRing
   return d;
 }
 
-template <class Sched, bool kInt4, bool kTrace>
-__global__ void __launch_bounds__(ConfigT<kInt4>::kThreads, 1) moe_fused_kernel(const __grid_constant__ KernelParams<Sched> p) {
-  using C = ConfigT<kInt4>;
+template <class Sched, MoeWeightFormat kFormat, bool kTrace>
+__global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kernel(const __grid_constant__ KernelParams<Sched> p) {
+  using C = ConfigT<kFormat>;
+  static_assert(!kTrace || kFormat == MoeWeightFormat::kFp8, "the per-tile trace is compiled for W8A8 only");
   using EpiState = kernel::PipeState<C::kEpiSlots>;
   // Dynamic shared memory starts at the CTA's shared window (no static shared memory here): 1024-aligned, as
   // the 128 B swizzle needs; checked, because the 4-stage layout has no room for manual alignment.
@@ -296,7 +426,7 @@ __global__ void __launch_bounds__(ConfigT<kInt4>::kThreads, 1) moe_fused_kernel(
   if (threadIdx.x == 0) {
     for (int s = 0; s < C::kStages; ++s) {
       ptx::mbar_init(&sh.full[s], 1);
-      ptx::mbar_init(&sh.empty[s], kConsumerWarps);
+      ptx::mbar_init(&sh.empty[s], kConsumerWarps * uint32_t(p.cluster));  // both CTAs' consumers in a pair
     }
     for (int s = 0; s < C::kEpiSlots; ++s) {
       // Every thread that writes (the MMA warpgroups) or reads (the L2 epilogue warp, by generic loads) a
@@ -310,11 +440,16 @@ __global__ void __launch_bounds__(ConfigT<kInt4>::kThreads, 1) moe_fused_kernel(
     }
     ptx::fence_mbar_init_release_cluster();
   }
-  dispatch(p, g, c);  // ends with __syncthreads (barrier init visible too)
+  dispatch<C>(p, g, c);  // ends with __syncthreads (barrier init visible too)
+  // CTA pair: the peer's barriers are initialised before anyone multicasts into them or arrives on them.
+  if (p.cluster > 1) ptx::cluster_sync();
+  const uint32_t crank = p.cluster > 1 ? ptx::cluster_ctarank() : 0u;  // = c % 2 (pairs never straddle ranks)
 
   const auto& sp = p.sched[g];
   const sched::MoeLayout& layout = sp.layout;
-  const int KB1 = p.hidden / kBlockK, KB2 = p.inter / kBlockK;
+  // K blocks of Linear-1 and Linear-2 (kBlockKElems deep: 128 e4m3 or 64 bf16). The FP8 L1 epilogue also uses
+  // KB2 as the number of 128-column h scale blocks (= I/128 there).
+  const int KB1 = p.hidden / C::kBlockKElems, KB2 = p.inter / C::kBlockKElems;
   const int row_tiles = p.rows_cap / kBlockM;
   const Sched sched(sp, c);
 
@@ -323,16 +458,35 @@ __global__ void __launch_bounds__(ConfigT<kInt4>::kThreads, 1) moe_fused_kernel(
     const int warp = tid / 32, lane = tid % 32;
     if (warp == kProducerWarp) {
       // ---- producer: one thread issues every TMA load.
-      if (lane != 0) return;
+      if (lane == 0) {
       ptx::prefetch_tma_map(&p.tma_x);
-      ptx::prefetch_tma_map(&p.tma_sa);
+      if constexpr (!C::kBf16) ptx::prefetch_tma_map(&p.tma_sa);
       ptx::prefetch_tma_map(&p.tma_w1);
       ptx::prefetch_tma_map(&p.tma_h);
-      ptx::prefetch_tma_map(&p.tma_hs);
+      ptx::prefetch_tma_map(&p.tma_ha);
+      if constexpr (!C::kBf16) ptx::prefetch_tma_map(&p.tma_hs);
       ptx::prefetch_tma_map(&p.tma_w2);
       kernel::PipeState<C::kStages> ps;
       kernel::PipeState<kTileRing> ts;
       uint32_t seen = 0;
+      // A stage is free once the consumers of every CTA that receives its A operand have released it (in a
+      // pair the empty barrier counts both CTAs' consumer warps).
+      auto wait_empty = [&](const kernel::PipeState<C::kStages>& s) {
+        ptx::mbar_wait_acquire_cta(&sh.empty[s.stage], s.phase ^ 1);
+      };
+      // The A operand (128 rows, boxes of 64): alone, both halves; in a CTA pair (same row, N tiles 2j and
+      // 2j + 1) this CTA loads half `crank` once into both CTAs, which halves the pair's L2 reads of A.
+      auto load_a = [&](const CUtensorMap* map, const kernel::PipeState<C::kStages>& s, int k0, int row0) {
+        constexpr int kHalf = kBlockM / 2;
+        uint8_t* dst = sh.a[s.stage];
+        if (p.cluster > 1) {
+          ptx::tma_load_2d_multicast(map, &sh.full[s.stage], dst + crank * kHalf * 128, k0, row0 + int(crank) * kHalf,
+                                     uint16_t(0x3));
+        } else {
+          tma_load_2d(map, &sh.full[s.stage], dst, k0, row0);
+          tma_load_2d(map, &sh.full[s.stage], dst + kHalf * 128, k0, row0 + kHalf);
+        }
+      };
       // The walk runs one tile ahead: the next tile is found while the current one's loads are in flight.
       auto w = sched.get_initial_work();
       int valid = w.is_valid() ? layout.tokens_in_row(w.tile.row) : 0;
@@ -357,13 +511,15 @@ __global__ void __launch_bounds__(ConfigT<kInt4>::kThreads, 1) moe_fused_kernel(
           wait_dispatch(p, rank, t.expert, t.m, valid, seen);
           ptx::fence_proxy_async_global();
           for (int kb = 0; kb < KB1; ++kb) {
-            ptx::mbar_wait_acquire_cta(&sh.empty[ps.stage], ps.phase ^ 1);
+            wait_empty(ps);
             ptx::mbar_arrive_expect_tx_release_cta(&sh.full[ps.stage], C::kL1TxBytes);
-            tma_load_2d(&p.tma_x, &sh.full[ps.stage], sh.a[ps.stage], kb * kBlockK, grow);
-            tma_load_2d(&p.tma_sa, &sh.full[ps.stage], sh.sa[ps.stage], t.row * kBlockM, g * KB1 + kb);
+            const int k0 = kb * C::kBlockKElems;  // first K element of the block
+            load_a(&p.tma_x, ps, k0, grow);
+            if constexpr (!C::kBf16)
+              tma_load_2d(&p.tma_sa, &sh.full[ps.stage], sh.sa[ps.stage], t.row * kBlockM, g * KB1 + kb);
             const int gate_row = ex * 2 * p.inter + t.n * kBlockN;
-            tma_load_2d(&p.tma_w1, &sh.full[ps.stage], sh.b[ps.stage], kb * kBlockK, gate_row);
-            tma_load_2d(&p.tma_w1, &sh.full[ps.stage], sh.b[ps.stage] + C::kBBytes, kb * kBlockK, gate_row + p.inter);
+            tma_load_2d(&p.tma_w1, &sh.full[ps.stage], sh.b[ps.stage], k0, gate_row);
+            tma_load_2d(&p.tma_w1, &sh.full[ps.stage], sh.b[ps.stage] + C::kBBytes, k0, gate_row + p.inter);
             if constexpr (C::kInt4) {  // per-column group scales of gate and up
               tma_load_2d(&p.tma_s1, &sh.full[ps.stage], &sh.sb[ps.stage][0], t.n * kBlockN, ex * KB1 + kb);
               tma_load_2d(&p.tma_s1, &sh.full[ps.stage], &sh.sb[ps.stage][kBlockN], p.inter + t.n * kBlockN,
@@ -377,11 +533,13 @@ __global__ void __launch_bounds__(ConfigT<kInt4>::kThreads, 1) moe_fused_kernel(
                          t.row);
           ptx::fence_proxy_async_global();
           for (int kb = 0; kb < KB2; ++kb) {
-            ptx::mbar_wait_acquire_cta(&sh.empty[ps.stage], ps.phase ^ 1);
+            wait_empty(ps);
             ptx::mbar_arrive_expect_tx_release_cta(&sh.full[ps.stage], C::kL2TxBytes);
-            tma_load_2d(&p.tma_h, &sh.full[ps.stage], sh.a[ps.stage], kb * kBlockK, grow);
-            tma_load_2d(&p.tma_hs, &sh.full[ps.stage], sh.sa[ps.stage], t.row * kBlockM, g * KB2 + kb);
-            tma_load_2d(&p.tma_w2, &sh.full[ps.stage], sh.b[ps.stage], kb * kBlockK, ex * p.hidden + t.n * kBlockN);
+            const int k0 = kb * C::kBlockKElems;
+            load_a(&p.tma_ha, ps, k0, grow);
+            if constexpr (!C::kBf16)
+              tma_load_2d(&p.tma_hs, &sh.full[ps.stage], sh.sa[ps.stage], t.row * kBlockM, g * KB2 + kb);
+            tma_load_2d(&p.tma_w2, &sh.full[ps.stage], sh.b[ps.stage], k0, ex * p.hidden + t.n * kBlockN);
             if constexpr (C::kInt4)
               tma_load_2d(&p.tma_s2, &sh.full[ps.stage], &sh.sb[ps.stage][0], t.n * kBlockN, ex * KB2 + kb);
             ps.advance();
@@ -391,9 +549,8 @@ __global__ void __launch_bounds__(ConfigT<kInt4>::kThreads, 1) moe_fused_kernel(
         w = next;
         valid = next_valid;
       }
-      return;
-    }
-    if (warp == kL1EpilogueWarp || warp == kL2EpilogueWarp) {
+      }  // lane 0
+    } else if (warp == kL1EpilogueWarp || warp == kL2EpilogueWarp) {
       // ---- epilogue warps: both walk every tile (staging slots in step); each stores its kind.
       const bool l1_role = warp == kL1EpilogueWarp;
       EpiState es;
@@ -419,9 +576,15 @@ __global__ void __launch_bounds__(ConfigT<kInt4>::kThreads, 1) moe_fused_kernel(
           // h codes by one 2-d TMA store, the 128 row scales by one bulk store; the row's readiness only
           // after both are complete (the consumers of h are other CTAs' TMA loads).
           if (lane == 0) {
-            tma_store_2d(&p.tma_h, st, t.n * kBlockN, g * p.rows_cap + t.row() * kBlockM);
-            ptx::bulk_store(p.h_scale + (int64_t(g) * KB2 + t.n) * p.rows_cap + int64_t(t.row()) * kBlockM,
-                            st + C::kStageScales, kBlockM * sizeof(float));
+            if constexpr (C::kBf16) {
+              // bf16 h: the tile's 128 columns are two boxes of 64 (128 bytes per row each); no scales.
+              tma_store_2d(&p.tma_h, st, t.n * kBlockN, g * p.rows_cap + t.row() * kBlockM);
+              tma_store_2d(&p.tma_h, st + C::kHPanelBytes, t.n * kBlockN + 64, g * p.rows_cap + t.row() * kBlockM);
+            } else {
+              tma_store_2d(&p.tma_h, st, t.n * kBlockN, g * p.rows_cap + t.row() * kBlockM);
+              ptx::bulk_store(p.h_scale + (int64_t(g) * KB2 + t.n) * p.rows_cap + int64_t(t.row()) * kBlockM,
+                              st + C::kStageScales, kBlockM * sizeof(float));
+            }
             ptx::bulk_commit_group();
             ptx::bulk_wait_group_read<0>();
             if (kTrace && tr) tr[kTrEpiRead] = clock_now() - c0;
@@ -483,9 +646,7 @@ __global__ void __launch_bounds__(ConfigT<kInt4>::kThreads, 1) moe_fused_kernel(
                 p.signal.template at<uint32_t>(d, runtime::signal_offset(p.view.world, kSlotCombine, rank)));
       }
     }
-    return;
-  }
-
+  } else {
   // ---- consumers: warpgroup wg owns rows [64 wg, 64 wg + 64) of every tile.
   ptx::setmaxnreg_inc<C::kConsumerRegs>();
   const int wg = warpgroup - 1;
@@ -507,10 +668,14 @@ __global__ void __launch_bounds__(ConfigT<kInt4>::kThreads, 1) moe_fused_kernel(
     }
     const int valid = t.valid - wg * 64;  // rows of this warpgroup holding tokens
     float acc[64];
-    if (!t.l2()) {
+    if constexpr (C::kBf16) {
+      consume_bf16_tile<C>(sh, ps, es, t, KB1, KB2, wg, tid, p.cluster);
+    } else if (!t.l2()) {
       float fg[64], fu[64];
 #pragma unroll
       for (int i = 0; i < 64; ++i) fg[i] = fu[i] = 0.f;
+      const float* s1g = p.w1_scale + (int64_t(ex) * (2 * p.inter / kBlockN) + t.n) * KB1;  // W8A8 gate scales
+      const float* s1u = s1g + int64_t(p.inter / kBlockN) * KB1;                          // and up scales
       for (int kb = 0; kb < KB1; ++kb) {
         if constexpr (kTrace) {
           const uint64_t w0 = clock_now();
@@ -531,16 +696,15 @@ __global__ void __launch_bounds__(ConfigT<kInt4>::kThreads, 1) moe_fused_kernel(
           mma_block(acc, a_wg, sh.b[ps.stage] + C::kBBytes);
           promote_cols(fu, acc, a0, a1, &sh.sb[ps.stage][kBlockN], tid);
           __syncwarp();  // every lane's reads of the stage (sa, sb) before the release
-          if (warp_leader) ptx::mbar_arrive_release_cta(&sh.empty[ps.stage]);  // after the last scale read
+          if (warp_leader) release_stage(&sh.empty[ps.stage], p.cluster);  // after the last scale read
           ps.advance();
         } else {
-          const float bg = __ldg(p.w1_scale + (int64_t(ex) * (2 * p.inter / kBlockN) + t.n) * KB1 + kb);
-          const float bu = __ldg(p.w1_scale + (int64_t(ex) * (2 * p.inter / kBlockN) + p.inter / kBlockN + t.n) * KB1 + kb);
+          const float bg = __ldg(s1g + kb), bu = __ldg(s1u + kb);
           mma_block(acc, a_wg, sh.b[ps.stage]);
           promote(fg, acc, a0 * bg, a1 * bg);
           mma_block(acc, a_wg, sh.b[ps.stage] + C::kBBytes);
           __syncwarp();  // every lane's reads of the stage (sa, sb) before the release
-          if (warp_leader) ptx::mbar_arrive_release_cta(&sh.empty[ps.stage]);
+          if (warp_leader) release_stage(&sh.empty[ps.stage], p.cluster);
           ps.advance();
           promote(fu, acc, a0 * bu, a1 * bu);
         }
@@ -588,6 +752,7 @@ __global__ void __launch_bounds__(ConfigT<kInt4>::kThreads, 1) moe_fused_kernel(
       float fa[64];
 #pragma unroll
       for (int i = 0; i < 64; ++i) fa[i] = 0.f;
+      const float* s2 = p.w2_scale + (int64_t(ex) * (p.hidden / kBlockN) + t.n) * KB2;  // W8A8 block scales
       for (int kb = 0; kb < KB2; ++kb) {
         if constexpr (kTrace) {
           const uint64_t w0 = clock_now();
@@ -605,13 +770,13 @@ __global__ void __launch_bounds__(ConfigT<kInt4>::kThreads, 1) moe_fused_kernel(
           mma_block(acc, sh.a[ps.stage] + wg * 64 * kBlockK, sh.b[ps.stage]);
           promote_cols(fa, acc, a0, a1, &sh.sb[ps.stage][0], tid);
           __syncwarp();  // every lane's reads of the stage (sa, sb) before the release
-          if (warp_leader) ptx::mbar_arrive_release_cta(&sh.empty[ps.stage]);
+          if (warp_leader) release_stage(&sh.empty[ps.stage], p.cluster);
           ps.advance();
         } else {
-          const float b = __ldg(p.w2_scale + (int64_t(ex) * (p.hidden / kBlockN) + t.n) * KB2 + kb);
+          const float b = __ldg(s2 + kb);
           mma_block(acc, sh.a[ps.stage] + wg * 64 * kBlockK, sh.b[ps.stage]);
           __syncwarp();  // every lane's reads of the stage (sa, sb) before the release
-          if (warp_leader) ptx::mbar_arrive_release_cta(&sh.empty[ps.stage]);
+          if (warp_leader) release_stage(&sh.empty[ps.stage], p.cluster);
           ps.advance();
           promote(fa, acc, a0 * b, a1 * b);
         }
@@ -624,18 +789,18 @@ __global__ void __launch_bounds__(ConfigT<kInt4>::kThreads, 1) moe_fused_kernel(
       }
       ptx::mbar_wait_acquire_cta(&sh.stage_empty[es.stage], es.phase ^ 1);
       if (kTrace && tr) tr[kTrSlotWait] = clock_now() - c0;
-      uint8_t* st = sh.stage[es.stage];
-#pragma unroll
-      for (int i = 0; i < 64; i += 2) {
-        const int r = wg * 64 + r0 + 8 * ((i / 2) % 2), col = kernel::frag_col(i, tid);
-        *reinterpret_cast<uint32_t*>(st + r * C::kL2Pitch + (((col / 8) ^ (r % 8)) * 16) + (col % 8) * 2) =
-            kernel::pack2<__nv_bfloat16>(fa[i], fa[i + 1]);
-      }
+      stage_l2_rows<C>(sh.stage[es.stage], fa, wg, tid);
     }
     // Hand the slot to the epilogue warps: generic-proxy smem writes before their bulk/TMA reads.
     ptx::fence_proxy_async_shared_cta();
     ptx::mbar_arrive_release_cta(&sh.stage_full[es.stage]);
     es.advance();
+  }
+  }  // consumers
+  // CTA pair: no CTA leaves while its peer may still arrive on its barriers (the peer's last stage releases).
+  if (p.cluster > 1) {
+    __syncwarp();
+    ptx::cluster_sync();
   }
 }
 

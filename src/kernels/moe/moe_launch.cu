@@ -1,5 +1,5 @@
 // Launches of the fused MoE kernel (both scheduler instantiations) and of the weighted sum
-// (moe_params.hpp). The host logic lives in moe_layer.cpp. NOT RUN ON A GPU YET (docs/MOE.md).
+// (moe_params.hpp). The host logic lives in moe_layer.cpp. docs/MOE.md says what has run on a GPU.
 #include <array>
 #include <algorithm>
 #include <atomic>
@@ -10,52 +10,114 @@
 namespace xstage::moe_kernel {
 namespace {
 
-template <class Sched, bool kInt4, bool kTrace>
-cudaError_t launch(const KernelParams<Sched>& kp, int grid, cudaStream_t stream) {
-  using C = ConfigT<kInt4>;
+template <class Sched, MoeWeightFormat kFormat, bool kTrace>
+cudaError_t configure() {
+  using C = ConfigT<kFormat>;
   constexpr int kSmemBytes = int(sizeof(SharedStorage<C>));  // 1024-aligned base: checked in the kernel
-  auto kernel = moe_fused_kernel<Sched, kInt4, kTrace>;
   // Raising the dynamic shared-memory limit is per function and device; once per device.
   static std::array<std::atomic<bool>, 64> configured{};
   int dev = 0;
   if (cudaError_t e = cudaGetDevice(&dev); e != cudaSuccess) return e;
   if (dev >= 64) return cudaErrorInvalidDevice;
   if (!configured[dev].load()) {
-    if (cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
+    if (cudaError_t e = cudaFuncSetAttribute(moe_fused_kernel<Sched, kFormat, kTrace>,
+                                             cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
         e != cudaSuccess)
       return e;
     configured[dev].store(true);
   }
+  return cudaSuccess;
+}
+
+template <class Sched, MoeWeightFormat kFormat, bool kTrace>
+cudaLaunchConfig_t config(int grid, cudaStream_t stream) {
+  using C = ConfigT<kFormat>;
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = dim3(grid);
   cfg.blockDim = dim3(C::kThreads);
-  cfg.dynamicSmemBytes = kSmemBytes;
+  cfg.dynamicSmemBytes = int(sizeof(SharedStorage<C>));
   cfg.stream = stream;
-  // Cooperative always: L2 tiles wait on other CTAs' L1 tiles and receivers on other ranks' dispatch, so
-  // every CTA must be resident; a launch that cannot make them so fails instead of deadlocking.
+  return cfg;
+}
+
+template <class Sched, MoeWeightFormat kFormat, bool kTrace>
+cudaError_t resident_pairs(int* pairs) {
+  if (cudaError_t e = configure<Sched, kFormat, kTrace>(); e != cudaSuccess) return e;
+  cudaLaunchConfig_t cfg = config<Sched, kFormat, kTrace>(2, nullptr);
   cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeCooperative;
-  attr[0].val.cooperative = 1;
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = 2;
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = 1;
   cfg.attrs = attr;
   cfg.numAttrs = 1;
-  return cudaLaunchKernelEx(&cfg, kernel, kp);
+  return cudaOccupancyMaxActiveClusters(pairs, moe_fused_kernel<Sched, kFormat, kTrace>, &cfg);
+}
+
+template <class Sched, MoeWeightFormat kFormat, bool kTrace>
+cudaError_t launch(const KernelParams<Sched>& kp, int grid, cudaStream_t stream) {
+  if (cudaError_t e = configure<Sched, kFormat, kTrace>(); e != cudaSuccess) return e;
+  cudaLaunchConfig_t cfg = config<Sched, kFormat, kTrace>(grid, stream);
+  cudaLaunchAttribute attr[1];
+  if (kp.cluster > 1) {
+    // CTA pairs: a cluster launch. Every CTA must still be resident (L2 tiles wait on other CTAs' L1 tiles,
+    // receivers on other ranks' dispatch): the host sized the grid by cudaOccupancyMaxActiveClusters, and this
+    // re-check makes a launch that could not be resident fail instead of deadlocking.
+    int pairs = 0;
+    if (cudaError_t e = resident_pairs<Sched, kFormat, kTrace>(&pairs); e != cudaSuccess) return e;
+    if (grid % 2 != 0 || grid / 2 > pairs) return cudaErrorCooperativeLaunchTooLarge;
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = 2;
+    attr[0].val.clusterDim.y = 1;
+    attr[0].val.clusterDim.z = 1;
+  } else {
+    // Cooperative: every CTA resident, or the launch fails instead of deadlocking.
+    attr[0].id = cudaLaunchAttributeCooperative;
+    attr[0].val.cooperative = 1;
+  }
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  return cudaLaunchKernelEx(&cfg, moe_fused_kernel<Sched, kFormat, kTrace>, kp);
+}
+
+template <class Sched>
+cudaError_t dispatch_pairs(MoeWeightFormat format, bool trace, int* pairs) {
+  using F = MoeWeightFormat;
+  if (trace) return format == F::kFp8 ? resident_pairs<Sched, F::kFp8, true>(pairs) : cudaErrorNotSupported;
+  switch (format) {
+    case F::kFp8: return resident_pairs<Sched, F::kFp8, false>(pairs);
+    case F::kInt4: return resident_pairs<Sched, F::kInt4, false>(pairs);
+    case F::kBf16: return resident_pairs<Sched, F::kBf16, false>(pairs);
+  }
+  return cudaErrorNotSupported;
 }
 
 }  // namespace
 
-// Instantiations: both orders x {W8A8, W4A8}, and the traced W8A8 kernel of both orders.
+// Instantiations: both orders x {W8A8, W4A8, bf16}, and the traced W8A8 kernel of both orders (8 in all).
 template <class Sched>
-cudaError_t dispatch_launch(const KernelParams<Sched>& kp, bool int4, bool trace, int grid, cudaStream_t stream) {
-  if (trace) return int4 ? cudaErrorNotSupported : launch<Sched, false, true>(kp, grid, stream);
-  return int4 ? launch<Sched, true, false>(kp, grid, stream) : launch<Sched, false, false>(kp, grid, stream);
+cudaError_t dispatch_launch(const KernelParams<Sched>& kp, MoeWeightFormat format, bool trace, int grid,
+                            cudaStream_t stream) {
+  using F = MoeWeightFormat;
+  if (trace) return format == F::kFp8 ? launch<Sched, F::kFp8, true>(kp, grid, stream) : cudaErrorNotSupported;
+  switch (format) {
+    case F::kFp8: return launch<Sched, F::kFp8, false>(kp, grid, stream);
+    case F::kInt4: return launch<Sched, F::kInt4, false>(kp, grid, stream);
+    case F::kBf16: return launch<Sched, F::kBf16, false>(kp, grid, stream);
+  }
+  return cudaErrorNotSupported;
 }
-cudaError_t launch_fused(const KernelParams<sched::MoeExpertWaveScheduler>& kp, bool int4, bool trace, int grid,
-                         cudaStream_t stream) {
-  return dispatch_launch(kp, int4, trace, grid, stream);
+cudaError_t launch_fused(const KernelParams<sched::MoeExpertWaveScheduler>& kp, MoeWeightFormat format, bool trace,
+                         int grid, cudaStream_t stream) {
+  return dispatch_launch(kp, format, trace, grid, stream);
 }
-cudaError_t launch_fused(const KernelParams<sched::MoeInterleavedScheduler>& kp, bool int4, bool trace, int grid,
-                         cudaStream_t stream) {
-  return dispatch_launch(kp, int4, trace, grid, stream);
+cudaError_t launch_fused(const KernelParams<sched::MoeInterleavedScheduler>& kp, MoeWeightFormat format, bool trace,
+                         int grid, cudaStream_t stream) {
+  return dispatch_launch(kp, format, trace, grid, stream);
+}
+cudaError_t max_resident_pairs(MoeOrder order, MoeWeightFormat format, bool trace, int* pairs) {
+  return order == MoeOrder::kExpertWave ? dispatch_pairs<sched::MoeExpertWaveScheduler>(format, trace, pairs)
+                                        : dispatch_pairs<sched::MoeInterleavedScheduler>(format, trace, pairs);
 }
 cudaError_t launch_int4_to_e4m3(const uint8_t* in, uint8_t* out, size_t bytes, cudaStream_t stream) {
   const size_t n16 = bytes / 16;

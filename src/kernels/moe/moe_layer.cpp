@@ -1,5 +1,5 @@
 // Host entry of the fused MoE layer kernel (moe_layer.hpp): validation, the dispatch plan and its device
-// tables, TMA descriptors, and the launches (moe_launch.cu). NOT RUN ON A GPU YET (docs/MOE.md).
+// tables, TMA descriptors, and the launches (moe_launch.cu). docs/MOE.md says what has run on a GPU.
 #include <cuda.h>
 #include <cudaTypedefs.h>
 
@@ -26,19 +26,27 @@ void ok(cudaError_t e, const char* what) {
 size_t round16(size_t n) { return (n + 15) / 16 * 16; }
 
 
-// 2-d row-major map {cols, rows}: FP8 bytes with the 128 B swizzle (box {128, 128}) or fp32 scales without
-// (box {128, 1}).
-void make_map_2d(CUtensorMap* map, const void* base, bool fp8, uint64_t cols, uint64_t rows, const char* what) {
+// What a 2-d map holds: FP8 bytes with the 128 B swizzle (box {128, 128}), bf16 with the 128 B swizzle (box
+// {64, 128}: the same 128 bytes x 128 rows), or fp32 scales without (box {128, 1}).
+enum class MapKind { kFp8, kBf16, kF32 };
+
+// 2-d row-major map {cols, rows} (elements).
+// box_rows: rows of a tile box (128, or 64 for the A operands, which a CTA pair loads half by half).
+void make_map_2d(CUtensorMap* map, const void* base, MapKind kind, uint64_t cols, uint64_t rows, const char* what,
+                 uint32_t box_rows = 128) {
   auto enc = runtime::tensor_map_encoder();
   if (enc == nullptr) throw RuntimeError("moe layer: cuTensorMapEncodeTiled is not available from the driver");
-  const uint64_t elem = fp8 ? 1 : 4;
+  const bool tile = kind != MapKind::kF32;
+  const uint64_t elem = kind == MapKind::kFp8 ? 1 : kind == MapKind::kBf16 ? 2 : 4;
   const cuuint64_t dims[2] = {cols, rows};
   const cuuint64_t strides[1] = {cols * elem};
-  const cuuint32_t box[2] = {128, fp8 ? 128u : 1u};
+  const cuuint32_t box[2] = {kind == MapKind::kBf16 ? 64u : 128u, tile ? box_rows : 1u};
   const cuuint32_t es[2] = {1, 1};
-  const CUresult r = enc(map, fp8 ? CU_TENSOR_MAP_DATA_TYPE_UINT8 : CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2,
-                         const_cast<void*>(base), dims, strides, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                         fp8 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_NONE,
+  const CUtensorMapDataType type = kind == MapKind::kFp8    ? CU_TENSOR_MAP_DATA_TYPE_UINT8
+                                   : kind == MapKind::kBf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+                                                            : CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
+  const CUresult r = enc(map, type, 2, const_cast<void*>(base), dims, strides, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                         tile ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_NONE,
                          CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS)
     throw RuntimeError(detail::concat("moe layer: TMA descriptor of ", what, " rejected (CUresult ", int(r), "; ",
@@ -48,7 +56,7 @@ void make_map_2d(CUtensorMap* map, const void* base, bool fp8, uint64_t cols, ui
 // Everything of the kernel parameters that does not depend on the scheduler type.
 template <class Sched>
 void fill_common(KernelParams<Sched>& kp, runtime::Team& team, const MoeLayerParams& prm, int ctas,
-                 const CUtensorMap (&maps)[8]) {
+                 const CUtensorMap (&maps)[9], int cluster) {
   kp.tma_x = maps[0];
   kp.tma_sa = maps[1];
   kp.tma_w1 = maps[2];
@@ -57,8 +65,10 @@ void fill_common(KernelParams<Sched>& kp, runtime::Team& team, const MoeLayerPar
   kp.tma_w2 = maps[5];
   kp.tma_s1 = maps[6];
   kp.tma_s2 = maps[7];
+  kp.tma_ha = maps[8];
   kp.view = team.view();
   kp.ctas_per_rank = ctas;
+  kp.cluster = cluster;
   kp.hidden = prm.shape.hidden;
   kp.inter = prm.shape.inter;
   kp.topk = prm.shape.topk;
@@ -67,6 +77,48 @@ void fill_common(KernelParams<Sched>& kp, runtime::Team& team, const MoeLayerPar
   kp.w2_scale = prm.w2_scale;
   kp.timeout_ns = team.timeout_ns();
   kp.team_err = team.error_record();
+}
+
+// CTAs per rank and CTAs per cluster of a launch (MoeLayerParams::ctas_per_rank and ::cluster, resolved).
+struct LaunchShape {
+  int ctas = 0, cluster = 1;
+};
+LaunchShape launch_shape(runtime::Team& team, const MoeLayerParams& prm) {
+  const int ranks = team.local_ranks();
+  const int n1 = prm.shape.inter / kBlockN, n2 = prm.shape.hidden / kBlockN;
+  XSTAGE_REQUIRE(prm.cluster >= 0 && prm.cluster <= 2, "moe layer: cluster must be 0 (auto), 1 or 2 CTAs, got ",
+                 prm.cluster);
+  const bool pairs_fit = n1 % 2 == 0 && n2 % 2 == 0;
+  if (prm.cluster == 2)
+    XSTAGE_REQUIRE(pairs_fit, "moe layer: CTA pairs take N tiles 2j and 2j + 1: they need even N-tile counts, but "
+                   "Linear-1 has ", n1, " (inter ", prm.shape.inter, " / 128) and Linear-2 ", n2, " (hidden ",
+                   prm.shape.hidden, " / 128)");
+  LaunchShape ls;
+  // auto = single CTAs: on the H200 at P = 1, pairs were 1-10 % slower than single CTAs on every configuration
+  // measured (docs/MOE.md, "CTA pairs"): the mainloop is not bound by L2 reads of A.
+  ls.cluster = prm.cluster == 0 ? 1 : prm.cluster;
+  ls.ctas = prm.ctas_per_rank > 0 ? prm.ctas_per_rank : team.sms_per_rank();
+  XSTAGE_REQUIRE(ls.ctas >= 1 && ls.ctas * ranks <= team.sm_count(), "moe layer: ", ls.ctas, " CTAs per rank x ",
+                 ranks, " local ranks exceed the ", team.sm_count(), " SMs (one CTA per SM; all must be resident)");
+  if (ls.cluster == 2) {
+    // Pairs never straddle two ranks (blocks 2i, 2i + 1 of one rank), and every pair must be resident at once.
+    int resident = 0;
+    ok(max_resident_pairs(prm.order, prm.weights, prm.trace, &resident), "cudaOccupancyMaxActiveClusters");
+    if (prm.ctas_per_rank > 0) {
+      XSTAGE_REQUIRE(ls.ctas % 2 == 0, "moe layer: CTA pairs need an even ctas_per_rank, got ", ls.ctas);
+    } else {
+      ls.ctas = std::min(ls.ctas - ls.ctas % 2, 2 * (resident / ranks));
+    }
+    if (ls.ctas < 2 && prm.cluster == 0) {
+      ls.cluster = 1;  // auto: no pair fits; single CTAs
+      ls.ctas = prm.ctas_per_rank > 0 ? prm.ctas_per_rank : team.sms_per_rank();
+    } else {
+      XSTAGE_REQUIRE(ls.ctas >= 2 && ranks * ls.ctas / 2 <= resident, "moe layer: ", ranks * ls.ctas / 2,
+                     " CTA pairs (", ls.ctas, " CTAs per rank x ", ranks, " local ranks) exceed the ", resident,
+                     " pairs this GPU can hold at once");
+    }
+  }
+  return ls;
 }
 
 }  // namespace
@@ -103,18 +155,21 @@ std::string check_moe_shape(const MoeShape& s, int world) {
   return "";
 }
 
-MoeWorkspace::MoeWorkspace(runtime::Team& team, const MoeShape& shape) : team_(team), shape_(shape) {
+MoeWorkspace::MoeWorkspace(runtime::Team& team, const MoeShape& shape, MoeWeightFormat format)
+    : team_(team), shape_(shape), bf16_(format == MoeWeightFormat::kBf16) {
+  XSTAGE_REQUIRE(format == MoeWeightFormat::kFp8 || format == MoeWeightFormat::kInt4 || format == MoeWeightFormat::kBf16,
+                 "moe layer: unknown weight format ", int(format), " for the workspace");
   if (const std::string why = check_moe_shape(shape, team.world()); !why.empty())
     throw UsageError("moe layer: " + why);
   const int P = team.world(), H = shape.hidden, I = shape.inter;
   const long long rows = moe::max_recv_rows(P, shape.tokens_per_rank, shape.topk, shape.experts / P, kBlockM);
   rows_cap_ = int((rows + kBlockM - 1) / kBlockM * kBlockM);
-  const size_t R = size_t(rows_cap_);
-  recv_x_ = team.alloc(round16(R * H), "moe recv_x");
-  recv_sa_ = team.alloc(round16(R * (H / kBlockK) * sizeof(float)), "moe recv_sa");
+  const size_t R = size_t(rows_cap_), elem = bf16_ ? 2 : 1;  // bytes per element of the receive and h rows
+  recv_x_ = team.alloc(round16(R * H * elem), "moe recv_x");
+  if (!bf16_) recv_sa_ = team.alloc(round16(R * (H / kBlockK) * sizeof(float)), "moe recv_sa");
   recv_meta_ = team.alloc(round16(R * sizeof(RecvMeta)), "moe recv_meta");
-  h_ = team.alloc(round16(R * I), "moe h");
-  h_scale_ = team.alloc(round16(R * (I / kBlockK) * sizeof(float)), "moe h_scale");
+  h_ = team.alloc(round16(R * I * elem), "moe h");
+  if (!bf16_) h_scale_ = team.alloc(round16(R * (I / kBlockK) * sizeof(float)), "moe h_scale");
   row_ready_ = team.alloc(round16(R / kBlockM * sizeof(uint32_t)), "moe row_ready");
   combine_ = team.alloc(round16(size_t(shape.tokens_per_rank) * shape.topk * H * 2), "moe combine");
   signals_ = std::make_unique<runtime::SignalSet>(team, 2, "moe signals");
@@ -175,8 +230,10 @@ std::vector<MoeTileTrace> MoeWorkspace::read_trace(runtime::Team& team) const {
 
 void MoeWorkspace::poison(cudaStream_t stream) {
   const int first = team_.first_rank(), ranks = team_.local_ranks();
-  for (auto* b : {recv_x_.get(), recv_sa_.get(), recv_meta_.get(), h_.get(), h_scale_.get(), combine_.get()})
+  for (auto* b : {recv_x_.get(), recv_sa_.get(), recv_meta_.get(), h_.get(), h_scale_.get(), combine_.get()}) {
+    if (b == nullptr) continue;  // the scale buffers of a bf16 workspace
     for (int g = 0; g < ranks; ++g) ok(cudaMemsetAsync(b->local(first + g), 0xFF, b->bytes(), stream), "cudaMemsetAsync (poison)");
+  }
 }
 
 // Everything prepare and launch both need valid (the routing is prepare's).
@@ -192,19 +249,40 @@ void MoeWorkspace::check_params(runtime::Team& team, const MoeLayerParams& prm) 
                  w.inter, ", experts ", w.experts, ", topk ", w.topk, ", tokens ", w.tokens_per_rank, ")");
   XSTAGE_REQUIRE(&team_ == &team, "moe layer: the workspace belongs to another team");
   auto aligned16 = [](const void* q) { return reinterpret_cast<uintptr_t>(q) % 16 == 0; };
+  XSTAGE_REQUIRE(prm.weights == MoeWeightFormat::kFp8 || prm.weights == MoeWeightFormat::kInt4 ||
+                     prm.weights == MoeWeightFormat::kBf16,
+                 "moe layer: unknown weight format ", int(prm.weights));
+  const bool bf16 = prm.weights == MoeWeightFormat::kBf16;
+  const char* format_name = bf16 ? "kBf16" : prm.weights == MoeWeightFormat::kInt4 ? "kInt4" : "kFp8";
+  XSTAGE_REQUIRE(bf16 == bf16_, "moe layer: weights = ", format_name, " needs a workspace with ",
+                 bf16 ? "bf16" : "FP8", " receive and h rows, but this one was built for ",
+                 bf16_ ? "kBf16 (bf16 rows)" : "kFp8 / kInt4 (FP8 rows)", ": construct it as MoeWorkspace(team, shape, ",
+                 bf16 ? "MoeWeightFormat::kBf16)" : "MoeWeightFormat::kFp8)");
   for (int g = 0; g < ranks; ++g) {
     const MoeRankInputs& in = prm.rank[g];
     const int r = first + g;
-    XSTAGE_REQUIRE(in.x && in.x_scale && in.topk_weight && in.out, "moe layer: local rank ", r,
-                   ": x, x_scale, topk_weight and out must all be set");
+    if (bf16) {
+      XSTAGE_REQUIRE(in.x && in.topk_weight && in.out, "moe layer: local rank ", r,
+                     ": x, topk_weight and out must all be set");
+      XSTAGE_REQUIRE(in.x_scale == nullptr, "moe layer: local rank ", r,
+                     ": x_scale must be null for bf16 activations (weights = kBf16 has no scales)");
+    } else {
+      XSTAGE_REQUIRE(in.x && in.x_scale && in.topk_weight && in.out, "moe layer: local rank ", r,
+                     ": x, x_scale, topk_weight and out must all be set");
+    }
     XSTAGE_REQUIRE(aligned16(in.x), "moe layer: local rank ", r, ": x must be 16-byte aligned");
   }
-  XSTAGE_REQUIRE(prm.w1 && prm.w1_scale && prm.w2 && prm.w2_scale, "moe layer: w1, w1_scale, w2, w2_scale must be set");
+  if (bf16) {
+    XSTAGE_REQUIRE(prm.w1 && prm.w2, "moe layer: w1 and w2 must be set");
+    XSTAGE_REQUIRE(prm.w1_scale == nullptr && prm.w2_scale == nullptr, "moe layer: w1_scale and w2_scale must be null ",
+                   "for bf16 weights (weights = kBf16 has no scales); got w1_scale ",
+                   prm.w1_scale ? "set" : "null", ", w2_scale ", prm.w2_scale ? "set" : "null");
+  } else {
+    XSTAGE_REQUIRE(prm.w1 && prm.w1_scale && prm.w2 && prm.w2_scale, "moe layer: w1, w1_scale, w2, w2_scale must be set");
+  }
   XSTAGE_REQUIRE(aligned16(prm.w1) && aligned16(prm.w2), "moe layer: w1 and w2 must be 16-byte aligned (TMA)");
-  XSTAGE_REQUIRE(prm.weights == MoeWeightFormat::kFp8 || prm.weights == MoeWeightFormat::kInt4,
-                 "moe layer: unknown weight format ", int(prm.weights));
-  XSTAGE_REQUIRE(!(prm.trace && prm.weights == MoeWeightFormat::kInt4),
-                 "moe layer: the per-tile trace is compiled for W8A8 only (weights = kInt4 was given)");
+  XSTAGE_REQUIRE(!prm.trace || prm.weights == MoeWeightFormat::kFp8,
+                 "moe layer: the per-tile trace is compiled for W8A8 only (weights = ", format_name, " was given)");
   if (prm.weights == MoeWeightFormat::kInt4)
     XSTAGE_REQUIRE(aligned16(prm.w1_scale) && aligned16(prm.w2_scale),
                    "moe layer: W4A8 weight scales must be 16-byte aligned (TMA)");
@@ -214,14 +292,13 @@ void MoeWorkspace::check_params(runtime::Team& team, const MoeLayerParams& prm) 
                  prm.experts_per_wave);
   XSTAGE_REQUIRE(prm.lead >= 0, "moe layer: the interleaved lead D must be >= 1 (the kernel waits on Linear-1 rows in "
                  "order), or 0 for D_knee; got ", prm.lead);
-  const int ctas = prm.ctas_per_rank > 0 ? prm.ctas_per_rank : team.sms_per_rank();
-  XSTAGE_REQUIRE(ctas >= 1 && ctas * ranks <= team.sm_count(), "moe layer: ", ctas, " CTAs per rank x ", ranks,
-                 " local ranks exceed the ", team.sm_count(), " SMs (one CTA per SM; all must be resident)");
+  launch_shape(team, prm);  // CTAs and pairs: named errors
+  auto back_to_back = [](const std::unique_ptr<runtime::SymmetricBuffer>& b) {
+    return b == nullptr || b->emulated_stride() == b->bytes();  // null: a bf16 workspace's scale buffers
+  };
   if (ranks > 1)
-    XSTAGE_CHECK(recv_x_->emulated_stride() == recv_x_->bytes() &&
-                     h_->emulated_stride() == h_->bytes() && recv_sa_->emulated_stride() == recv_sa_->bytes() &&
-                     h_scale_->emulated_stride() == h_scale_->bytes() &&
-                     row_ready_->emulated_stride() == row_ready_->bytes(),
+    XSTAGE_CHECK(back_to_back(recv_x_) && back_to_back(h_) && back_to_back(recv_sa_) && back_to_back(h_scale_) &&
+                     back_to_back(row_ready_),
                  "moe layer: emulated copies are not back to back");
 
 }
@@ -273,6 +350,12 @@ void prepare_moe_layer(runtime::Team& team, MoeWorkspace& ws, const MoeLayerPara
   ws.prepared_ = std::move(prep);
 }
 
+int moe_launch_ctas(runtime::Team& team, const MoeLayerParams& prm, int* cluster) {
+  const LaunchShape ls = launch_shape(team, prm);
+  if (cluster) *cluster = ls.cluster;
+  return ls.ctas;
+}
+
 void launch_moe_layer(runtime::Team& team, MoeWorkspace& ws, const MoeLayerParams& prm, cudaStream_t stream) {
   XSTAGE_REQUIRE(ws.prepared_ != nullptr, "moe layer: launch before prepare (no routing uploaded)");
   ws.check_params(team, prm);
@@ -283,15 +366,16 @@ void launch_moe_layer(runtime::Team& team, MoeWorkspace& ws, const MoeLayerParam
   const moe::DispatchPlan& plan = pr.plan;
   const size_t o_counts = pr.o_counts, o_base = pr.o_base, o_off = pr.o_off, o_tok = pr.o_tok, o_idx = pr.o_idx,
                o_pos = pr.o_pos;
-  const int ctas = prm.ctas_per_rank > 0 ? prm.ctas_per_rank : team.sms_per_rank();
+  const LaunchShape ls = launch_shape(team, prm);
+  const int ctas = ls.ctas;
   const int32_t* dt = static_cast<const int32_t*>(ws.tables_);
 
   // ---- TMA descriptors over the local ranks' folded buffers and the weights
   const uint64_t R = uint64_t(ws.rows_capacity());
   const uint64_t experts_here = uint64_t(ranks) * El;
-  const bool int4 = prm.weights == MoeWeightFormat::kInt4;
-  const uint8_t* w1 = prm.w1;
-  const uint8_t* w2 = prm.w2;
+  const bool int4 = prm.weights == MoeWeightFormat::kInt4, bf16 = prm.weights == MoeWeightFormat::kBf16;
+  const void* w1 = prm.w1;
+  const void* w2 = prm.w2;
   if (int4) {
     // W4A8 pre-pass: the local experts' int4 weights -> an e4m3 copy in the workspace (exact), which the
     // fused kernel then reads like W8A8 weights, with the per-(row, group) scales promoted per column.
@@ -304,22 +388,24 @@ void launch_moe_layer(runtime::Team& team, MoeWorkspace& ws, const MoeLayerParam
     }
     uint8_t* c1 = static_cast<uint8_t*>(ws.w8_);
     uint8_t* c2 = c1 + 2 * b1;
-    ok(launch_int4_to_e4m3(prm.w1, c1, b1, stream), "int4 -> e4m3 (w1)");
-    ok(launch_int4_to_e4m3(prm.w2, c2, b2, stream), "int4 -> e4m3 (w2)");
+    ok(launch_int4_to_e4m3(static_cast<const uint8_t*>(prm.w1), c1, b1, stream), "int4 -> e4m3 (w1)");
+    ok(launch_int4_to_e4m3(static_cast<const uint8_t*>(prm.w2), c2, b2, stream), "int4 -> e4m3 (w2)");
     w1 = c1;
     w2 = c2;
   }
-  CUtensorMap maps[8];
-  make_map_2d(&maps[0], ws.recv_x_->local(first), true, H, uint64_t(ranks) * R, "recv_x");
-  make_map_2d(&maps[1], ws.recv_sa_->local(first), false, R, uint64_t(ranks) * (H / kBlockK), "recv_sa");
-  make_map_2d(&maps[2], w1, true, H, experts_here * 2 * I, "w1");
-  make_map_2d(&maps[3], ws.h_->local(first), true, I, uint64_t(ranks) * R, "h");
-  make_map_2d(&maps[4], ws.h_scale_->local(first), false, R, uint64_t(ranks) * (I / kBlockK), "h_scale");
-  make_map_2d(&maps[5], w2, true, I, experts_here * H, "w2");
-  maps[6] = maps[7] = CUtensorMap{};
+  CUtensorMap maps[9];
+  const MapKind rows_kind = bf16 ? MapKind::kBf16 : MapKind::kFp8;  // receive rows, h and weights
+  maps[1] = maps[4] = maps[6] = maps[7] = CUtensorMap{};
+  make_map_2d(&maps[0], ws.recv_x_->local(first), rows_kind, H, uint64_t(ranks) * R, "recv_x", kBlockM / 2);
+  if (!bf16) make_map_2d(&maps[1], ws.recv_sa_->local(first), MapKind::kF32, R, uint64_t(ranks) * (H / kBlockK), "recv_sa");
+  make_map_2d(&maps[2], w1, rows_kind, H, experts_here * 2 * I, "w1");
+  make_map_2d(&maps[3], ws.h_->local(first), rows_kind, I, uint64_t(ranks) * R, "h");
+  make_map_2d(&maps[8], ws.h_->local(first), rows_kind, I, uint64_t(ranks) * R, "h (A operand)", kBlockM / 2);
+  if (!bf16) make_map_2d(&maps[4], ws.h_scale_->local(first), MapKind::kF32, R, uint64_t(ranks) * (I / kBlockK), "h_scale");
+  make_map_2d(&maps[5], w2, rows_kind, I, experts_here * H, "w2");
   if (int4) {
-    make_map_2d(&maps[6], prm.w1_scale, false, 2 * I, experts_here * (H / kBlockK), "w1_scale (int4)");
-    make_map_2d(&maps[7], prm.w2_scale, false, H, experts_here * (I / kBlockK), "w2_scale (int4)");
+    make_map_2d(&maps[6], prm.w1_scale, MapKind::kF32, 2 * I, experts_here * (H / kBlockK), "w1_scale (int4)");
+    make_map_2d(&maps[7], prm.w2_scale, MapKind::kF32, H, experts_here * (I / kBlockK), "w2_scale (int4)");
   }
 
   // ---- per-call state: row readiness from zero; epochs of the two signal slots
@@ -329,7 +415,7 @@ void launch_moe_layer(runtime::Team& team, MoeWorkspace& ws, const MoeLayerParam
 
   auto fill = [&](auto& kp) {
     using Sched = typename std::remove_reference_t<decltype(kp)>::Sched;
-    fill_common(kp, team, prm, ctas, maps);
+    fill_common(kp, team, prm, ctas, maps, ls.cluster);
     kp.rows_cap = int(R);
     kp.dl = plan.view().rebased(dt + o_counts, dt + o_base, dt + o_off);
     for (int g = 0; g < ranks; ++g) {
@@ -351,8 +437,8 @@ void launch_moe_layer(runtime::Team& team, MoeWorkspace& ws, const MoeLayerParam
         sp.experts_per_wave = prm.experts_per_wave > 0 ? prm.experts_per_wave
                                                        : std::clamp(int(std::ceil(ctas / std::max(1.0, l1_per_expert))), 1, El);
       }
-      sp.instances = ctas;
-      sp.roles = 1;
+      sp.instances = ctas / ls.cluster;  // a pair is one scheduler instance with two roles
+      sp.roles = ls.cluster;
       sp.layout = host.view();
       Sched::validate(sp);  // host arrays
       XSTAGE_CHECK(Sched::grid_size(sp) == ctas, "moe layer: scheduler grid differs from the CTAs per rank");
@@ -360,16 +446,16 @@ void launch_moe_layer(runtime::Team& team, MoeWorkspace& ws, const MoeLayerParam
       kp.sched[g] = sp;
       kp.topk_index[g] = dt + o_idx + size_t(g) * T * K;
       kp.topk_pos[g] = dt + o_pos + size_t(g) * T * K;
-      kp.x[g] = prm.rank[g].x;
+      kp.x[g] = static_cast<const uint8_t*>(prm.rank[g].x);
       kp.x_scale[g] = prm.rank[g].x_scale;
     }
     kp.recv_x = ws.recv_x_->peers();
-    kp.recv_sa = ws.recv_sa_->peers();
+    kp.recv_sa = ws.recv_sa_ ? ws.recv_sa_->peers() : runtime::PeerTable{};  // bf16: no scale buffers
     kp.recv_meta = ws.recv_meta_->peers();
     kp.combine = ws.combine_->peers();
     kp.signal = ws.signals_->table();
     kp.h = static_cast<uint8_t*>(ws.h_->local(first));
-    kp.h_scale = static_cast<float*>(ws.h_scale_->local(first));
+    kp.h_scale = ws.h_scale_ ? static_cast<float*>(ws.h_scale_->local(first)) : nullptr;
     kp.row_ready = static_cast<uint32_t*>(ws.row_ready_->local(first));
     kp.dispatch_target = ws.sent_[kSlotDispatch];
     kp.err = ws.err_;
@@ -396,7 +482,7 @@ void launch_moe_layer(runtime::Team& team, MoeWorkspace& ws, const MoeLayerParam
       kp.trace = ws.trace_;
       kp.trace_cap = cap;
     }
-    ok(launch_fused(kp, int4, prm.trace, ranks * ctas, stream), "fused MoE kernel launch");
+    ok(launch_fused(kp, prm.weights, prm.trace, ranks * ctas, stream), "fused MoE kernel launch");
   };
   if (prm.order == MoeOrder::kExpertWave) {
     KernelParams<sched::MoeExpertWaveScheduler> kp{};

@@ -1,12 +1,15 @@
 #pragma once
-// The fused expert-parallel MoE layer, W8A8 (issue 11, SPEC §5), v0: one persistent sm_90a kernel per
-// layer call over a runtime::Team (real or emulated ranks) does dispatch -> Linear-1 (FP8 wgmma, per-128
-// block-scale promotion) -> SwiGLU + FP8 1x128 requantisation -> Linear-2 -> combine stores into the
-// source ranks' combine buffers; a small second kernel does the top-k weighted sum. docs/MOE.md,
-// "Fused kernel v0", says what is written, how it synchronises, and that it has NOT run on a GPU yet.
+// The fused expert-parallel MoE layer: one persistent sm_90a kernel per layer call over a runtime::Team
+// (real or emulated ranks) does dispatch -> Linear-1 (wgmma) -> SwiGLU -> Linear-2 -> combine stores into
+// the source ranks' combine buffers; a small second kernel does the top-k weighted sum. Three precisions:
+// W8A8 (FP8 e4m3, per-128 block-scale promotion, h requantised to FP8 1x128), W4A8 (int4 weights expanded
+// exactly to e4m3 per call, then as W8A8) and bf16 (reference runs: bf16 activations and weights, fp32
+// accumulation, h kept in bf16). docs/MOE.md, "Fused kernel", says what is written, how it synchronises,
+// and what has run on a GPU.
 //
 // Usage (every local rank's tensors in device memory; the routing of ALL ranks on the host):
-//   MoeWorkspace ws(team, {hidden, inter, experts, topk, tokens_per_rank});
+//   MoeWorkspace ws(team, {hidden, inter, experts, topk, tokens_per_rank});         // W8A8, W4A8
+//   MoeWorkspace ws(team, {hidden, inter, experts, topk, tokens_per_rank}, MoeWeightFormat::kBf16);  // bf16
 //   MoeLayerParams p{...};                   // per local rank g: x, x_scale, weights, topk, out
 //   run_moe_layer(team, ws, p, stream);      // enqueues; ws.check(team) after a sync names device errors
 #include <cuda_runtime.h>
@@ -22,7 +25,8 @@
 namespace xstage::moe_kernel {
 
 // The one compiled configuration: 128-row tiles (two 64-row consumer warpgroups), 128-wide N tiles
-// (Linear-1: 128 gate + 128 up columns -> 128 h columns), 128-deep K blocks (= the FP8 scale block).
+// (Linear-1: 128 gate + 128 up columns -> 128 h columns), 128-deep K blocks (= the FP8 scale block; bf16
+// uses 64-deep blocks of the same 128 bytes per row, moe_params.hpp says why).
 inline constexpr int kBlockM = 128;
 inline constexpr int kBlockN = 128;
 inline constexpr int kBlockK = 128;
@@ -39,7 +43,12 @@ struct MoeShape {
 // int4 two's complement, two per byte (even k in the low nibble), one fp32 scale per (row, 128-group of K);
 // Hopper has no 4-bit tensor cores: each call first expands them exactly to e4m3 into the workspace (one
 // pass, stream-ordered), which the fused kernel reads with the group scales promoted per column.
-enum class MoeWeightFormat { kFp8 = 0, kInt4 = 1 };
+// kBf16 (reference runs): activations AND weights bf16, no scales at all: MoeRankInputs::x points at bf16
+// data [T][H], w1 / w2 at bf16 [experts][2I][H] / [experts][H][I], and x_scale, w1_scale, w2_scale must be
+// null. fp32 accumulation over the whole K, h = silu(g) * u rounded to bf16 (no requantisation), the
+// combine as for the other formats: moe::MoeReference's Precision::Bf16. Its receive and h buffers hold
+// bf16 rows, so it needs a workspace built for it (MoeWorkspace(team, shape, MoeWeightFormat::kBf16)).
+enum class MoeWeightFormat { kFp8 = 0, kInt4 = 1, kBf16 = 2 };
 
 // Which tile order the kernel walks (both compile; the kernel must not depend on the order).
 enum class MoeOrder { kExpertWave = 0, kInterleaved = 1 };
@@ -47,8 +56,9 @@ enum class MoeOrder { kExpertWave = 0, kInterleaved = 1 };
 // Device tensors of one local rank. FP8 codes are e4m3 bytes; scales fp32 (xstage/moe/quant.hpp's
 // conventions, DeepGEMM's block scales).
 struct MoeRankInputs {
-  const uint8_t* x = nullptr;        // [T][H] activation codes
-  const float* x_scale = nullptr;    // [T][H/128] 1x128 scales (row-major, as quantize_act_1x128 gives)
+  const void* x = nullptr;           // [T][H] activations: e4m3 codes (kFp8, kInt4) or bf16 (kBf16)
+  const float* x_scale = nullptr;    // [T][H/128] 1x128 scales (row-major, as quantize_act_1x128 gives);
+                                     // null for kBf16
   const float* topk_weight = nullptr;  // [T][k] combine weights
   float* out = nullptr;              // [T][H] fp32 result (top-k weighted sum of bf16 expert outputs)
 };
@@ -66,17 +76,23 @@ struct MoeLayerParams {
   //   kInt4: w1 [experts][2I][H/2] bytes, w1_scale [experts][H/128][2I] (K-block-major: the 2I row scales
   //          of one 128-group contiguous, so TMA loads them per column); w2 [experts][H][I/2], w2_scale
   //          [experts][I/128][H]. (xstage::moe::quantize_int4 gives [rows][K/128]: transpose per expert.)
+  //   kBf16: w1 [experts][2I][H] bf16, w2 [experts][H][I] bf16 (the same row layout as kFp8); both scales null.
   MoeWeightFormat weights = MoeWeightFormat::kFp8;
-  const uint8_t* w1 = nullptr;
+  const void* w1 = nullptr;  // e4m3 codes, int4 bytes or bf16, by `weights`
   const float* w1_scale = nullptr;
-  const uint8_t* w2 = nullptr;
+  const void* w2 = nullptr;
   const float* w2_scale = nullptr;
   MoeOrder order = MoeOrder::kExpertWave;
   int experts_per_wave = 0;  // Expert-Wave: local experts per wave; 0: waves sized to fill the CTAs
   int lead = 0;              // Interleaved: D >= 1 (the kernel waits on L1 rows in order); 0: moe_lead_knee
-  int ctas_per_rank = 0;     // 0: team.sms_per_rank()
-  // Per-tile instrumentation (W8A8): runs the traced instantiation and records every tile of the launch in
-  // the workspace (MoeWorkspace::read_trace). The untraced kernels contain no trace code at all.
+  int ctas_per_rank = 0;     // 0: team.sms_per_rank() (even with CTA pairs, and as many as can be resident)
+  // CTA pairs: 2 = clusters of two CTAs that take the same rows and neighbouring N tiles and load the shared A
+  // operand once for both (TMA multicast: the pair reads A from L2 once, not twice); 1 = single CTAs;
+  // pairs need both N-tile counts (I/128 and H/128) even. 0 = auto = single CTAs (pairs measured slower on the
+  // H200 at P = 1: docs/MOE.md, "CTA pairs").
+  int cluster = 0;
+  // Per-tile instrumentation (W8A8 only): runs the traced instantiation and records every tile of the launch
+  // in the workspace (MoeWorkspace::read_trace). The untraced kernels contain no trace code at all.
   bool trace = false;
 };
 
@@ -106,18 +122,23 @@ struct MoeDeviceError {
 // the worst routing (moe::max_recv_rows), so any routing of this shape fits.
 class MoeWorkspace {
  public:
-  MoeWorkspace(runtime::Team& team, const MoeShape& shape);
+  // `format`: the weight format of the calls it serves. kFp8 and kInt4 share one layout (e4m3 receive and
+  // h rows with their 1x128 scales); kBf16 needs bf16 rows (receive and h buffers twice as large, no scale
+  // buffers). A call whose format needs the other layout is a UsageError naming both.
+  MoeWorkspace(runtime::Team& team, const MoeShape& shape, MoeWeightFormat format = MoeWeightFormat::kFp8);
   ~MoeWorkspace();
   MoeWorkspace(const MoeWorkspace&) = delete;
   MoeWorkspace& operator=(const MoeWorkspace&) = delete;
 
   const MoeShape& shape() const { return shape_; }
   int rows_capacity() const { return rows_cap_; }  // receive rows per rank (multiple of kBlockM)
+  bool bf16_rows() const { return bf16_; }          // built for MoeWeightFormat::kBf16
   // Waits for the team's stream, then throws RuntimeError naming the first device failure of the MoE
   // kernel (rank, and the peer or the row it waited for) or of the team's record; clears both.
   void check(runtime::Team& team, const std::string& what);
   // Tests: fills the receive, intermediate and combine buffers of the local ranks with 0xFF (FP8 and bf16
-  // NaN, fp32 NaN scales), so untouched padding rows or combine entries show up as NaN in the output.
+  // NaN, fp32 NaN scales; a bf16 workspace has no scale buffers), so untouched padding rows or combine
+  // entries show up as NaN in the output.
   void poison(cudaStream_t stream);
   // The tiles of the last traced launch (synchronises the team's stream), every local rank, in CTA order.
   std::vector<MoeTileTrace> read_trace(runtime::Team& team) const;
@@ -130,6 +151,7 @@ class MoeWorkspace {
   std::unique_ptr<Prepared> prepared_;
   runtime::Team& team_;
   MoeShape shape_;
+  bool bf16_ = false;  // receive and h rows in bf16 (kBf16); recv_sa_ and h_scale_ are then not allocated
   int rows_cap_ = 0;
   std::unique_ptr<runtime::SymmetricBuffer> recv_x_, recv_sa_, recv_meta_, h_, h_scale_, row_ready_, combine_;
   std::unique_ptr<runtime::SignalSet> signals_;
@@ -156,6 +178,10 @@ void run_moe_layer(runtime::Team& team, MoeWorkspace& ws, const MoeLayerParams& 
 // routing (v0 computes the plan on the host: the counts exchange is not fused).
 void prepare_moe_layer(runtime::Team& team, MoeWorkspace& ws, const MoeLayerParams& params, cudaStream_t stream);
 void launch_moe_layer(runtime::Team& team, MoeWorkspace& ws, const MoeLayerParams& params, cudaStream_t stream);
+
+// CTAs per rank and CTAs per cluster (1 or 2) a launch with these parameters uses (MoeLayerParams::ctas_per_rank
+// and ::cluster resolved against the team and the GPU); throws the launch's UsageError for invalid ones.
+int moe_launch_ctas(runtime::Team& team, const MoeLayerParams& params, int* cluster);
 
 // D_knee of the interleaved order for `ctas` CTAs per rank: ceil(ctas * 128 / inter) scheduler rows.
 int moe_lead_knee(int ctas, int inter);

@@ -16,34 +16,53 @@
 namespace xstage::moe_kernel {
 
 // ---------------------------------------------------------------- configuration
-// kInt4 = W4A8: the weights come from the per-call e4m3 copy of the int4 weights (int4_to_e4m3_kernel) and
-// their scales are per (row, 128-group): loaded per column by TMA, promoted per column.
-template <bool kInt4_>
+// One configuration per weight format (moe_layer.hpp's MoeWeightFormat):
+//   kFp8  (W8A8): e4m3 A and B, 128-deep K blocks, per-block scale promotion;
+//   kInt4 (W4A8): the weights come from the per-call e4m3 copy of the int4 weights (int4_to_e4m3_kernel)
+//                 and their scales are per (row, 128-group): loaded per column by TMA, promoted per column;
+//   kBf16 (reference runs): bf16 A and B, no scales. Its K block is 64 elements deep so that a row of a
+//                 block is still 128 bytes = one 128 B swizzle row: every TMA box ({64 bf16, 128 rows} =
+//                 16 KB), stage size, shared-memory offset and wgmma descriptor of the FP8 path is reused as
+//                 is (bf16 wgmma m64n128k16: 4 k steps of 16 elements = 32 bytes per block, the FP8 path's
+//                 4 steps of 32 e4m3). Without scales nothing has to be promoted per block, so the MMA
+//                 warpgroups accumulate straight into the final accumulators (fp32 over the whole K) and keep
+//                 one block's wgmma batch in flight, waiting only to release the previous block's stage.
+template <MoeWeightFormat kFormat_>
 struct ConfigT {
-  static constexpr bool kInt4 = kInt4_;
-  // W8A8: 4 stages of 48 KB in flight and one epilogue slot (the trace showed the mainloop waiting for data
-  // with 3 stages); W4A8 needs 1 KB of column scales per stage, so 3 stages and two slots.
+  static constexpr MoeWeightFormat kFormat = kFormat_;
+  static constexpr bool kInt4 = kFormat == MoeWeightFormat::kInt4;
+  static constexpr bool kBf16 = kFormat == MoeWeightFormat::kBf16;
+  static constexpr int kElemBytes = kBf16 ? 2 : 1;          // bytes of one activation / weight element
+  static constexpr int kBlockKElems = kBlockK / kElemBytes;  // K elements per block: 128 (FP8) or 64 (bf16)
+  // W8A8 and bf16: 4 stages of 48 KB in flight and one epilogue slot (the trace showed the mainloop waiting for
+  // data with 3 stages); W4A8 needs 1 KB of column scales per stage, so 3 stages and two slots.
   static constexpr int kStages = kInt4 ? 3 : 4;
   static constexpr int kEpiSlots = kInt4 ? 2 : 1;                // epilogue staging slots
   static constexpr uint32_t kL2Pitch = kBlockN * 2;              // bf16 row; 16-byte chunks XOR-swizzled by row
-  static constexpr uint32_t kStageBytes = kBlockM * kL2Pitch;    // 32 KB; an L1 tile uses 16 KB + 512 B
-  static constexpr uint32_t kStageScales = kBlockM * kBlockN;    // byte offset of the L1 row scales
+  static constexpr uint32_t kStageBytes = kBlockM * kL2Pitch;    // 32 KB; an FP8 L1 tile uses 16 KB + 512 B
+  static constexpr uint32_t kStageScales = kBlockM * kBlockN;    // byte offset of the FP8 L1 row scales
+  // bf16 L1 tile: h [128 rows][128 columns] bf16 = two TMA boxes {64 columns, 128 rows} in the 128 B swizzle,
+  // the second (columns 64..127) at this offset; the tile fills the 32 KB slot.
+  static constexpr uint32_t kHPanelBytes = kBlockM * 128;
   static constexpr int kConsumerWGs = 2;
   static constexpr int kThreads = 128 * (1 + kConsumerWGs);
   // 128 * producer + 256 * consumer = 384 * 168, what the launch allocates (setmaxnreg moves registers
   // within it; more would block the increase forever).
   static constexpr int kProducerRegs = 56, kConsumerRegs = 224;
-  static constexpr uint32_t kABytes = kBlockM * kBlockK;         // 16 KB
-  static constexpr uint32_t kBBytes = kBlockN * kBlockK;         // 16 KB per 128-row e4m3 B box
-  static constexpr uint32_t kSaBytes = kBlockM * sizeof(float);  // 512 B
+  static constexpr uint32_t kABytes = kBlockM * kBlockK;         // 16 KB (128 rows x 128 bytes)
+  static constexpr uint32_t kBBytes = kBlockN * kBlockK;         // 16 KB per 128-row B box (e4m3 or bf16)
+  static constexpr uint32_t kSaBytes = kBf16 ? 0 : kBlockM * sizeof(float);  // 512 B of A row scales (not bf16)
   static constexpr uint32_t kSbBytes = kInt4 ? kBlockN * sizeof(float) : 0;  // per-column weight scales per box
   static constexpr uint32_t kL1TxBytes = kABytes + 2 * (kBBytes + kSbBytes) + kSaBytes;  // gate + up boxes
   static constexpr uint32_t kL2TxBytes = kABytes + kBBytes + kSbBytes + kSaBytes;
   static_assert(kBlockK == 128 && kBlockM == 128 && kBlockN == 128, "one tile configuration");
+  static_assert(kBlockKElems * kElemBytes == 128, "a K block row is one 128 B swizzle row");
+  static_assert(kHPanelBytes * 2 == kStageBytes, "a bf16 h tile fills one staging slot");
   static_assert(128 * kProducerRegs + 256 * kConsumerRegs <= kThreads * 168, "register budget of one CTA");
 };
 
 inline constexpr int kSlotDispatch = 0, kSlotCombine = 1;  // completion-signal slots
+
 
 // (source rank, token, slot) of a received row, written by the dispatch with the row.
 struct RecvMeta {
@@ -53,10 +72,15 @@ struct RecvMeta {
 template <class Sched_>
 struct KernelParams {
   using Sched = Sched_;
-  CUtensorMap tma_x;   // recv_x of the local ranks: {H, ranks * rows_cap} u8, box {128, 128}, sw128
+  // FP8 maps; kBf16: the same tensors in bf16 with box {64, 128} (128 bytes x 128 rows, sw128), and no
+  // tma_sa / tma_hs (zero).
+  // The A operands (recv_x, and h read by Linear-2) are loaded in boxes of 64 rows: one box per CTA of a pair
+  // (multicast), two per tile alone.
+  CUtensorMap tma_x;   // recv_x of the local ranks: {H, ranks * rows_cap} u8, box {128, 64}, sw128
   CUtensorMap tma_sa;  // recv_sa: {rows_cap, ranks * H/128} f32, box {128, 1}
   CUtensorMap tma_w1;  // {H, experts * 2I} u8, box {128, 128}, sw128
-  CUtensorMap tma_h;   // h: {I, ranks * rows_cap} u8, box {128, 128}, sw128
+  CUtensorMap tma_h;   // h: {I, ranks * rows_cap} u8, box {128, 128}, sw128 (the L1 epilogue's store)
+  CUtensorMap tma_ha;  // h as Linear-2's A operand: the same tensor, box {128, 64}
   CUtensorMap tma_hs;  // h_scale: {rows_cap, ranks * I/128} f32, box {128, 1}
   CUtensorMap tma_w2;  // {I, experts * H} u8, box {128, 128}, sw128
   // W4A8 only (tma_w1 / tma_w2 then map the workspace's e4m3 copy): the per-(row, 128-group) scales,
@@ -64,16 +88,19 @@ struct KernelParams {
   CUtensorMap tma_s1, tma_s2;
   runtime::TeamView view;
   int ctas_per_rank;
+  // CTAs per cluster: 1, or 2 = CTA pairs (blocks 2i, 2i + 1 of one rank; the scheduler's instance i with two
+  // roles: the same rows, N tiles 2j and 2j + 1) that share the A operand by TMA multicast.
+  int cluster;
   int hidden, inter, topk, tokens, rows_cap;
   moe::DispatchLayout dl;  // tables in device memory
   typename Sched::Params sched[runtime::kMaxRanks];  // per local rank; layout rebased onto device tables
   const int32_t* topk_index[runtime::kMaxRanks];     // [T][k] of local rank g
   const int32_t* topk_pos[runtime::kMaxRanks];       // [T][k]: ordinal among the source's rows to that expert
-  const uint8_t* x[runtime::kMaxRanks];
-  const float* x_scale[runtime::kMaxRanks];
+  const uint8_t* x[runtime::kMaxRanks];        // [T][H] e4m3 codes, or bf16 (kBf16): rows of H * elem bytes
+  const float* x_scale[runtime::kMaxRanks];    // null for kBf16
   runtime::PeerTable recv_x, recv_sa, recv_meta, combine, signal;
-  uint8_t* h;             // local ranks' intermediate codes, [ranks][rows_cap][I]
-  float* h_scale;         // [ranks][I/128][rows_cap]
+  uint8_t* h;             // local ranks' intermediate codes, [ranks][rows_cap][I] (kBf16: bf16)
+  float* h_scale;         // [ranks][I/128][rows_cap] (kBf16: null)
   uint32_t* row_ready;    // [ranks][rows_cap / 128], zeroed before the launch
   const float* w1_scale;  // W8A8: [experts][2I/128][H/128] (W4A8: read through tma_s1)
   const float* w2_scale;  // W8A8: [experts][H/128][I/128] (W4A8: read through tma_s2)
@@ -111,14 +138,17 @@ struct CombineParams {
   float* out[runtime::kMaxRanks];           // [T][H]
 };
 
-// Launches (moe_launch.cu): the fused kernel for both schedulers and both weight formats (cooperative,
+// Launches (moe_launch.cu): the fused kernel for both schedulers and the three weight formats (cooperative,
 // `grid` CTAs) and the weighted sum (`ranks` x `blocks` CTAs).
 // trace: the instantiation with per-tile instrumentation (W8A8 only; compiled in only there).
-cudaError_t launch_fused(const KernelParams<sched::MoeExpertWaveScheduler>& kp, bool int4, bool trace, int grid,
-                         cudaStream_t stream);
-cudaError_t launch_fused(const KernelParams<sched::MoeInterleavedScheduler>& kp, bool int4, bool trace, int grid,
-                         cudaStream_t stream);
+cudaError_t launch_fused(const KernelParams<sched::MoeExpertWaveScheduler>& kp, MoeWeightFormat format, bool trace,
+                         int grid, cudaStream_t stream);
+cudaError_t launch_fused(const KernelParams<sched::MoeInterleavedScheduler>& kp, MoeWeightFormat format, bool trace,
+                         int grid, cudaStream_t stream);
 cudaError_t launch_combine(const CombineParams& cp, int blocks, int ranks, cudaStream_t stream);
+// CTA pairs (clusters of two) of the fused kernel of this order / format that one GPU holds at once
+// (cudaOccupancyMaxActiveClusters): a launch with kp.cluster == 2 may have at most this many pairs.
+cudaError_t max_resident_pairs(MoeOrder order, MoeWeightFormat format, bool trace, int* pairs);
 // W4A8 pre-pass: `bytes` of int4 weights (a multiple of 16) -> 2 * bytes of e4m3 codes.
 cudaError_t launch_int4_to_e4m3(const uint8_t* in, uint8_t* out, size_t bytes, cudaStream_t stream);
 
