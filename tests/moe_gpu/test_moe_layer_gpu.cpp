@@ -438,6 +438,15 @@ TEST(MoeLayerGpu, CtaPairsEqualSingleCtas) {
   run_case(e);
 }
 
+// The smallest pair case (one rank, a few tiles): the sanitizers' case for the pair path.
+TEST(MoeLayerGpu, CtaPairsSingleRank) {
+  NEED_SM90();
+  Case a{1, 64, 256, 256, 8, 2};
+  a.cluster = 2;
+  a.check_single = true;
+  run_case(a);
+}
+
 // Single CTAs (cluster 1) still correct on their own (auto would pick pairs for these shapes).
 TEST(MoeLayerGpu, SingleCtas) {
   NEED_SM90();
