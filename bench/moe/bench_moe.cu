@@ -887,20 +887,27 @@ int main(int argc, char** argv) try {
               const moe_kernel::MoeShape mp{s.hidden, s.inter, s.experts, s.topk, Tp};
               moe_kernel::MoeWorkspace wp(*team, mp);
               Dev<float> outp(size_t(T) * s.hidden);
-              ok(cudaMemset(outp.p, 0xFF, outp.n * 4), "poison");
-              wp.poison(team->stream());
-              moe_kernel::MoeLayerParams pp = prm;
-              pp.shape = mp;
-              for (int r = 0; r < P; ++r)
-                pp.rank[r] = {x.p + size_t(r) * Tp * s.hidden, xs.p + size_t(r) * Tp * (s.hidden / 128),
-                              wt.p + size_t(r) * Tp * s.topk, outp.p + size_t(r) * Tp * s.hidden};
-              moe_kernel::run_moe_layer(*team, wp, pp, team->stream());
-              wp.check(*team, "fused MoE emulated");
-              const Diff d = diff(outp.p, out.p, outp.n, team->stream());
-              const bool eq = d.unequal == 0 && d.nonfinite == 0;
+              // every order (issue 12: both orders bit-identical at emulated P as at P = 1), against P = 1's output
+              bool eq = true;
+              for (const moe_kernel::MoeLayerParams& po : order_prm) {
+                ok(cudaMemset(outp.p, 0xFF, outp.n * 4), "poison");
+                wp.poison(team->stream());
+                moe_kernel::MoeLayerParams pp = po;
+                pp.shape = mp;
+                for (int r = 0; r < P; ++r)
+                  pp.rank[r] = {x.p + size_t(r) * Tp * s.hidden, xs.p + size_t(r) * Tp * (s.hidden / 128),
+                                wt.p + size_t(r) * Tp * s.topk, outp.p + size_t(r) * Tp * s.hidden};
+                moe_kernel::run_moe_layer(*team, wp, pp, team->stream());
+                wp.check(*team, "fused MoE emulated");
+                const Diff d = diff(outp.p, out.p, outp.n, team->stream());
+                const bool e = d.unequal == 0 && d.nonfinite == 0;
+                eq = eq && e;
+                std::printf("    emulated P = %d (%d tokens per rank), %s: %s\n", P, Tp,
+                            po.order == MoeOrder::kExpertWave ? "expert-wave" : "interleaved",
+                            e ? "bit-identical to P = 1" : "DIFFERS from P = 1");
+              }
               row["emulated_" + std::to_string(P) + "_bitwise_equal"] = eq;
-              std::printf("    emulated P = %d (%d tokens per rank): %s\n", P, Tp,
-                          eq ? "bit-identical to P = 1" : "DIFFERS from P = 1");
+              row["emulated_" + std::to_string(P) + "_orders"] = int(order_prm.size());
               if (eq) {
                 if (std::find(emulated_ok.begin(), emulated_ok.end(), P) == emulated_ok.end()) emulated_ok.push_back(P);
               } else {

@@ -125,8 +125,12 @@ OrderChoice choose_moe_order(const model::Platform& mx, const OrderQuery& query)
 
   if (q.world == 1) {
     c.order = OrderChoice::Order::kExpertWave;
-    c.reason = "expert-wave: no remote stores at P = 1: nothing to hide; interleaving only costs L2 locality of "
-               "expert weights (" + ws + ")";
+    // What interleaving does at P = 1 (measured 0.68-1.22x on the H200: docs/SCHEDULERS.md) comes from effects
+    // the Burst-Gap model does not describe (expert-weight L2 locality, the slack between a row's L1 and L2
+    // tiles), so the model keeps the baseline order.
+    c.reason = "expert-wave: no remote stores at P = 1: nothing to hide; the X-Stage model has no backpressure to "
+               "remove, and the order's local effects (L2 locality of expert weights, row-dependency slack) are "
+               "not modelled (" + ws + ")";
     return c;
   }
 

@@ -6,8 +6,8 @@
 // the caller. docs/SCHEDULERS.md, section "auto", has the rule with its formulas.
 //
 // The rule (SPEC §3, §5; every formula is a call into model::design_test / model::bg):
-//  1. P = 1: Expert-Wave. No remote stores at P = 1: nothing to hide; interleaving only costs L2
-//     locality of expert weights.
+//  1. P = 1: Expert-Wave. No remote stores at P = 1: nothing to hide. What interleaving changes there
+//     (expert-weight L2 locality, row-dependency slack; measured 0.68-1.22x) is outside the model.
 //  2. P > 1. Per L2 tile each of the K CTAs stores its output tile to the token's rank:
 //     B = r_t * b_n * out_bytes bytes (r_t = the tile's filled rows: balanced routing, the mean
 //     T*P*k/E / ceil(T*P*k/(E*b_m)); skewed, b_m, the hot experts' full tiles; out_bytes = 2, bf16),
