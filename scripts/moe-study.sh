@@ -5,7 +5,7 @@
 # summaries, tables and plots.
 #   RANKS=2 OUT=/root/out bash scripts/moe-study.sh        # real ranks (xstage launch -n 2), EP = 2
 #   OUT=/root/out bash scripts/moe-study.sh                # P = 1 (and emulated P = 2, 4, 8 bit-identity)
-#   STEPS="w8 w4 dsweep merge" selects steps (each fits one 10-minute device call at P = 1: run them apart).
+#   STEPS="w8 w4 dsweep tiles merge" selects steps (each fits one 10-minute device call at P = 1: run them apart).
 # Writes $OUT/{w8,w4,dsweep}/ (bench_moe's files) and the merged summaries in $OUT/moe, $OUT/moe-schedule
 # (commit them as results/moe[-pN] and results/moe-schedule[-pN]).
 set -uo pipefail
@@ -14,7 +14,7 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 BUILD=${XSTAGE_BUILD_DIR:-build}
 OUT=${OUT:-results/moe/study}
 RANKS=${RANKS:-}
-STEPS=${STEPS:-w8 w4 dsweep merge}
+STEPS=${STEPS:-w8 w4 dsweep tiles merge}
 PROTO=${PROTO:---block-s 0.05 --warmup-s 0.03}
 nccl_py=$(python3 -c "import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], 'lib'))" 2>/dev/null || true)
 [ -n "$nccl_py" ] && export LD_LIBRARY_PATH="$nccl_py:${LD_LIBRARY_PATH:-}"
@@ -37,7 +37,11 @@ for step in $STEPS; do
     w4) bench "$OUT/w4" --precision w4a8 --orders wave,interleaved --check-tokens 1 $PROTO ;;
     dsweep) bench "$OUT/dsweep" --shapes dit-moe-xl,qwen3-30b-a3b,deepseek-v4-flash --tokens 8192 \
               --orders wave,interleaved --leads 1,2,4,8,16,32,64 --check-tokens 1 $PROTO ;;
+    tiles) mkdir -p "$OUT/tiles"  # every traced tile of two small configurations (the per-tile CSV, per rank)
+           bench "$OUT/tiles" --shapes qwen3-30b-a3b,deepseek-v4-flash --tokens 2048 --routing skewed \
+             --precision w8a8 --orders wave,interleaved --check-tokens 1 --trace-csv "$OUT/tiles/tiles.csv" $PROTO ;;
     merge) sw=""; [ -e "$OUT/dsweep/moe.csv" ] && sw="--dsweep $OUT/dsweep"
+           [ -d "$OUT/tiles" ] && sw="$sw --tiles $OUT/tiles"
            python3 scripts/moe-summary.py --runs "$OUT/w8" "$OUT/w4" $sw --out-moe "$OUT/moe" \
              --out-schedule "$OUT/moe-schedule" ;;
     *) echo "unknown step $step"; exit 2 ;;

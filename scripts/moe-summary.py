@@ -61,6 +61,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", nargs="+", required=True, help="bench_moe output folders")
     ap.add_argument("--dsweep", help="bench_moe folder run with --leads (the D sweep)")
+    ap.add_argument("--tiles", help="bench_moe folder run with --trace-csv tiles.csv (every traced tile)")
     ap.add_argument("--out-moe", required=True)
     ap.add_argument("--out-schedule", required=True)
     a = ap.parse_args()
@@ -139,6 +140,8 @@ def main():
     avw = [r["auto_vs_wave"] for r in rows if "auto_vs_wave" in r]
     st = [(r["predicted_stall_wave_us"], r["trace_wave"]["slot_wait_us"]) for r in rows
           if "trace_wave" in r and "predicted_stall_wave_us" in r]
+    sim = [(r["sim_interleaved_vs_wave"], r["interleaved_vs_wave"]) for r in rows
+           if "sim_interleaved_vs_wave" in r and "interleaved_vs_wave" in r]
     by_route = {k: geomean([r["interleaved_vs_wave"] for r in rows if "interleaved_vs_wave" in r and r["routing"] == k])
                 for k in ("balanced", "skewed")}
     autos = []
@@ -159,6 +162,11 @@ def main():
         "auto_min_vs_wave": min(avw) if avw else None,
         "stall_rank_corr": spearman([p for p, _ in st], [m for _, m in st]) if len(st) >= 3 else None,
         "stall_points": len(st),
+        # the discrete-event simulator's interleaved/wave speedup vs the measured one, per configuration (out of
+        # sample: the simulator is not fitted to these runs); rows carry both (sim_interleaved_vs_wave)
+        "sim_speedup_rank_corr": spearman([p for p, _ in sim], [m for _, m in sim]) if len(sim) >= 3 else None,
+        "sim_same_side_configs": sum(1 for p, m in sim if (p > 1) == (m > 1)),
+        "sim_points": len(sim),
         "ranks": P,
         "ranks_label": ("P = 1 on one H200: no NVLink traffic; only the order's locality and balance show" if P == 1
                         else f"P = {P} real ranks, one process per GPU over NCCL"),
@@ -220,6 +228,12 @@ def main():
                     f'{e["l2_w"]:.2f} / {e["l2_i"]:.2f} | {e["st_w"]:.3f} / {e["st_i"]:.3f} | {e["pw"]:.2f} / {e["pi"]:.2f} |\n')
     with open(os.path.join(a.out_schedule, "summary.json"), "w") as f:
         json.dump(sched, f, indent=1)
+    # the instrumentation's CSVs: per configuration (trace_summary.csv of each run) and per tile (--trace-csv)
+    import shutil
+    for d in a.runs + ([a.tiles] if a.tiles else []):
+        for name in os.listdir(d):
+            if name.startswith("trace_summary") and name.endswith(".csv") or name.startswith("tiles.csv"):
+                shutil.copy(os.path.join(d, name), os.path.join(a.out_schedule, f"{os.path.basename(d)}_{name}"))
 
     try:
         import matplotlib
@@ -234,6 +248,11 @@ def main():
     xs = range(len(pts))
     ax.bar(xs, [r["interleaved_vs_wave"] for r in pts],
            color=["tab:blue" if r["routing"] == "balanced" else "tab:orange" for r in pts])
+    sim_x = [i for i, r in enumerate(pts) if "sim_interleaved_vs_wave" in r]
+    if sim_x:  # the simulator's prediction beside every measurement
+        ax.plot(sim_x, [pts[i]["sim_interleaved_vs_wave"] for i in sim_x], "k_", ms=8, mew=1.5,
+                label="simulator (predicted)")
+        ax.legend(fontsize=7, loc="upper left")
     ax.axhline(1.0, color="k", lw=0.8)
     ax.set_xticks(list(xs))
     ax.set_xticklabels([f'{r["shape"][:10]} {r["precision"]} {r["tokens"] // 1024}K {r["routing"][0]}' for r in pts],

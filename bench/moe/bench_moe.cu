@@ -84,6 +84,7 @@
 #include "xstage/runtime/comm.hpp"
 #include "xstage/runtime/env.hpp"
 #include "xstage/runtime/team.hpp"
+#include "sim_predict.hpp"
 
 using namespace xstage;
 using json = nlohmann::json;
@@ -542,7 +543,7 @@ int main(int argc, char** argv) try {
          "tflops,ratio_vs_fused,flipped\n";
   json blocks = json::array(), rows = json::array();
   std::vector<double> ratios_p1, sched_ratios, sched_bal, sched_skew, sched_violated, auto_vs_best, auto_vs_wave,
-      stall_pred, stall_meas;
+      stall_pred, stall_meas, sim_pred, sim_meas;
   int sched_configs = 0, sched_bitwise = 0;
   const model::Platform mx = model::Platform::load(a.platform);
   // The model's MMA-time estimate uses a tensor-core rate per SM: PLATFORM.md's measured cuBLASLt FP8
@@ -938,6 +939,31 @@ int main(int argc, char** argv) try {
             row["predicted_stall_wave_us"] = ch.predicted_stall_wave_us;  // per L2 tile (0 at P = 1: no remote stores)
             row["predicted_stall_interleaved_us"] = ch.predicted_stall_interleaved_us;
             row["rate_bound_violated_wave"] = ch.drain_dominated;  // V / (T_iss^0 + T_L2^mma) > R under Expert-Wave
+            // The discrete-event simulator's prediction of both orders (docs/SIMULATOR.md), beside the measurement:
+            // the most loaded rank's tiles on this many CTAs, the kernel's lead and waves, M_X of --platform, the
+            // same tensor-core rate as the model above; its L1 tiles are 128 of the 2I columns (the kernel's are
+            // 128 gate + 128 up: the same work per row in twice the tiles). Nothing in it is fitted to these runs.
+            try {
+              moe_bench::SimQuery sq;
+              sq.hidden = s.hidden;
+              sq.inter = s.inter;
+              sq.experts = s.experts;
+              sq.topk = s.topk;
+              sq.tokens_per_rank = T;
+              sq.routing = rname;
+              sq.seed = cseed;  // the routing's seed (skewed: the same stream as generate_routing)
+              sq.world = P;
+              sq.ctas = q.sms;
+              sq.tc_rate = 1e12 * ceiling_tflops_per_sm * q.sms;
+              sq.lead = moe_kernel::moe_lead_knee(q.sms, s.inter);
+              sq.staging = int4 ? 2 : 1;  // the kernel's epilogue slots
+              const moe_bench::SimOrders so = moe_bench::simulate_orders(mx, sq);
+              row["sim_wave_us"] = so.wave_us;
+              row["sim_interleaved_us"] = so.interleaved_us;
+              row["sim_interleaved_vs_wave"] = so.speedup;
+            } catch (const std::exception& e) {
+              row["sim_error"] = e.what();
+            }
           }
           if (row.contains("ms_fused_wave") && row.contains("ms_fused_interleaved")) {
             const double tw = row["ms_fused_wave"].get<double>(), ti = row["ms_fused_interleaved"].get<double>();
@@ -962,6 +988,10 @@ int main(int argc, char** argv) try {
                                                    kernel_lead);
             }
             if (row.value("rate_bound_violated_wave", false)) sched_violated.push_back(r);
+            if (row.contains("sim_interleaved_vs_wave")) {
+              sim_pred.push_back(row["sim_interleaved_vs_wave"].get<double>());
+              sim_meas.push_back(r);
+            }
             if (row.contains("trace_wave")) {  // measured stall per L2 tile: the MMA side's wait for a staging slot
               stall_pred.push_back(row["predicted_stall_wave_us"].get<double>());
               stall_meas.push_back(row["trace_wave"]["slot_wait_us"].get<double>());
@@ -1027,6 +1057,10 @@ int main(int argc, char** argv) try {
                // one (the traced MMA-side wait for a staging slot); needs --trace and W8A8 rows.
                {"stall_rank_corr", stall_pred.size() >= 3 ? json(spearman(stall_pred, stall_meas)) : json()},
                {"stall_points", stall_pred.size()},
+               // The simulator's interleaved/wave speedup against the measured one, per configuration (out of
+               // sample: nothing in the simulator is fitted to these runs): Spearman rank correlation.
+               {"sim_speedup_rank_corr", sim_pred.size() >= 3 ? json(spearman(sim_pred, sim_meas)) : json()},
+               {"sim_points", sim_pred.size()},
                {"ranks", P},
                {"ranks_label", real ? ranks_label
                                     : std::string("P = 1 (one H200; no NVLink traffic: only the order's locality and "
@@ -1047,6 +1081,9 @@ int main(int argc, char** argv) try {
       std::printf("orders: %d configs, bit-identical %d; interleaved/wave (wave ms / interleaved ms) min %.3f median %.3f "
                   "max %.3f geomean %.3f\n", sched_configs, sched_bitwise, sorted.front(), med(sorted), sorted.back(),
                   geomean(sorted));
+      if (sim_pred.size() >= 3)
+        std::printf("simulator: interleaved/wave predicted geomean %.3f; rank correlation with the measured %.2f (%zu configs)\n",
+                    geomean(sim_pred), spearman(sim_pred, sim_meas), sim_pred.size());
     }
   }
   if (lead_rank)
