@@ -944,20 +944,9 @@ int main(int argc, char** argv) try {
             // same tensor-core rate as the model above; its L1 tiles are 128 of the 2I columns (the kernel's are
             // 128 gate + 128 up: the same work per row in twice the tiles). Nothing in it is fitted to these runs.
             try {
-              moe_bench::SimQuery sq;
-              sq.hidden = s.hidden;
-              sq.inter = s.inter;
-              sq.experts = s.experts;
-              sq.topk = s.topk;
-              sq.tokens_per_rank = T;
-              sq.routing = rname;
-              sq.seed = cseed;  // the routing's seed (skewed: the same stream as generate_routing)
-              sq.world = P;
-              sq.ctas = q.sms;
-              sq.tc_rate = 1e12 * ceiling_tflops_per_sm * q.sms;
-              sq.lead = moe_kernel::moe_lead_knee(q.sms, s.inter);
-              sq.staging = int4 ? 2 : 1;  // the kernel's epilogue slots
-              const moe_bench::SimOrders so = moe_bench::simulate_orders(mx, sq);
+              // the kernel's lead and epilogue slots; the routing's seed (skewed: generate_routing's stream)
+              const moe_bench::SimOrders so = moe_bench::simulate_orders(
+                  mx, q, moe_kernel::moe_lead_knee(q.sms, s.inter), int4 ? 2 : 1, cseed, 1e12 * ceiling_tflops_per_sm);
               row["sim_wave_us"] = so.wave_us;
               row["sim_interleaved_us"] = so.interleaved_us;
               row["sim_interleaved_vs_wave"] = so.speedup;

@@ -4,20 +4,21 @@
 
 namespace xstage::moe_bench {
 
-SimOrders simulate_orders(const model::Platform& platform, const SimQuery& q) {
+SimOrders simulate_orders(const model::Platform& platform, const moe::OrderQuery& q, int lead, int staging,
+                          std::uint64_t seed, double rate_per_sm) {
   sim::MoeLayerConfig sc;
-  sc.hidden = q.hidden;
-  sc.h_inter = q.inter;
+  sc.hidden = int(q.hidden);
+  sc.h_inter = int(q.inter);
   sc.experts = q.experts;
-  sc.tokens_per_rank = q.tokens_per_rank;
+  sc.tokens_per_rank = int(q.tokens);
   sc.topk = q.topk;
-  sc.routing = q.routing;
-  sc.seed = q.seed;
+  sc.routing = q.routing == moe::RoutingKind::Skewed ? "skewed" : "balanced";
+  sc.seed = seed;
   sc.world = q.world;
-  sc.sms = q.ctas;
-  sc.tc_rate = q.tc_rate;
-  sc.lead = q.lead;
-  sc.staging = q.staging;
+  sc.sms = q.sms;
+  sc.tc_rate = rate_per_sm * q.sms;
+  sc.lead = lead;
+  sc.staging = staging;
   sc.memory_limit = 8e9;  // the largest grid point needs far less (docs/SIMULATOR.md)
   const sim::MoeSimReport r = sim::simulate_moe(platform, sc);
   return {r.wave.sim.total_time * 1e6, r.interleaved.sim.total_time * 1e6, r.speedup()};

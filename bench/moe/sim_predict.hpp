@@ -1,7 +1,9 @@
 #pragma once
 // The discrete-event simulator's prediction of both MoE tile orders for one harness configuration
 // (host-only wrapper: xstage/sim/moe.hpp is not device-compilable, bench_moe.cu is CUDA).
-#include <string>
+#include <cstdint>
+
+#include "xstage/moe/order_choice.hpp"
 
 namespace xstage::model {
 class Platform;
@@ -14,14 +16,10 @@ struct SimOrders {
   double speedup = 0;                      // wave / interleaved
 };
 
-struct SimQuery {
-  int hidden = 0, inter = 0, experts = 0, topk = 0, tokens_per_rank = 0, world = 1, ctas = 0, lead = 1, staging = 1;
-  std::string routing = "balanced";
-  unsigned long long seed = 1;
-  double tc_rate = 0;  // dense FLOP/s of the ctas CTAs together
-};
-
-// Throws UsageError (the simulator's, naming the value) for a configuration it refuses.
-SimOrders simulate_orders(const model::Platform& platform, const SimQuery& q);
+// The layer of `q` (shape, tokens, world, routing kind, q.sms CTAs) at lead `lead` with `staging` epilogue slots,
+// the routing seed `seed` and a tensor rate of `rate_per_sm` FLOP/s per CTA. Throws the simulator's UsageError
+// (naming the value) for a configuration it refuses.
+SimOrders simulate_orders(const model::Platform& platform, const moe::OrderQuery& q, int lead, int staging,
+                          std::uint64_t seed, double rate_per_sm);
 
 }  // namespace xstage::moe_bench
