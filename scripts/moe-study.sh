@@ -5,7 +5,8 @@
 # summaries, tables and plots.
 #   RANKS=2 OUT=/root/out bash scripts/moe-study.sh        # real ranks (xstage launch -n 2), EP = 2
 #   OUT=/root/out bash scripts/moe-study.sh                # P = 1 (and emulated P = 2, 4, 8 bit-identity)
-#   STEPS="w8 w4 dsweep tiles merge" selects steps (each fits one 10-minute device call at P = 1: run them apart).
+#   STEPS="w8 w4 dsweep tiles merge" selects steps (at P = 1 on one H200 each of w8, w4 took about a minute, 2026-12-01;
+#   the device tool brings back at most 8 files per call: tar the folders or drop blocks.json).
 # Writes $OUT/{w8,w4,dsweep}/ (bench_moe's files) and the merged summaries in $OUT/moe, $OUT/moe-schedule
 # (commit them as results/moe[-pN] and results/moe-schedule[-pN]).
 set -uo pipefail
