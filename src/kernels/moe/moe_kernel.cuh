@@ -70,7 +70,6 @@ struct TileDesc {
 };
 inline constexpr int kTileRing = 4;  // descriptors the producer may run ahead
 
-
 template <class C>
 struct SharedStorage {
   alignas(1024) uint8_t a[C::kStages][C::kABytes];
@@ -147,18 +146,19 @@ __device__ __forceinline__ void fence_regs(float (&r)[N]) {
 
 // A consumer warp's release of a stage it has read. In a CTA pair the peer's producer multicasts half of the A
 // operand into this CTA's stage, so the release goes to the empty barrier of every CTA of the pair (each
-// producer then knows both CTAs are done with the stage before it writes into both).
+// producer then knows both CTAs are done with the stage before it writes into both). cluster: 1 or 2.
 __device__ __forceinline__ void release_stage(uint64_t* empty, int cluster) {
   if (cluster == 1) {
     ptx::mbar_arrive_release_cta(empty);
     return;
   }
-  for (int c = 0; c < cluster; ++c) ptx::mbar_arrive_remote(empty, uint32_t(c));
+  ptx::mbar_arrive_remote(empty, 0);
+  ptx::mbar_arrive_remote(empty, 1);
 }
 
 // scratch = A_wg[64 x 128] * B[128 x 128]^T over one 128-deep block (4 k steps of 32 bytes); waits for it.
 // (A ping-pong of the two warpgroups' batches through named barriers, FA3 style, was measured on the
-// H200 and made the mainloop ~4 % slower: the mainloop waits on data, not on the promotion; docs/MOE.md.)
+// H200: -4 % with 3 stages, 0.97-1.03x with 4; docs/MOE.md, "What was measured and not kept".)
 __device__ __forceinline__ void mma_block(float (&acc)[64], const uint8_t* a_wg, const uint8_t* b) {
   fence_regs(acc);
   ptx::wgmma_fence();
@@ -459,96 +459,96 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
     if (warp == kProducerWarp) {
       // ---- producer: one thread issues every TMA load.
       if (lane == 0) {
-      ptx::prefetch_tma_map(&p.tma_x);
-      if constexpr (!C::kBf16) ptx::prefetch_tma_map(&p.tma_sa);
-      ptx::prefetch_tma_map(&p.tma_w1);
-      ptx::prefetch_tma_map(&p.tma_h);
-      ptx::prefetch_tma_map(&p.tma_ha);
-      if constexpr (!C::kBf16) ptx::prefetch_tma_map(&p.tma_hs);
-      ptx::prefetch_tma_map(&p.tma_w2);
-      kernel::PipeState<C::kStages> ps;
-      kernel::PipeState<kTileRing> ts;
-      uint32_t seen = 0;
-      // A stage is free once the consumers of every CTA that receives its A operand have released it (in a
-      // pair the empty barrier counts both CTAs' consumer warps).
-      auto wait_empty = [&](const kernel::PipeState<C::kStages>& s) {
-        ptx::mbar_wait_acquire_cta(&sh.empty[s.stage], s.phase ^ 1);
-      };
-      // The A operand (128 rows, boxes of 64): alone, both halves; in a CTA pair (same row, N tiles 2j and
-      // 2j + 1) this CTA loads half `crank` once into both CTAs, which halves the pair's L2 reads of A.
-      auto load_a = [&](const CUtensorMap* map, const kernel::PipeState<C::kStages>& s, int k0, int row0) {
-        constexpr int kHalf = kBlockM / 2;
-        uint8_t* dst = sh.a[s.stage];
-        if (p.cluster > 1) {
-          ptx::tma_load_2d_multicast(map, &sh.full[s.stage], dst + crank * kHalf * 128, k0, row0 + int(crank) * kHalf,
-                                     uint16_t(0x3));
-        } else {
-          tma_load_2d(map, &sh.full[s.stage], dst, k0, row0);
-          tma_load_2d(map, &sh.full[s.stage], dst + kHalf * 128, k0, row0 + kHalf);
-        }
-      };
-      // The walk runs one tile ahead: the next tile is found while the current one's loads are in flight.
-      auto w = sched.get_initial_work();
-      int valid = w.is_valid() ? layout.tokens_in_row(w.tile.row) : 0;
-      for (;;) {
-        const sched::MoeTile t = w.tile;
-        const bool more = w.is_valid();
-        ptx::mbar_wait_acquire_cta(&sh.tile_empty[ts.stage], ts.phase ^ 1);
-        sh.tiles[ts.stage] = more ? TileDesc{(int(t.kind == sched::MoeTileKind::L2) << 30) | t.row, t.n, t.expert, valid}
-                                  : TileDesc{-1, 0, 0, 0};
-        ptx::mbar_arrive_release_cta(&sh.tile_full[ts.stage]);
-        ts.advance();
-        if (!more) break;
-        auto next = w;
-        int next_valid = 0;
-        auto look_ahead = [&] {
-          next = sched.get_next_work(w);
-          next_valid = next.is_valid() ? layout.tokens_in_row(next.tile.row) : 0;
+        ptx::prefetch_tma_map(&p.tma_x);
+        if constexpr (!C::kBf16) ptx::prefetch_tma_map(&p.tma_sa);
+        ptx::prefetch_tma_map(&p.tma_w1);
+        ptx::prefetch_tma_map(&p.tma_h);
+        ptx::prefetch_tma_map(&p.tma_ha);
+        if constexpr (!C::kBf16) ptx::prefetch_tma_map(&p.tma_hs);
+        ptx::prefetch_tma_map(&p.tma_w2);
+        kernel::PipeState<C::kStages> ps;
+        kernel::PipeState<kTileRing> ts;
+        uint32_t seen = 0;
+        // A stage is free once the consumers of every CTA that receives its A operand have released it (in a
+        // pair the empty barrier counts both CTAs' consumer warps).
+        auto wait_empty = [&](const kernel::PipeState<C::kStages>& s) {
+          ptx::mbar_wait_acquire_cta(&sh.empty[s.stage], s.phase ^ 1);
         };
-        const int grow = g * p.rows_cap + t.row * kBlockM;  // first row in the folded [ranks * rows_cap] maps
-        const int ex = g * layout.num_experts + t.expert;   // expert index in the weight tensors
-        if (t.kind == sched::MoeTileKind::L1) {
-          wait_dispatch(p, rank, t.expert, t.m, valid, seen);
-          ptx::fence_proxy_async_global();
-          for (int kb = 0; kb < KB1; ++kb) {
-            wait_empty(ps);
-            ptx::mbar_arrive_expect_tx_release_cta(&sh.full[ps.stage], C::kL1TxBytes);
-            const int k0 = kb * C::kBlockKElems;  // first K element of the block
-            load_a(&p.tma_x, ps, k0, grow);
-            if constexpr (!C::kBf16)
-              tma_load_2d(&p.tma_sa, &sh.full[ps.stage], sh.sa[ps.stage], t.row * kBlockM, g * KB1 + kb);
-            const int gate_row = ex * 2 * p.inter + t.n * kBlockN;
-            tma_load_2d(&p.tma_w1, &sh.full[ps.stage], sh.b[ps.stage], k0, gate_row);
-            tma_load_2d(&p.tma_w1, &sh.full[ps.stage], sh.b[ps.stage] + C::kBBytes, k0, gate_row + p.inter);
-            if constexpr (C::kInt4) {  // per-column group scales of gate and up
-              tma_load_2d(&p.tma_s1, &sh.full[ps.stage], &sh.sb[ps.stage][0], t.n * kBlockN, ex * KB1 + kb);
-              tma_load_2d(&p.tma_s1, &sh.full[ps.stage], &sh.sb[ps.stage][kBlockN], p.inter + t.n * kBlockN,
-                          ex * KB1 + kb);
+        // The A operand (128 rows, boxes of 64): alone, both halves; in a CTA pair (same row, N tiles 2j and
+        // 2j + 1) this CTA loads half `crank` once into both CTAs, which halves the pair's L2 reads of A.
+        auto load_a = [&](const CUtensorMap* map, const kernel::PipeState<C::kStages>& s, int k0, int row0) {
+          constexpr int kHalf = kBlockM / 2;
+          uint8_t* dst = sh.a[s.stage];
+          if (p.cluster > 1) {
+            ptx::tma_load_2d_multicast(map, &sh.full[s.stage], dst + crank * kHalf * 128, k0, row0 + int(crank) * kHalf,
+                                       uint16_t(0x3));
+          } else {
+            tma_load_2d(map, &sh.full[s.stage], dst, k0, row0);
+            tma_load_2d(map, &sh.full[s.stage], dst + kHalf * 128, k0, row0 + kHalf);
+          }
+        };
+        // The walk runs one tile ahead: the next tile is found while the current one's loads are in flight.
+        auto w = sched.get_initial_work();
+        int valid = w.is_valid() ? layout.tokens_in_row(w.tile.row) : 0;
+        for (;;) {
+          const sched::MoeTile t = w.tile;
+          const bool more = w.is_valid();
+          ptx::mbar_wait_acquire_cta(&sh.tile_empty[ts.stage], ts.phase ^ 1);
+          sh.tiles[ts.stage] = more ? TileDesc{(int(t.kind == sched::MoeTileKind::L2) << 30) | t.row, t.n, t.expert, valid}
+                                    : TileDesc{-1, 0, 0, 0};
+          ptx::mbar_arrive_release_cta(&sh.tile_full[ts.stage]);
+          ts.advance();
+          if (!more) break;
+          auto next = w;
+          int next_valid = 0;
+          auto look_ahead = [&] {
+            next = sched.get_next_work(w);
+            next_valid = next.is_valid() ? layout.tokens_in_row(next.tile.row) : 0;
+          };
+          const int grow = g * p.rows_cap + t.row * kBlockM;  // first row in the folded [ranks * rows_cap] maps
+          const int ex = g * layout.num_experts + t.expert;   // expert index in the weight tensors
+          if (t.kind == sched::MoeTileKind::L1) {
+            wait_dispatch(p, rank, t.expert, t.m, valid, seen);
+            ptx::fence_proxy_async_global();
+            for (int kb = 0; kb < KB1; ++kb) {
+              wait_empty(ps);
+              ptx::mbar_arrive_expect_tx_release_cta(&sh.full[ps.stage], C::kL1TxBytes);
+              const int k0 = kb * C::kBlockKElems;  // first K element of the block
+              load_a(&p.tma_x, ps, k0, grow);
+              if constexpr (!C::kBf16)
+                tma_load_2d(&p.tma_sa, &sh.full[ps.stage], sh.sa[ps.stage], t.row * kBlockM, g * KB1 + kb);
+              const int gate_row = ex * 2 * p.inter + t.n * kBlockN;
+              tma_load_2d(&p.tma_w1, &sh.full[ps.stage], sh.b[ps.stage], k0, gate_row);
+              tma_load_2d(&p.tma_w1, &sh.full[ps.stage], sh.b[ps.stage] + C::kBBytes, k0, gate_row + p.inter);
+              if constexpr (C::kInt4) {  // per-column group scales of gate and up
+                tma_load_2d(&p.tma_s1, &sh.full[ps.stage], &sh.sb[ps.stage][0], t.n * kBlockN, ex * KB1 + kb);
+                tma_load_2d(&p.tma_s1, &sh.full[ps.stage], &sh.sb[ps.stage][kBlockN], p.inter + t.n * kBlockN,
+                            ex * KB1 + kb);
+              }
+              ps.advance();
+              if (kb == 0) look_ahead();
             }
-            ps.advance();
-            if (kb == 0) look_ahead();
+          } else {
+            wait_row_ready(p.row_ready + g * row_tiles + t.row, uint32_t(layout.l1_ntiles), p.timeout_ns, p.err, rank,
+                           t.row);
+            ptx::fence_proxy_async_global();
+            for (int kb = 0; kb < KB2; ++kb) {
+              wait_empty(ps);
+              ptx::mbar_arrive_expect_tx_release_cta(&sh.full[ps.stage], C::kL2TxBytes);
+              const int k0 = kb * C::kBlockKElems;
+              load_a(&p.tma_ha, ps, k0, grow);
+              if constexpr (!C::kBf16)
+                tma_load_2d(&p.tma_hs, &sh.full[ps.stage], sh.sa[ps.stage], t.row * kBlockM, g * KB2 + kb);
+              tma_load_2d(&p.tma_w2, &sh.full[ps.stage], sh.b[ps.stage], k0, ex * p.hidden + t.n * kBlockN);
+              if constexpr (C::kInt4)
+                tma_load_2d(&p.tma_s2, &sh.full[ps.stage], &sh.sb[ps.stage][0], t.n * kBlockN, ex * KB2 + kb);
+              ps.advance();
+              if (kb == 0) look_ahead();
+            }
           }
-        } else {
-          wait_row_ready(p.row_ready + g * row_tiles + t.row, uint32_t(layout.l1_ntiles), p.timeout_ns, p.err, rank,
-                         t.row);
-          ptx::fence_proxy_async_global();
-          for (int kb = 0; kb < KB2; ++kb) {
-            wait_empty(ps);
-            ptx::mbar_arrive_expect_tx_release_cta(&sh.full[ps.stage], C::kL2TxBytes);
-            const int k0 = kb * C::kBlockKElems;
-            load_a(&p.tma_ha, ps, k0, grow);
-            if constexpr (!C::kBf16)
-              tma_load_2d(&p.tma_hs, &sh.full[ps.stage], sh.sa[ps.stage], t.row * kBlockM, g * KB2 + kb);
-            tma_load_2d(&p.tma_w2, &sh.full[ps.stage], sh.b[ps.stage], k0, ex * p.hidden + t.n * kBlockN);
-            if constexpr (C::kInt4)
-              tma_load_2d(&p.tma_s2, &sh.full[ps.stage], &sh.sb[ps.stage][0], t.n * kBlockN, ex * KB2 + kb);
-            ps.advance();
-            if (kb == 0) look_ahead();
-          }
+          w = next;
+          valid = next_valid;
         }
-        w = next;
-        valid = next_valid;
-      }
       }  // lane 0
     } else if (warp == kL1EpilogueWarp || warp == kL2EpilogueWarp) {
       // ---- epilogue warps: both walk every tile (staging slots in step); each stores its kind.
@@ -647,155 +647,155 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
       }
     }
   } else {
-  // ---- consumers: warpgroup wg owns rows [64 wg, 64 wg + 64) of every tile.
-  ptx::setmaxnreg_inc<C::kConsumerRegs>();
-  const int wg = warpgroup - 1;
-  const bool warp_leader = (tid % 32) == 0;
-  const int r0 = 16 * (tid / 32) + (tid % 32) / 4;  // this thread's two fragment rows: r0, r0 + 8
-  kernel::PipeState<C::kStages> ps;
-  kernel::PipeState<kTileRing> ts;
-  EpiState es;
-  for (int tile_no = 0;; ++tile_no) {
-    const TileDesc t = read_tile(sh, ts, tid % 32);
-    if (t.end()) break;
-    const int ex = g * layout.num_experts + t.expert;
-    uint64_t* tr = wg == 0 && tid == 0 ? trace_rec<kTrace>(p, tile_no) : nullptr;
-    uint64_t c0 = 0;
-    if (kTrace && tr) {
-      tr[kTrTile] = (uint64_t(t.l2()) << 63) | (uint64_t(t.expert) << 40) | (uint64_t(t.row()) << 16) | uint64_t(t.n);
-      tr[kTrMmaStart] = ptx::globaltimer_ns();
-      c0 = clock_now();
-    }
-    const int valid = t.valid - wg * 64;  // rows of this warpgroup holding tokens
-    float acc[64];
-    if constexpr (C::kBf16) {
-      consume_bf16_tile<C>(sh, ps, es, t, KB1, KB2, wg, tid, p.cluster);
-    } else if (!t.l2()) {
-      float fg[64], fu[64];
-#pragma unroll
-      for (int i = 0; i < 64; ++i) fg[i] = fu[i] = 0.f;
-      const float* s1g = p.w1_scale + (int64_t(ex) * (2 * p.inter / kBlockN) + t.n) * KB1;  // W8A8 gate scales
-      const float* s1u = s1g + int64_t(p.inter / kBlockN) * KB1;                          // and up scales
-      for (int kb = 0; kb < KB1; ++kb) {
-        if constexpr (kTrace) {
-          const uint64_t w0 = clock_now();
-          ptx::mbar_wait_acquire_cta(&sh.full[ps.stage], ps.phase);
-          if (tr) {
-            const uint64_t w1 = clock_now();
-            if (kb == 0) tr[kTrFirstWait] = w1 - c0;
-            tr[kTrFullWait] += w1 - w0;
-          }
-        } else {
-          ptx::mbar_wait_acquire_cta(&sh.full[ps.stage], ps.phase);
-        }
-        const float a0 = sh.sa[ps.stage][wg * 64 + r0], a1 = sh.sa[ps.stage][wg * 64 + r0 + 8];
-        const uint8_t* a_wg = sh.a[ps.stage] + wg * 64 * kBlockK;
-        if constexpr (C::kInt4) {
-          mma_block(acc, a_wg, sh.b[ps.stage]);
-          promote_cols(fg, acc, a0, a1, &sh.sb[ps.stage][0], tid);
-          mma_block(acc, a_wg, sh.b[ps.stage] + C::kBBytes);
-          promote_cols(fu, acc, a0, a1, &sh.sb[ps.stage][kBlockN], tid);
-          __syncwarp();  // every lane's reads of the stage (sa, sb) before the release
-          if (warp_leader) release_stage(&sh.empty[ps.stage], p.cluster);  // after the last scale read
-          ps.advance();
-        } else {
-          const float bg = __ldg(s1g + kb), bu = __ldg(s1u + kb);
-          mma_block(acc, a_wg, sh.b[ps.stage]);
-          promote(fg, acc, a0 * bg, a1 * bg);
-          mma_block(acc, a_wg, sh.b[ps.stage] + C::kBBytes);
-          __syncwarp();  // every lane's reads of the stage (sa, sb) before the release
-          if (warp_leader) release_stage(&sh.empty[ps.stage], p.cluster);
-          ps.advance();
-          promote(fu, acc, a0 * bu, a1 * bu);
-        }
-      }
-      // SwiGLU, then FP8 with one 1x128 scale per row (the tile's 128 h columns are one scale block).
-      float amax[2] = {0.f, 0.f};
-#pragma unroll
-      for (int i = 0; i < 64; ++i) {
-        const int r = r0 + 8 * ((i / 2) % 2);
-        const float gt = fg[i];
-        const float h = r < valid ? gt / (1.0f + expf(-gt)) * fu[i] : 0.f;  // padding rows: zeros
-        fg[i] = h;
-        amax[(i / 2) % 2] = fmaxf(amax[(i / 2) % 2], fabsf(h));
-      }
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        amax[r] = fmaxf(amax[r], __shfl_xor_sync(0xffffffffu, amax[r], 1));
-        amax[r] = fmaxf(amax[r], __shfl_xor_sync(0xffffffffu, amax[r], 2));
-        amax[r] = fmaxf(amax[r], 1e-4f);  // moe::kAmaxFloor
-      }
-      const float inv[2] = {448.0f / amax[0], 448.0f / amax[1]};
+    // ---- consumers: warpgroup wg owns rows [64 wg, 64 wg + 64) of every tile.
+    ptx::setmaxnreg_inc<C::kConsumerRegs>();
+    const int wg = warpgroup - 1;
+    const bool warp_leader = (tid % 32) == 0;
+    const int r0 = 16 * (tid / 32) + (tid % 32) / 4;  // this thread's two fragment rows: r0, r0 + 8
+    kernel::PipeState<C::kStages> ps;
+    kernel::PipeState<kTileRing> ts;
+    EpiState es;
+    for (int tile_no = 0;; ++tile_no) {
+      const TileDesc t = read_tile(sh, ts, tid % 32);
+      if (t.end()) break;
+      const int ex = g * layout.num_experts + t.expert;
+      uint64_t* tr = wg == 0 && tid == 0 ? trace_rec<kTrace>(p, tile_no) : nullptr;
+      uint64_t c0 = 0;
       if (kTrace && tr) {
-        tr[kTrMmaEnd] = ptx::globaltimer_ns();
-        const uint64_t c1 = clock_now();
-        tr[kTrMmaCycles] = c1 - c0;
-        c0 = c1;
+        tr[kTrTile] = (uint64_t(t.l2()) << 63) | (uint64_t(t.expert) << 40) | (uint64_t(t.row()) << 16) | uint64_t(t.n);
+        tr[kTrMmaStart] = ptx::globaltimer_ns();
+        c0 = clock_now();
       }
-      ptx::mbar_wait_acquire_cta(&sh.stage_empty[es.stage], es.phase ^ 1);
-      if (kTrace && tr) tr[kTrSlotWait] = clock_now() - c0;
-      uint8_t* st = sh.stage[es.stage];
+      const int valid = t.valid - wg * 64;  // rows of this warpgroup holding tokens
+      float acc[64];
+      if constexpr (C::kBf16) {
+        consume_bf16_tile<C>(sh, ps, es, t, KB1, KB2, wg, tid, p.cluster);
+      } else if (!t.l2()) {
+        float fg[64], fu[64];
 #pragma unroll
-      for (int i = 0; i < 64; i += 2) {
-        const int rr = (i / 2) % 2, r = wg * 64 + r0 + 8 * rr, col = kernel::frag_col(i, tid);
-        const __nv_fp8x2_storage_t q =
-            __nv_cvt_float2_to_fp8x2(make_float2(fg[i] * inv[rr], fg[i + 1] * inv[rr]), __NV_SATFINITE, __NV_E4M3);
-        // TMA 128 B swizzle of a {128 B, 128 rows} box: 16-byte chunk index XOR row % 8.
-        *reinterpret_cast<uint16_t*>(st + r * 128 + (((col / 16) ^ (r % 8)) * 16) + col % 16) = q;
-      }
-      if (tid % 4 == 0) {
-        float* hs = reinterpret_cast<float*>(st + C::kStageScales) + wg * 64;
-        hs[r0] = amax[0] / 448.0f;
-        hs[r0 + 8] = amax[1] / 448.0f;
-      }
-    } else {
-      float fa[64];
-#pragma unroll
-      for (int i = 0; i < 64; ++i) fa[i] = 0.f;
-      const float* s2 = p.w2_scale + (int64_t(ex) * (p.hidden / kBlockN) + t.n) * KB2;  // W8A8 block scales
-      for (int kb = 0; kb < KB2; ++kb) {
-        if constexpr (kTrace) {
-          const uint64_t w0 = clock_now();
-          ptx::mbar_wait_acquire_cta(&sh.full[ps.stage], ps.phase);
-          if (tr) {
-            const uint64_t w1 = clock_now();
-            if (kb == 0) tr[kTrFirstWait] = w1 - c0;
-            tr[kTrFullWait] += w1 - w0;
+        for (int i = 0; i < 64; ++i) fg[i] = fu[i] = 0.f;
+        const float* s1g = p.w1_scale + (int64_t(ex) * (2 * p.inter / kBlockN) + t.n) * KB1;  // W8A8 gate scales
+        const float* s1u = s1g + int64_t(p.inter / kBlockN) * KB1;                          // and up scales
+        for (int kb = 0; kb < KB1; ++kb) {
+          if constexpr (kTrace) {
+            const uint64_t w0 = clock_now();
+            ptx::mbar_wait_acquire_cta(&sh.full[ps.stage], ps.phase);
+            if (tr) {
+              const uint64_t w1 = clock_now();
+              if (kb == 0) tr[kTrFirstWait] = w1 - c0;
+              tr[kTrFullWait] += w1 - w0;
+            }
+          } else {
+            ptx::mbar_wait_acquire_cta(&sh.full[ps.stage], ps.phase);
           }
-        } else {
-          ptx::mbar_wait_acquire_cta(&sh.full[ps.stage], ps.phase);
+          const float a0 = sh.sa[ps.stage][wg * 64 + r0], a1 = sh.sa[ps.stage][wg * 64 + r0 + 8];
+          const uint8_t* a_wg = sh.a[ps.stage] + wg * 64 * kBlockK;
+          if constexpr (C::kInt4) {
+            mma_block(acc, a_wg, sh.b[ps.stage]);
+            promote_cols(fg, acc, a0, a1, &sh.sb[ps.stage][0], tid);
+            mma_block(acc, a_wg, sh.b[ps.stage] + C::kBBytes);
+            promote_cols(fu, acc, a0, a1, &sh.sb[ps.stage][kBlockN], tid);
+            __syncwarp();  // every lane's reads of the stage (sa, sb) before the release
+            if (warp_leader) release_stage(&sh.empty[ps.stage], p.cluster);  // after the last scale read
+            ps.advance();
+          } else {
+            const float bg = __ldg(s1g + kb), bu = __ldg(s1u + kb);
+            mma_block(acc, a_wg, sh.b[ps.stage]);
+            promote(fg, acc, a0 * bg, a1 * bg);
+            mma_block(acc, a_wg, sh.b[ps.stage] + C::kBBytes);
+            __syncwarp();  // every lane's reads of the stage (sa, sb) before the release
+            if (warp_leader) release_stage(&sh.empty[ps.stage], p.cluster);
+            ps.advance();
+            promote(fu, acc, a0 * bu, a1 * bu);
+          }
         }
-        const float a0 = sh.sa[ps.stage][wg * 64 + r0], a1 = sh.sa[ps.stage][wg * 64 + r0 + 8];
-        if constexpr (C::kInt4) {
-          mma_block(acc, sh.a[ps.stage] + wg * 64 * kBlockK, sh.b[ps.stage]);
-          promote_cols(fa, acc, a0, a1, &sh.sb[ps.stage][0], tid);
-          __syncwarp();  // every lane's reads of the stage (sa, sb) before the release
-          if (warp_leader) release_stage(&sh.empty[ps.stage], p.cluster);
-          ps.advance();
-        } else {
-          const float b = __ldg(s2 + kb);
-          mma_block(acc, sh.a[ps.stage] + wg * 64 * kBlockK, sh.b[ps.stage]);
-          __syncwarp();  // every lane's reads of the stage (sa, sb) before the release
-          if (warp_leader) release_stage(&sh.empty[ps.stage], p.cluster);
-          ps.advance();
-          promote(fa, acc, a0 * b, a1 * b);
+        // SwiGLU, then FP8 with one 1x128 scale per row (the tile's 128 h columns are one scale block).
+        float amax[2] = {0.f, 0.f};
+#pragma unroll
+        for (int i = 0; i < 64; ++i) {
+          const int r = r0 + 8 * ((i / 2) % 2);
+          const float gt = fg[i];
+          const float h = r < valid ? gt / (1.0f + expf(-gt)) * fu[i] : 0.f;  // padding rows: zeros
+          fg[i] = h;
+          amax[(i / 2) % 2] = fmaxf(amax[(i / 2) % 2], fabsf(h));
         }
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          amax[r] = fmaxf(amax[r], __shfl_xor_sync(0xffffffffu, amax[r], 1));
+          amax[r] = fmaxf(amax[r], __shfl_xor_sync(0xffffffffu, amax[r], 2));
+          amax[r] = fmaxf(amax[r], 1e-4f);  // moe::kAmaxFloor
+        }
+        const float inv[2] = {448.0f / amax[0], 448.0f / amax[1]};
+        if (kTrace && tr) {
+          tr[kTrMmaEnd] = ptx::globaltimer_ns();
+          const uint64_t c1 = clock_now();
+          tr[kTrMmaCycles] = c1 - c0;
+          c0 = c1;
+        }
+        ptx::mbar_wait_acquire_cta(&sh.stage_empty[es.stage], es.phase ^ 1);
+        if (kTrace && tr) tr[kTrSlotWait] = clock_now() - c0;
+        uint8_t* st = sh.stage[es.stage];
+#pragma unroll
+        for (int i = 0; i < 64; i += 2) {
+          const int rr = (i / 2) % 2, r = wg * 64 + r0 + 8 * rr, col = kernel::frag_col(i, tid);
+          const __nv_fp8x2_storage_t q =
+              __nv_cvt_float2_to_fp8x2(make_float2(fg[i] * inv[rr], fg[i + 1] * inv[rr]), __NV_SATFINITE, __NV_E4M3);
+          // TMA 128 B swizzle of a {128 B, 128 rows} box: 16-byte chunk index XOR row % 8.
+          *reinterpret_cast<uint16_t*>(st + r * 128 + (((col / 16) ^ (r % 8)) * 16) + col % 16) = q;
+        }
+        if (tid % 4 == 0) {
+          float* hs = reinterpret_cast<float*>(st + C::kStageScales) + wg * 64;
+          hs[r0] = amax[0] / 448.0f;
+          hs[r0 + 8] = amax[1] / 448.0f;
+        }
+      } else {
+        float fa[64];
+#pragma unroll
+        for (int i = 0; i < 64; ++i) fa[i] = 0.f;
+        const float* s2 = p.w2_scale + (int64_t(ex) * (p.hidden / kBlockN) + t.n) * KB2;  // W8A8 block scales
+        for (int kb = 0; kb < KB2; ++kb) {
+          if constexpr (kTrace) {
+            const uint64_t w0 = clock_now();
+            ptx::mbar_wait_acquire_cta(&sh.full[ps.stage], ps.phase);
+            if (tr) {
+              const uint64_t w1 = clock_now();
+              if (kb == 0) tr[kTrFirstWait] = w1 - c0;
+              tr[kTrFullWait] += w1 - w0;
+            }
+          } else {
+            ptx::mbar_wait_acquire_cta(&sh.full[ps.stage], ps.phase);
+          }
+          const float a0 = sh.sa[ps.stage][wg * 64 + r0], a1 = sh.sa[ps.stage][wg * 64 + r0 + 8];
+          if constexpr (C::kInt4) {
+            mma_block(acc, sh.a[ps.stage] + wg * 64 * kBlockK, sh.b[ps.stage]);
+            promote_cols(fa, acc, a0, a1, &sh.sb[ps.stage][0], tid);
+            __syncwarp();  // every lane's reads of the stage (sa, sb) before the release
+            if (warp_leader) release_stage(&sh.empty[ps.stage], p.cluster);
+            ps.advance();
+          } else {
+            const float b = __ldg(s2 + kb);
+            mma_block(acc, sh.a[ps.stage] + wg * 64 * kBlockK, sh.b[ps.stage]);
+            __syncwarp();  // every lane's reads of the stage (sa, sb) before the release
+            if (warp_leader) release_stage(&sh.empty[ps.stage], p.cluster);
+            ps.advance();
+            promote(fa, acc, a0 * b, a1 * b);
+          }
+        }
+        if (kTrace && tr) {
+          tr[kTrMmaEnd] = ptx::globaltimer_ns();
+          const uint64_t c1 = clock_now();
+          tr[kTrMmaCycles] = c1 - c0;
+          c0 = c1;
+        }
+        ptx::mbar_wait_acquire_cta(&sh.stage_empty[es.stage], es.phase ^ 1);
+        if (kTrace && tr) tr[kTrSlotWait] = clock_now() - c0;
+        stage_l2_rows<C>(sh.stage[es.stage], fa, wg, tid);
       }
-      if (kTrace && tr) {
-        tr[kTrMmaEnd] = ptx::globaltimer_ns();
-        const uint64_t c1 = clock_now();
-        tr[kTrMmaCycles] = c1 - c0;
-        c0 = c1;
-      }
-      ptx::mbar_wait_acquire_cta(&sh.stage_empty[es.stage], es.phase ^ 1);
-      if (kTrace && tr) tr[kTrSlotWait] = clock_now() - c0;
-      stage_l2_rows<C>(sh.stage[es.stage], fa, wg, tid);
+      // Hand the slot to the epilogue warps: generic-proxy smem writes before their bulk/TMA reads.
+      ptx::fence_proxy_async_shared_cta();
+      ptx::mbar_arrive_release_cta(&sh.stage_full[es.stage]);
+      es.advance();
     }
-    // Hand the slot to the epilogue warps: generic-proxy smem writes before their bulk/TMA reads.
-    ptx::fence_proxy_async_shared_cta();
-    ptx::mbar_arrive_release_cta(&sh.stage_full[es.stage]);
-    es.advance();
-  }
   }  // consumers
   // CTA pair: no CTA leaves while its peer may still arrive on its barriers (the peer's last stage releases).
   if (p.cluster > 1) {

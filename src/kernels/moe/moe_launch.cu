@@ -40,8 +40,18 @@ cudaLaunchConfig_t config(int grid, cudaStream_t stream) {
   return cfg;
 }
 
+// Resident pairs of this instantiation, asked of the driver once per device (the host's launch-shape check and
+// the launch itself both need it on every call).
 template <class Sched, MoeWeightFormat kFormat, bool kTrace>
 cudaError_t resident_pairs(int* pairs) {
+  static std::array<std::atomic<int>, 64> cached{};  // 0: not asked yet
+  int dev = 0;
+  if (cudaError_t e = cudaGetDevice(&dev); e != cudaSuccess) return e;
+  if (dev >= 64) return cudaErrorInvalidDevice;
+  if (const int n = cached[dev].load(); n > 0) {
+    *pairs = n;
+    return cudaSuccess;
+  }
   if (cudaError_t e = configure<Sched, kFormat, kTrace>(); e != cudaSuccess) return e;
   cudaLaunchConfig_t cfg = config<Sched, kFormat, kTrace>(2, nullptr);
   cudaLaunchAttribute attr[1];
@@ -51,7 +61,9 @@ cudaError_t resident_pairs(int* pairs) {
   attr[0].val.clusterDim.z = 1;
   cfg.attrs = attr;
   cfg.numAttrs = 1;
-  return cudaOccupancyMaxActiveClusters(pairs, moe_fused_kernel<Sched, kFormat, kTrace>, &cfg);
+  const cudaError_t e = cudaOccupancyMaxActiveClusters(pairs, moe_fused_kernel<Sched, kFormat, kTrace>, &cfg);
+  if (e == cudaSuccess && *pairs > 0) cached[dev].store(*pairs);
+  return e;
 }
 
 template <class Sched, MoeWeightFormat kFormat, bool kTrace>
