@@ -668,6 +668,20 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
       }
       const int valid = t.valid - wg * 64;  // rows of this warpgroup holding tokens
       float acc[64];
+      // Waits for K block kb's stage; traced: the tile's first-stage wait and its total data wait.
+      auto wait_full = [&](int kb) {
+        if constexpr (kTrace) {
+          const uint64_t w0 = clock_now();
+          ptx::mbar_wait_acquire_cta(&sh.full[ps.stage], ps.phase);
+          if (tr) {
+            const uint64_t w1 = clock_now();
+            if (kb == 0) tr[kTrFirstWait] = w1 - c0;
+            tr[kTrFullWait] += w1 - w0;
+          }
+        } else {
+          ptx::mbar_wait_acquire_cta(&sh.full[ps.stage], ps.phase);
+        }
+      };
       if constexpr (C::kBf16) {
         consume_bf16_tile<C>(sh, ps, es, t, KB1, KB2, wg, tid, p.cluster);
       } else if (!t.l2()) {
@@ -677,17 +691,7 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
         const float* s1g = p.w1_scale + (int64_t(ex) * (2 * p.inter / kBlockN) + t.n) * KB1;  // W8A8 gate scales
         const float* s1u = s1g + int64_t(p.inter / kBlockN) * KB1;                          // and up scales
         for (int kb = 0; kb < KB1; ++kb) {
-          if constexpr (kTrace) {
-            const uint64_t w0 = clock_now();
-            ptx::mbar_wait_acquire_cta(&sh.full[ps.stage], ps.phase);
-            if (tr) {
-              const uint64_t w1 = clock_now();
-              if (kb == 0) tr[kTrFirstWait] = w1 - c0;
-              tr[kTrFullWait] += w1 - w0;
-            }
-          } else {
-            ptx::mbar_wait_acquire_cta(&sh.full[ps.stage], ps.phase);
-          }
+          wait_full(kb);
           const float a0 = sh.sa[ps.stage][wg * 64 + r0], a1 = sh.sa[ps.stage][wg * 64 + r0 + 8];
           const uint8_t* a_wg = sh.a[ps.stage] + wg * 64 * kBlockK;
           if constexpr (C::kInt4) {
@@ -754,17 +758,7 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
         for (int i = 0; i < 64; ++i) fa[i] = 0.f;
         const float* s2 = p.w2_scale + (int64_t(ex) * (p.hidden / kBlockN) + t.n) * KB2;  // W8A8 block scales
         for (int kb = 0; kb < KB2; ++kb) {
-          if constexpr (kTrace) {
-            const uint64_t w0 = clock_now();
-            ptx::mbar_wait_acquire_cta(&sh.full[ps.stage], ps.phase);
-            if (tr) {
-              const uint64_t w1 = clock_now();
-              if (kb == 0) tr[kTrFirstWait] = w1 - c0;
-              tr[kTrFullWait] += w1 - w0;
-            }
-          } else {
-            ptx::mbar_wait_acquire_cta(&sh.full[ps.stage], ps.phase);
-          }
+          wait_full(kb);
           const float a0 = sh.sa[ps.stage][wg * 64 + r0], a1 = sh.sa[ps.stage][wg * 64 + r0 + 8];
           if constexpr (C::kInt4) {
             mma_block(acc, sh.a[ps.stage] + wg * 64 * kBlockK, sh.b[ps.stage]);

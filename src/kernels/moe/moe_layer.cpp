@@ -88,9 +88,8 @@ LaunchShape launch_shape(runtime::Team& team, const MoeLayerParams& prm) {
   const int n1 = prm.shape.inter / kBlockN, n2 = prm.shape.hidden / kBlockN;
   XSTAGE_REQUIRE(prm.cluster >= 0 && prm.cluster <= 2, "moe layer: cluster must be 0 (auto), 1 or 2 CTAs, got ",
                  prm.cluster);
-  const bool pairs_fit = n1 % 2 == 0 && n2 % 2 == 0;
   if (prm.cluster == 2)
-    XSTAGE_REQUIRE(pairs_fit, "moe layer: CTA pairs take N tiles 2j and 2j + 1: they need even N-tile counts, but "
+    XSTAGE_REQUIRE(n1 % 2 == 0 && n2 % 2 == 0, "moe layer: CTA pairs take N tiles 2j and 2j + 1: they need even N-tile counts, but "
                    "Linear-1 has ", n1, " (inter ", prm.shape.inter, " / 128) and Linear-2 ", n2, " (hidden ",
                    prm.shape.hidden, " / 128)");
   LaunchShape ls;
@@ -109,14 +108,9 @@ LaunchShape launch_shape(runtime::Team& team, const MoeLayerParams& prm) {
     } else {
       ls.ctas = std::min(ls.ctas - ls.ctas % 2, 2 * (resident / ranks));
     }
-    if (ls.ctas < 2 && prm.cluster == 0) {
-      ls.cluster = 1;  // auto: no pair fits; single CTAs
-      ls.ctas = prm.ctas_per_rank > 0 ? prm.ctas_per_rank : team.sms_per_rank();
-    } else {
-      XSTAGE_REQUIRE(ls.ctas >= 2 && ranks * ls.ctas / 2 <= resident, "moe layer: ", ranks * ls.ctas / 2,
-                     " CTA pairs (", ls.ctas, " CTAs per rank x ", ranks, " local ranks) exceed the ", resident,
-                     " pairs this GPU can hold at once");
-    }
+    XSTAGE_REQUIRE(ls.ctas >= 2 && ranks * ls.ctas / 2 <= resident, "moe layer: ", ranks * ls.ctas / 2,
+                   " CTA pairs (", ls.ctas, " CTAs per rank x ", ranks, " local ranks) exceed the ", resident,
+                   " pairs this GPU can hold at once");
   }
   return ls;
 }
