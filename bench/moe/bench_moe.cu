@@ -13,6 +13,10 @@
 // multicast wherever the N-tile counts are even; 1 = single CTAs; 2 = pairs). --compare-single adds, per order,
 // the same kernel forced to single CTAs (backend fused_<order>_c1), checked bit-identical and timed beside it.
 //
+// The fused column (fused ms, fused_vs_unfused, ceiling_fraction; row key fused_backend) is the order `auto`
+// chose (moe::choose_moe_order; at P = 1 it follows the discrete-event simulator's prediction, which the harness
+// computes first), when that order was timed at auto's lead; otherwise the first of --orders.
+//
 // With both orders: DIR/schedule_summary.json (issue 12: configs, bitwise_equal_configs,
 // p1_min_interleaved_vs_wave, geomean/median/max, by routing, auto_choices with their reasons from
 // moe::choose_moe_order on --platform (default platforms/h200-nvlink4.json) and the device's SMs and L2).
@@ -78,13 +82,13 @@
 #include "xstage/common/error.hpp"
 #include "xstage/model/platform.hpp"
 #include "xstage/moe/order_choice.hpp"
+#include "xstage/moe/order_sim.hpp"
 #include "xstage/moe/quant.hpp"
 #include "xstage/moe/routing.hpp"
 #include "xstage/moe/shapes.hpp"
 #include "xstage/runtime/comm.hpp"
 #include "xstage/runtime/env.hpp"
 #include "xstage/runtime/team.hpp"
-#include "sim_predict.hpp"
 
 using namespace xstage;
 using json = nlohmann::json;
@@ -761,6 +765,59 @@ int main(int argc, char** argv) try {
           good = rmin(good ? 1.0 : 0.0) > 0.5;  // every rank's check
           row["correct"] = good && fused_ok;
 
+          {  // auto: the model's choice for this configuration at the world size it ran
+            moe::OrderQuery q;
+            q.hidden = s.hidden;
+            q.inter = s.inter;
+            q.experts = s.experts;
+            q.topk = s.topk;
+            q.tokens = T;
+            q.world = P;
+            q.weight_bytes = int4 ? 0.5 : 1.0;
+            q.l1_cols = 256;  // the kernel's L1 tile: 128 gate + 128 up columns
+            q.sms = a.ctas > 0 ? a.ctas : team1->sms_per_rank();
+            q.l2_bytes = double(prop.l2CacheSize);
+            q.routing = rk;
+            const moe::MmaTimes mt = moe::estimate_mma_times(q, 1e12 * ceiling_tflops_per_sm);
+            q.t_l1_mma = mt.t_l1;
+            q.t_l2_mma = mt.t_l2;
+            // The discrete-event simulator's prediction of both orders (docs/SIMULATOR.md), beside the measurement
+            // and, at P = 1, what auto follows: the most loaded rank's tiles on this many CTAs, the kernel's lead and
+            // waves, M_X of --platform, the same tensor-core rate as the model above; its L1 tiles are 128 of the 2I
+            // columns (the kernel's are 128 gate + 128 up: the same work per row in twice the tiles). Nothing in it
+            // is fitted to these runs.
+            try {
+              // the kernel's lead and epilogue slots; the routing's seed (skewed: generate_routing's stream)
+              const moe::SimOrders so = moe::simulate_orders(mx, q, moe_kernel::moe_lead_knee(q.sms, s.inter),
+                                                             int4 ? 2 : 1, cseed, 1e12 * ceiling_tflops_per_sm);
+              row["sim_wave_us"] = so.wave_us;
+              row["sim_interleaved_us"] = so.interleaved_us;
+              row["sim_interleaved_vs_wave"] = so.speedup;
+              q.sim_wave_s = so.wave_us * 1e-6;
+              q.sim_interleaved_s = so.interleaved_us * 1e-6;
+            } catch (const std::exception& e) {
+              row["sim_error"] = e.what();
+            }
+            const moe::OrderChoice ch = moe::choose_moe_order(mx, q);
+            row["auto_order"] = moe::to_string(ch.order);
+            row["auto_lead"] = ch.lead;
+            row["auto_reason"] = ch.reason;
+            row["predicted_stall_wave_us"] = ch.predicted_stall_wave_us;  // per L2 tile (0 at P = 1: no remote stores)
+            row["predicted_stall_interleaved_us"] = ch.predicted_stall_interleaved_us;
+            row["rate_bound_violated_wave"] = ch.drain_dominated;  // V / (T_iss^0 + T_L2^mma) > R under Expert-Wave
+          }
+          // The fused column of the table (fused_vs_unfused, ceiling_fraction) is the order auto chose, when it was
+          // timed at auto's lead (the kernel's default lead); otherwise the first of --orders.
+          std::string fused_name = names.empty() ? std::string() : names[0];
+          {
+            const bool auto_int = row["auto_order"] == moe::to_string(moe::OrderChoice::Order::kInterleaved);
+            const int kernel_lead = moe_kernel::moe_lead_knee(a.ctas > 0 ? a.ctas : team1->sms_per_rank(), s.inter);
+            const std::string n = auto_int ? "fused_interleaved" : "fused_wave";
+            if (std::find(names.begin(), names.end(), n) != names.end() &&
+                (!auto_int || row["auto_lead"].get<int>() == kernel_lead))
+              fused_name = n;
+          }
+          row["fused_backend"] = fused_name;
           // ---- timing
           double fused_ms = NAN, unf_ms = NAN, ceil_ms = NAN;
           if (a.time) {
@@ -792,7 +849,7 @@ int main(int argc, char** argv) try {
             for (const std::string& n : names) {
               const bench::BackendStats& sb = agreed.at(n);
               std::optional<bench::Ratio> rr;
-              if (fused_ok && n != names[0]) rr = bench::ratio(agreed.at(names[0]), sb);
+              if (fused_ok && n != fused_name) rr = bench::ratio(agreed.at(fused_name), sb);
               const double ms = sb.median_ms.value_or(NAN);
               csv << key << "," << s.hidden << "," << s.inter << "," << s.experts << "," << s.topk << "," << T << ","
                   << rname << "," << prec << "," << flops << "," << n << "," << ms << "," << sb.min_ms.value_or(NAN)
@@ -803,8 +860,8 @@ int main(int argc, char** argv) try {
               row["spread_" + n] = sb.spread.value_or(NAN);
             }
             if (fused_ok) {
-              fused_ms = agreed.at(names[0]).median_ms.value_or(NAN);
-              const bench::Ratio r = bench::ratio(agreed.at(names[0]), su);
+              fused_ms = agreed.at(fused_name).median_ms.value_or(NAN);
+              const bench::Ratio r = bench::ratio(agreed.at(fused_name), su);
               row["fused_vs_unfused"] = r.ratio.value_or(NAN);
               row["fused_vs_unfused_flipped"] = r.flipped.value_or(false);
               row["ceiling_fraction"] = ceil_ms / fused_ms;
@@ -913,44 +970,6 @@ int main(int argc, char** argv) try {
               }
             }
           if (row["correct"].get<bool>()) ++correct;
-          {  // auto: the model's choice for this configuration at the world size it ran
-            moe::OrderQuery q;
-            q.hidden = s.hidden;
-            q.inter = s.inter;
-            q.experts = s.experts;
-            q.topk = s.topk;
-            q.tokens = T;
-            q.world = P;
-            q.weight_bytes = int4 ? 0.5 : 1.0;
-            q.l1_cols = 256;  // the kernel's L1 tile: 128 gate + 128 up columns
-            q.sms = a.ctas > 0 ? a.ctas : team1->sms_per_rank();
-            q.l2_bytes = double(prop.l2CacheSize);
-            q.routing = rk;
-            const moe::MmaTimes mt = moe::estimate_mma_times(q, 1e12 * ceiling_tflops_per_sm);
-            q.t_l1_mma = mt.t_l1;
-            q.t_l2_mma = mt.t_l2;
-            const moe::OrderChoice ch = moe::choose_moe_order(mx, q);
-            row["auto_order"] = moe::to_string(ch.order);
-            row["auto_lead"] = ch.lead;
-            row["auto_reason"] = ch.reason;
-            row["predicted_stall_wave_us"] = ch.predicted_stall_wave_us;  // per L2 tile (0 at P = 1: no remote stores)
-            row["predicted_stall_interleaved_us"] = ch.predicted_stall_interleaved_us;
-            row["rate_bound_violated_wave"] = ch.drain_dominated;  // V / (T_iss^0 + T_L2^mma) > R under Expert-Wave
-            // The discrete-event simulator's prediction of both orders (docs/SIMULATOR.md), beside the measurement:
-            // the most loaded rank's tiles on this many CTAs, the kernel's lead and waves, M_X of --platform, the
-            // same tensor-core rate as the model above; its L1 tiles are 128 of the 2I columns (the kernel's are
-            // 128 gate + 128 up: the same work per row in twice the tiles). Nothing in it is fitted to these runs.
-            try {
-              // the kernel's lead and epilogue slots; the routing's seed (skewed: generate_routing's stream)
-              const moe_bench::SimOrders so = moe_bench::simulate_orders(
-                  mx, q, moe_kernel::moe_lead_knee(q.sms, s.inter), int4 ? 2 : 1, cseed, 1e12 * ceiling_tflops_per_sm);
-              row["sim_wave_us"] = so.wave_us;
-              row["sim_interleaved_us"] = so.interleaved_us;
-              row["sim_interleaved_vs_wave"] = so.speedup;
-            } catch (const std::exception& e) {
-              row["sim_error"] = e.what();
-            }
-          }
           if (row.contains("ms_fused_wave") && row.contains("ms_fused_interleaved")) {
             const double tw = row["ms_fused_wave"].get<double>(), ti = row["ms_fused_interleaved"].get<double>();
             const double r = tw / ti;

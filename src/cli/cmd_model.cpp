@@ -13,6 +13,7 @@
 #include "xstage/model/fit.hpp"
 #include "xstage/model/platform.hpp"
 #include "xstage/moe/order_choice.hpp"
+#include "xstage/moe/order_sim.hpp"
 #include "xstage/moe/shapes.hpp"
 
 namespace xstage::cli {
@@ -339,8 +340,8 @@ std::vector<MoeOpts> paper_moe_shapes() {
 struct OrderOpts {
   std::string platform = "h200-nvlink4", shape, hidden, inter, experts, topk, tokens = "4096", P, K, l2 = "60MiB",
               tile = "128x128", l1_cols, tflops, t_l1, t_l2, precision = "w8a8", routing = "balanced", staging = "0",
-              min_gain = "0.05", lead = "0";
-  bool json = false;
+              min_gain = "0.05", lead = "0", seed = "1";
+  bool json = false, no_sim = false;
 };
 
 double parse_fraction(const std::string& text, const std::string& what) {
@@ -442,11 +443,24 @@ void add_moe_order(CLI::App* des) {
   c->add_option("--min-gain", o->min_gain, "Interleave only if it cuts the stall per L2 tile by this fraction of T_L2")
       ->capture_default_str();
   c->add_option("--lead", o->lead, "Lead D to use (0: D_knee)")->capture_default_str();
+  c->add_option("--seed", o->seed, "Seed of the skewed routing the simulator draws (P = 1)")->capture_default_str();
+  c->add_flag("--no-sim", o->no_sim, "P = 1: do not run the discrete-event simulator (auto then keeps Expert-Wave)");
   c->add_flag("--json", o->json, "Print JSON");
   c->callback([o] {
     auto p = Platform::load(o->platform);
     double rate_per_sm = 0;
-    const auto q = order_query(p, *o, rate_per_sm);
+    auto q = order_query(p, *o, rate_per_sm);
+    if (q.world == 1 && !o->no_sim) {
+      // auto at P = 1 follows the simulator (order_choice.hpp): both orders at the lead auto would run, the
+      // kernel's staging slots (W8A8 1, W4A8 2), this tensor rate (or the one the measured L1 mainloop implies).
+      const auto first = xstage::moe::choose_moe_order(p, q);
+      const double rate = rate_per_sm > 0 ? rate_per_sm
+                                          : 2.0 * q.b_m * first.query.l1_cols * double(q.hidden) / q.t_l1_mma;
+      const auto so = xstage::moe::simulate_orders(p, q, first.lead, q.weight_bytes < 1 ? 2 : 1,
+                                                   parse_seed(o->seed, "--seed"), rate);
+      q.sim_wave_s = so.wave_us * 1e-6;
+      q.sim_interleaved_s = so.interleaved_us * 1e-6;
+    }
     const auto ch = xstage::moe::choose_moe_order(p, q);
     if (o->json) {
       auto j = ch.to_json();
@@ -480,6 +494,9 @@ void add_moe_order(CLI::App* des) {
              us(ch.interleaved.delta_tiss), us(ch.t_rs_int), us(r.t_l1_mma), fmt(ch.predicted_stall_interleaved_us, 2)});
       t.print(os);
     }
+    if (r.sim_wave_s > 0)
+      os << "simulated layer (P = 1, discrete-event simulator): expert-wave " << us(r.sim_wave_s) << " us, interleaved "
+         << us(r.sim_interleaved_s) << " us\n";
     os << "working set: interleaved (D = " << ch.lead << ") " << ch.rows_in_flight << " rows in flight -> "
        << ch.experts_in_flight << " experts x " << mb(ch.expert_weight_bytes) << " MB = "
        << mb(ch.weight_working_set_bytes) << " MB; expert-wave (default wave of " << ch.default_experts_per_wave

@@ -131,16 +131,7 @@ void add_simulate_moe(CLI::App* sim) {
     m.tokens_per_rank = count(o->tokens, "--tokens");
     m.routing = o->routing;
     m.skew = o->skew;
-    {
-      unsigned long long seed = 0;
-      const char* end = o->seed.data() + o->seed.size();
-      const auto [ptr, ec] = std::from_chars(o->seed.data(), end, seed);
-      XSTAGE_REQUIRE(!o->seed.empty() && ec != std::errc::invalid_argument && ptr == end, "--seed must be a whole "
-                     "number in 0..18446744073709551615, got '", o->seed, "'");
-      XSTAGE_REQUIRE(ec != std::errc::result_out_of_range, "--seed ", o->seed, " is too large (at most "
-                     "18446744073709551615)");
-      m.seed = seed;
-    }
+    m.seed = parse_seed(o->seed, "--seed");
     const auto x = o->tile.find('x');
     XSTAGE_REQUIRE(x != std::string::npos, "--tile must look like 128x128, got '", o->tile, "'");
     m.b_m = count(o->tile.substr(0, x), "--tile rows");
@@ -182,6 +173,16 @@ void add_simulate_moe(CLI::App* sim) {
 }
 
 }  // namespace
+
+unsigned long long parse_seed(const std::string& text, const std::string& what) {
+  unsigned long long seed = 0;
+  const char* end = text.data() + text.size();
+  const auto [ptr, ec] = std::from_chars(text.data(), end, seed);
+  XSTAGE_REQUIRE(!text.empty() && ec != std::errc::invalid_argument && ptr == end, what,
+                 " must be a whole number in 0..18446744073709551615, got '", text, "'");
+  XSTAGE_REQUIRE(ec != std::errc::result_out_of_range, what, " ", text, " is too large (at most 18446744073709551615)");
+  return seed;
+}
 
 void register_sim_commands(CLI::App& app) {
   auto* sim = app.add_subcommand("simulate", "Discrete-event X-Stage simulation of a kernel's schedule");

@@ -3,8 +3,13 @@
 // xstage::UsageError for bad input (exit 2) and anything else for a failure (exit 1).
 #include <CLI/CLI.hpp>
 
+#include <string>
+
 namespace xstage::cli {
 void register_model_commands(CLI::App& app);  // cmd_model.cpp: eval, design, fit, platform
 void register_sim_commands(CLI::App& app);    // cmd_sim.cpp: simulate
 void register_gpu_commands(CLI::App& app);    // cmd_gpu.cpp: calibrate, launch (needs CUDA)
+
+// A routing seed as the commands take it: a whole number in 0 .. 2^64-1 (UsageError naming `what` otherwise).
+unsigned long long parse_seed(const std::string& text, const std::string& what);
 }  // namespace xstage::cli

@@ -63,6 +63,13 @@ void check_query(const OrderQuery& q) {
                  q.staging, " s");
   XSTAGE_REQUIRE(std::isfinite(q.min_gain) && q.min_gain >= 0, "moe order: min_gain must be >= 0, got ", q.min_gain);
   XSTAGE_REQUIRE(q.lead >= 0, "moe order: lead D must be >= 1 (0: D_knee), got ", q.lead);
+  XSTAGE_REQUIRE(std::isfinite(q.sim_wave_s) && q.sim_wave_s >= 0,
+                 "moe order: simulated expert-wave time must be >= 0 s (0: not given), got ", q.sim_wave_s);
+  XSTAGE_REQUIRE(std::isfinite(q.sim_interleaved_s) && q.sim_interleaved_s >= 0,
+                 "moe order: simulated interleaved time must be >= 0 s (0: not given), got ", q.sim_interleaved_s);
+  XSTAGE_REQUIRE((q.sim_wave_s > 0) == (q.sim_interleaved_s > 0),
+                 "moe order: give both simulated times or neither (expert-wave ", q.sim_wave_s, " s, interleaved ",
+                 q.sim_interleaved_s, " s)");
 }
 
 long long ceil_div(long long a, long long b) { return (a + b - 1) / b; }
@@ -124,13 +131,24 @@ OrderChoice choose_moe_order(const model::Platform& mx, const OrderQuery& query)
                          std::to_string(c.rows_per_expert) + " rows per expert)";
 
   if (q.world == 1) {
-    c.order = OrderChoice::Order::kExpertWave;
-    // What interleaving does at P = 1 (measured 0.68-1.22x on the H200: docs/SCHEDULERS.md) comes from effects
-    // the Burst-Gap model does not describe (expert-weight L2 locality, the slack between a row's L1 and L2
-    // tiles), so the model keeps the baseline order.
-    c.reason = "expert-wave: no remote stores at P = 1: nothing to hide; the X-Stage model has no backpressure to "
-               "remove, and the order's local effects (L2 locality of expert weights, row-dependency slack) are "
-               "not modelled (" + ws + ")";
+    // No remote stores at P = 1: M_X has no backpressure to remove. The orders still differ in the slack between
+    // a row's L1 and L2 tiles (Expert-Wave's L2 tiles wait for their wave's last L1 round; Interleaved's wait when
+    // D is short for long L2 tiles), which the discrete-event simulator models, and in expert-weight L2 locality,
+    // which nothing here models (measured 0.69-1.21x at P = 1 on the H200: docs/SCHEDULERS.md).
+    const std::string head = "no remote stores at P = 1: nothing for M_X to hide; ";
+    if (q.sim_wave_s > 0) {
+      const std::string sim = "the discrete-event simulator (row-dependency slack; not L2 locality) predicts " +
+                              us(q.sim_interleaved_s) + " interleaved (D = " + std::to_string(c.lead) + ") vs " +
+                              us(q.sim_wave_s) + " expert-wave (" + num(q.sim_wave_s / q.sim_interleaved_s, 3) + "x)";
+      const bool inter = q.sim_interleaved_s < q.sim_wave_s;
+      c.order = inter ? OrderChoice::Order::kInterleaved : OrderChoice::Order::kExpertWave;
+      c.reason = std::string(inter ? "interleaved: " : "expert-wave: ") + head + sim + (inter ? "" : ", no faster") +
+                 " (" + ws + ")";
+    } else {
+      c.order = OrderChoice::Order::kExpertWave;
+      c.reason = "expert-wave: " + head + "no simulator prediction given (the order's local effects, "
+                 "row-dependency slack and L2 locality of expert weights, are outside M_X) (" + ws + ")";
+    }
     return c;
   }
 
@@ -184,6 +202,7 @@ nlohmann::json OrderChoice::to_json() const {
       {"predicted_stall_interleaved_us", predicted_stall_interleaved_us},
       {"weight_working_set_bytes", weight_working_set_bytes}, {"l2_bytes", query.l2_bytes}, {"fits_l2", fits_l2},
       {"reason", reason},
+      {"sim_wave_us", query.sim_wave_s * 1e6}, {"sim_interleaved_us", query.sim_interleaved_s * 1e6},
       {"query", {{"hidden", query.hidden}, {"inter", query.inter}, {"experts", query.experts}, {"topk", query.topk},
                  {"tokens_per_rank", query.tokens}, {"world", query.world}, {"weight_bytes", query.weight_bytes},
                  {"b_m", query.b_m}, {"b_n", query.b_n}, {"l1_cols", query.l1_cols}, {"sms", query.sms},

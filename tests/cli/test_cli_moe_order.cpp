@@ -40,13 +40,26 @@ TEST(CliMoeOrder, ChoosesInterleavedAtDKneeForAFineGrainedLayerAtP8) {
   EXPECT_NE(r.out.find("reason: interleaved, D = 11 (D_knee): drain-dominated"), std::string::npos) << r.out;
 }
 
-TEST(CliMoeOrder, ExpertWaveAtP1WhenTheWorkingSetOverflowsAndFromMeasuredTimes) {
-  auto r = xstage(kQwen + "-P 1 --tokens 8192 --json");
+TEST(CliMoeOrder, AtP1FollowsTheSimulatorAndExpertWaveWhenTheWorkingSetOverflows) {
+  // P = 1: the discrete-event simulator's two layer times decide (tests/moe/test_order_choice.cpp); --no-sim
+  // leaves auto without them: Expert-Wave.
+  auto r = xstage(kQwen + "-P 1 --tokens 8192 --l1-cols 256 --json");
   ASSERT_EQ(r.code, 0) << r.err;
   auto j = nlohmann::json::parse(r.out);
-  EXPECT_EQ(j["order"], "expert-wave");
-  EXPECT_NE(j["reason"].get<std::string>().find("no remote stores at P = 1"), std::string::npos);
+  EXPECT_EQ(j["order"], "interleaved") << j["reason"];
+  EXPECT_GT(j["sim_wave_us"].get<double>(), j["sim_interleaved_us"].get<double>());
+  EXPECT_NE(j["reason"].get<std::string>().find("the discrete-event simulator"), std::string::npos);
   EXPECT_FALSE(j.contains("expert_wave"));
+  r = xstage(kCmd + "--shape dit-moe-xl -P 1 --tokens 8192 --l1-cols 256");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("simulated layer (P = 1, discrete-event simulator): expert-wave "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("choice: expert-wave, lead 4"), std::string::npos) << r.out;
+  r = xstage(kQwen + "-P 1 --tokens 8192 --no-sim --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["order"], "expert-wave");
+  EXPECT_NE(j["reason"].get<std::string>().find("no simulator prediction given"), std::string::npos);
+  EXPECT_DOUBLE_EQ(j["sim_wave_us"].get<double>(), 0);
 
   // 256 tokens per rank: 16 experts x 4.72 MB = 75.5 MB in flight > 60 MiB; an 80 MiB L2 or W4A8 holds it.
   r = xstage(kQwen + "-P 8 --tokens 256 --json");
@@ -101,6 +114,7 @@ TEST(CliMoeOrder, EveryBadArgumentIsOneLineAndExit2) {
       {kQwen + "--l1-cols 1000", "moe order: 2 x intermediate size 1536 is not a multiple of the L1 tile width 1000"},
       {kQwen + "--tile 128", "--tile must look like 128x128, got '128'"},
       {kQwen + "--platform paper-b200", "platform 'paper-b200' records no fp8 tensor-core rate"},
+      {kQwen + "-P 1 --seed -3", "--seed must be a whole number in 0..18446744073709551615, got '-3'"},
   };
   for (const auto& [args, fragment] : table) expect_usage(args, fragment);
 }

@@ -11,6 +11,7 @@
 #include "xstage/model/design.hpp"
 #include "xstage/model/platform.hpp"
 #include "xstage/moe/order_choice.hpp"
+#include "xstage/moe/order_sim.hpp"
 #include "xstage/moe/shapes.hpp"
 
 using xstage::moe::choose_moe_order;
@@ -67,8 +68,9 @@ TEST(MoeOrder, EstimatedMmaTimesAreTileFlopsOverTheRate) {
   EXPECT_NEAR(estimate_mma_times(k, kRatePerSm).t_l2, q.t_l2_mma, 1e-18);
 }
 
-TEST(MoeOrder, WorldOfOneIsAlwaysExpertWave) {
-  // The same layer that interleaves at P = 8 (next test), and a sweep of tokens and shapes: never interleaved.
+TEST(MoeOrder, WorldOfOneWithoutASimulationIsExpertWave) {
+  // The same layer that interleaves at P = 8 (next test), and a sweep of tokens and shapes: without the
+  // simulator's times, never interleaved.
   for (const auto& s : xstage::moe::kMoeShapes)
     for (long long tokens : {64LL, 8192LL, 65536LL}) {
       SCOPED_TRACE(std::string(s.name) + " tokens " + std::to_string(tokens));
@@ -87,7 +89,8 @@ TEST(MoeOrder, WorldOfOneIsAlwaysExpertWave) {
       EXPECT_EQ(c.predicted_stall_wave_us, 0);
       EXPECT_EQ(c.predicted_stall_interleaved_us, 0);
       EXPECT_EQ(c.B, 0);
-      EXPECT_TRUE(has(c.reason, "no remote stores at P = 1: nothing to hide")) << c.reason;
+      EXPECT_TRUE(has(c.reason, "expert-wave: no remote stores at P = 1: nothing for M_X to hide")) << c.reason;
+      EXPECT_TRUE(has(c.reason, "no simulator prediction given")) << c.reason;
       EXPECT_GE(c.lead, 1);
     }
   const OrderChoice c = choose_moe_order(h200(), [] { auto q = qwen30b(8192); q.world = 1; return q; }());
@@ -95,6 +98,65 @@ TEST(MoeOrder, WorldOfOneIsAlwaysExpertWave) {
   // 8192 tokens x top-8 / 128 experts = 512 tokens per expert = 4 rows; all 128 experts are local.
   EXPECT_EQ(c.rows_per_expert, 4);
   EXPECT_EQ(c.local_experts, 128);
+}
+
+TEST(MoeOrder, WorldOfOneFollowsTheSimulatedTimes) {
+  OrderQuery q = qwen30b(8192);
+  q.world = 1;
+  q.sim_wave_s = 1.2e-3;
+  q.sim_interleaved_s = 1.0e-3;
+  OrderChoice c = choose_moe_order(h200(), q);
+  EXPECT_EQ(c.order, Order::kInterleaved) << c.reason;
+  EXPECT_EQ(c.lead, 11);  // D_knee, as without the simulation
+  EXPECT_TRUE(has(c.reason, "interleaved: no remote stores at P = 1")) << c.reason;
+  EXPECT_TRUE(has(c.reason, "predicts 1000.00 us interleaved (D = 11) vs 1200.00 us expert-wave (1.200x)")) << c.reason;
+  EXPECT_EQ(c.predicted_stall_wave_us, 0);  // no bursts at P = 1
+  EXPECT_DOUBLE_EQ(c.to_json()["sim_interleaved_us"].get<double>(), 1000);
+  // A tie or a slower interleaved order keeps Expert-Wave.
+  q.sim_interleaved_s = q.sim_wave_s;
+  c = choose_moe_order(h200(), q);
+  EXPECT_EQ(c.order, Order::kExpertWave);
+  EXPECT_TRUE(has(c.reason, "(1.000x), no faster")) << c.reason;
+  q.sim_interleaved_s = 1.5e-3;
+  EXPECT_EQ(choose_moe_order(h200(), q).order, Order::kExpertWave);
+  // At P > 1 the times are ignored: M_X decides (the next test's numbers).
+  q = qwen30b(8192);
+  q.sim_wave_s = 1e-3;
+  q.sim_interleaved_s = 2e-3;
+  EXPECT_EQ(choose_moe_order(h200(), q).order, Order::kInterleaved);
+}
+
+TEST(MoeOrder, SimulatorPredictionsAtWorldOne) {
+  // The discrete-event simulator on the kernel's layout (lead D_knee of 256-column L1 tiles, one staging slot),
+  // the preset's fp8 rate: Qwen3-30B at 8192 tokens interleaves (its rows' L2 tiles no longer wait for a wave's
+  // last L1 round); DiT-MoE-XL at 8192 tokens does not (L2 tiles of K = 4608 behind a lead of 4 rows wait for
+  // their rows). The harness measured 1.14x and 0.83x for these two on the H200 (docs/SCHEDULERS.md).
+  auto with_sim = [](OrderQuery q) {
+    q.world = 1;
+    q.l1_cols = 256;
+    const OrderChoice c0 = choose_moe_order(h200(), q);
+    const xstage::moe::SimOrders so = xstage::moe::simulate_orders(h200(), q, c0.lead, 1, 1, kRatePerSm);
+    EXPECT_GT(so.wave_us, 0);
+    EXPECT_GT(so.interleaved_us, 0);
+    EXPECT_NEAR(so.speedup, so.wave_us / so.interleaved_us, 1e-9);
+    q.sim_wave_s = so.wave_us * 1e-6;
+    q.sim_interleaved_s = so.interleaved_us * 1e-6;
+    return choose_moe_order(h200(), q);
+  };
+  const OrderChoice qw = with_sim(qwen30b(8192));
+  EXPECT_EQ(qw.order, Order::kInterleaved) << qw.reason;
+  OrderQuery dit = qwen30b(8192);
+  const auto* s = xstage::moe::find_moe_shape("dit-moe-xl");
+  dit.hidden = s->hidden;
+  dit.inter = s->inter;
+  dit.experts = s->experts;
+  dit.topk = s->topk;
+  const auto t = estimate_mma_times(dit, kRatePerSm);
+  dit.t_l1_mma = t.t_l1;
+  dit.t_l2_mma = t.t_l2;
+  const OrderChoice dc = with_sim(dit);
+  EXPECT_EQ(dc.order, Order::kExpertWave) << dc.reason;
+  EXPECT_TRUE(has(dc.reason, "no faster")) << dc.reason;
 }
 
 TEST(MoeOrder, DrainDominatedFineGrainedLayerInterleavesAtDKnee) {
@@ -309,6 +371,12 @@ TEST(MoeOrder, InvalidQueriesNameTheValue) {
             "moe order: 2 x intermediate size 1536 is not a multiple of the L1 tile width 1000");
   EXPECT_EQ(bad([](OrderQuery& q) { q.b_n = 0; }), "moe order: N-tile width b_n must be positive, got 0");
   EXPECT_EQ(bad([](OrderQuery& q) { q.min_gain = -0.1; }), "moe order: min_gain must be >= 0, got -0.1");
+  EXPECT_EQ(bad([](OrderQuery& q) { q.sim_wave_s = -1e-3; q.sim_interleaved_s = 1e-3; }),
+            "moe order: simulated expert-wave time must be >= 0 s (0: not given), got -0.001");
+  EXPECT_EQ(bad([](OrderQuery& q) { q.sim_wave_s = 1e-3; q.sim_interleaved_s = NAN; }),
+            "moe order: simulated interleaved time must be >= 0 s (0: not given), got nan");
+  EXPECT_EQ(bad([](OrderQuery& q) { q.sim_wave_s = 1e-3; }),
+            "moe order: give both simulated times or neither (expert-wave 0.001 s, interleaved 0 s)");
   EXPECT_EQ(usage_error([] { estimate_mma_times(qwen30b(8192), 0); }),
             "moe order: tensor-core rate must be a positive FLOP/s per SM, got 0");
   EXPECT_NE(usage_error([] { choose_moe_order(xstage::model::Platform{}, qwen30b(8192)); }), "");

@@ -6,8 +6,11 @@
 // the caller. docs/SCHEDULERS.md, section "auto", has the rule with its formulas.
 //
 // The rule (SPEC §3, §5; every formula is a call into model::design_test / model::bg):
-//  1. P = 1: Expert-Wave. No remote stores at P = 1: nothing to hide. What interleaving changes there
-//     (expert-weight L2 locality, row-dependency slack; measured 0.68-1.22x) is outside the model.
+//  1. P = 1: no remote stores, nothing for M_X to hide. What interleaving changes there is the slack between a
+//     row's L1 and L2 tiles (and expert-weight L2 locality, which no model here describes): the discrete-event
+//     simulator models the first, so the caller passes its predicted layer times of both orders
+//     (q.sim_wave_s, q.sim_interleaved_s; moe::simulate_orders in order_sim.hpp runs it) and `auto` takes
+//     Interleaved when the simulator predicts it strictly faster; without them (or a tie), Expert-Wave.
 //  2. P > 1. Per L2 tile each of the K CTAs stores its output tile to the token's rank:
 //     B = r_t * b_n * out_bytes bytes (r_t = the tile's filled rows: balanced routing, the mean
 //     T*P*k/E / ceil(T*P*k/(E*b_m)); skewed, b_m, the hot experts' full tiles; out_bytes = 2, bf16),
@@ -62,6 +65,9 @@ struct OrderQuery {
   double staging = 0;      // fixed epilogue staging cost added to T_RS, seconds
   double min_gain = 0.05;  // Interleaved must lower the stall per L2 tile by >= min_gain * T_L2^mma
   int lead = 0;            // D to use and evaluate; 0: D_knee
+  // P = 1 only: the discrete-event simulator's layer times of both orders (seconds; 0 = not given, then
+  // Expert-Wave). moe::simulate_orders (order_sim.hpp) computes them for this query.
+  double sim_wave_s = 0, sim_interleaved_s = 0;
 };
 
 // T_L1^mma = 2 b_m l1_cols h / rate, T_L2^mma = 2 b_m b_n h_inter / rate (one b_m x N tile over its inner

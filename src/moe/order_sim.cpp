@@ -1,10 +1,10 @@
-#include "sim_predict.hpp"
+#include "xstage/moe/order_sim.hpp"
 
 #include "xstage/sim/moe.hpp"
 
-namespace xstage::moe_bench {
+namespace xstage::moe {
 
-SimOrders simulate_orders(const model::Platform& platform, const moe::OrderQuery& q, int lead, int staging,
+SimOrders simulate_orders(const model::Platform& platform, const OrderQuery& q, int lead, int staging,
                           std::uint64_t seed, double rate_per_sm) {
   sim::MoeLayerConfig sc;
   sc.hidden = int(q.hidden);
@@ -12,16 +12,16 @@ SimOrders simulate_orders(const model::Platform& platform, const moe::OrderQuery
   sc.experts = q.experts;
   sc.tokens_per_rank = int(q.tokens);
   sc.topk = q.topk;
-  sc.routing = q.routing == moe::RoutingKind::Skewed ? "skewed" : "balanced";
+  sc.routing = q.routing == RoutingKind::Skewed ? "skewed" : "balanced";
   sc.seed = seed;
   sc.world = q.world;
   sc.sms = q.sms;
   sc.tc_rate = rate_per_sm * q.sms;
   sc.lead = lead;
   sc.staging = staging;
-  sc.memory_limit = 8e9;  // the largest grid point needs far less (docs/SIMULATOR.md)
+  sc.memory_limit = 8e9;  // the largest harness configuration needs far less (docs/SIMULATOR.md)
   const sim::MoeSimReport r = sim::simulate_moe(platform, sc);
   return {r.wave.sim.total_time * 1e6, r.interleaved.sim.total_time * 1e6, r.speedup()};
 }
 
-}  // namespace xstage::moe_bench
+}  // namespace xstage::moe

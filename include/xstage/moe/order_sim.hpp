@@ -1,0 +1,28 @@
+#pragma once
+// The discrete-event simulator's prediction of both fused-MoE tile orders for one order query (host only:
+// xstage/sim/moe.hpp behind a plain declaration, so CUDA translation units can call it). `auto` at P = 1
+// takes these times (OrderQuery::sim_wave_s / sim_interleaved_s, order_choice.hpp); the MoE harness also
+// records them beside every measurement.
+#include <cstdint>
+
+#include "xstage/moe/order_choice.hpp"
+
+namespace xstage::model {
+class Platform;
+}
+
+namespace xstage::moe {
+
+struct SimOrders {
+  double wave_us = 0, interleaved_us = 0;  // predicted layer time of the most loaded rank
+  double speedup = 0;                      // wave / interleaved
+};
+
+// The layer of `q` (shape, tokens, world, routing kind, q.sms CTAs) at lead `lead` with `staging` epilogue
+// slots, the routing seed `seed` (skewed routing: generate_routing's stream) and a tensor rate of
+// `rate_per_sm` FLOP/s per CTA. Throws the simulator's UsageError (naming the value) for a configuration it
+// refuses.
+SimOrders simulate_orders(const model::Platform& platform, const OrderQuery& q, int lead, int staging,
+                          std::uint64_t seed, double rate_per_sm);
+
+}  // namespace xstage::moe
