@@ -7,6 +7,10 @@
 #   OUT=/root/out bash scripts/moe-study.sh                # P = 1 (and emulated P = 2, 4, 8 bit-identity)
 #   STEPS="w8 w4 dsweep tiles merge" selects steps (at P = 1 on one H200 each of w8, w4 took about a minute, 2026-12-01;
 #   the device tool brings back at most 8 files per call: tar the folders or drop blocks.json).
+#   Steps big8, big4 (not in the default list): the 32768-token configurations again with longer blocks, a real
+#   warm-up and two rounds ($BIGPROTO), for points where a 30 ms layer otherwise gets 3 calls per block; about
+#   2.5 min each at P = 1 (estimate: 14 configurations x 4 backends x 4 blocks x 0.6 s + checks). merge then also
+#   writes $OUT/moe-big, $OUT/moe-schedule-big.
 # Writes $OUT/{w8,w4,dsweep}/ (bench_moe's files) and the merged summaries in $OUT/moe, $OUT/moe-schedule
 # (commit them as results/moe[-pN] and results/moe-schedule[-pN]).
 set -uo pipefail
@@ -17,6 +21,7 @@ OUT=${OUT:-results/moe/study}
 RANKS=${RANKS:-}
 STEPS=${STEPS:-w8 w4 dsweep tiles merge}
 PROTO=${PROTO:---block-s 0.05 --warmup-s 0.03}
+BIGPROTO=${BIGPROTO:---block-s 0.3 --warmup-s 0.3 --rounds 2 --min-calls 5}
 nccl_py=$(python3 -c "import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], 'lib'))" 2>/dev/null || true)
 [ -n "$nccl_py" ] && export LD_LIBRARY_PATH="$nccl_py:${LD_LIBRARY_PATH:-}"
 for d in /usr/local/cuda/lib64 $(python3 -c "import nvidia.cublas, os; print(os.path.join(list(nvidia.cublas.__path__)[0], 'lib'))" 2>/dev/null); do
@@ -36,6 +41,9 @@ for step in $STEPS; do
   case $step in
     w8) bench "$OUT/w8" --precision w8a8 --orders wave,interleaved --check-tokens 1 --trace $PROTO ;;
     w4) bench "$OUT/w4" --precision w4a8 --orders wave,interleaved --check-tokens 1 $PROTO ;;
+    big8|big4) p=w8a8; [ "$step" = big4 ] && p=w4a8
+          bench "$OUT/$step" --precision $p --tokens 32768 --orders wave,interleaved --check-tokens 1 --worlds 1 \
+            $BIGPROTO ;;
     dsweep) bench "$OUT/dsweep" --shapes dit-moe-xl,qwen3-30b-a3b,deepseek-v4-flash --tokens 8192 \
               --orders wave,interleaved --leads 1,2,4,8,16,32,64 --check-tokens 1 $PROTO ;;
     tiles) mkdir -p "$OUT/tiles"  # every traced tile of two small configurations (the per-tile CSV, per rank)
@@ -44,7 +52,10 @@ for step in $STEPS; do
     merge) sw=""; [ -e "$OUT/dsweep/moe.csv" ] && sw="--dsweep $OUT/dsweep"
            [ -d "$OUT/tiles" ] && sw="$sw --tiles $OUT/tiles"
            python3 scripts/moe-summary.py --runs "$OUT/w8" "$OUT/w4" $sw --out-moe "$OUT/moe" \
-             --out-schedule "$OUT/moe-schedule" ;;
+             --out-schedule "$OUT/moe-schedule"
+           big=""; for d in big8 big4; do [ -e "$OUT/$d/summary.json" ] && big="$big $OUT/$d"; done
+           [ -n "$big" ] && python3 scripts/moe-summary.py --runs $big --out-moe "$OUT/moe-big" \
+             --out-schedule "$OUT/moe-schedule-big" ;;
     *) echo "unknown step $step"; exit 2 ;;
   esac
 done

@@ -5,7 +5,7 @@
 //
 //   bench_moe --out DIR [--shapes all|k1,k2] [--tokens 2048,8192,32768] [--routing balanced,skewed]
 //             [--precision w8a8,w4a8] [--orders wave[,interleaved]] [--worlds 1,2,4,8] [--emulated-tokens 2048]
-//             [--block-s 0.1] [--warmup-s 0.05] [--rounds 1] [--check-tokens 4] [--seed 1] [--no-time]
+//             [--block-s 0.1] [--warmup-s 0.05] [--rounds 1] [--min-calls 3] [--check-tokens 4] [--seed 1] [--no-time]
 //             [--trace] [--trace-csv FILE] [--ctas N] [--leads D1,D2,...] [--platform FILE]
 //             [--cluster 0|1|2] [--compare-single]
 //
@@ -275,6 +275,7 @@ struct Args {
   bool compare_single = false;
   double block_s = 0.1, warmup_s = 0.05;
   int rounds = 1;
+  long min_calls = bench::kDefaultMinCalls;
   uint64_t seed = 1;
   bool time = true, trace = false;
   std::string out, trace_csv, platform = "platforms/h200-nvlink4.json";
@@ -322,6 +323,7 @@ Args parse(int argc, char** argv) {
     else if (k == "--block-s") a.block_s = std::stod(val());
     else if (k == "--warmup-s") a.warmup_s = std::stod(val());
     else if (k == "--rounds") a.rounds = std::stoi(val());
+    else if (k == "--min-calls") a.min_calls = split_int(val(), k.c_str()).at(0);
     else if (k == "--seed") a.seed = std::stoull(val());
     else if (k == "--no-time") a.time = false;
     else if (k == "--ctas") a.ctas = split_int(val(), k.c_str()).at(0);
@@ -527,6 +529,7 @@ int main(int argc, char** argv) try {
   bp.block_s = a.block_s;
   bp.warmup_s = real ? 0 : a.warmup_s;  // real ranks: a fixed warm-up before the protocol (agreed call counts)
   bp.rounds = a.rounds;
+  bp.min_calls = a.min_calls;
   bp.nvml_device = team1->device();
 
   // Only rank 0 writes the run's files (other ranks' streams go nowhere); per-rank trace files carry the rank.
@@ -544,7 +547,7 @@ int main(int argc, char** argv) try {
             "slot_wait_cycles,epi_start_ns,epi_read_cycles,epi_done_cycles,first_wait_cycles,full_wait_cycles\n";
   }
   csv << "shape,hidden,inter,experts,topk,tokens,routing,precision,flops,backend,median_ms,min_ms,max_ms,spread,"
-         "tflops,ratio_vs_fused,flipped\n";
+         "tflops,ratio_vs_fused,flipped,j_per_call,sm_clock_mhz\n";
   json blocks = json::array(), rows = json::array();
   std::vector<double> ratios_p1, sched_ratios, sched_bal, sched_skew, sched_violated, auto_vs_best, auto_vs_wave,
       stall_pred, stall_meas, sim_pred, sim_meas;
@@ -855,8 +858,14 @@ int main(int argc, char** argv) try {
                   << rname << "," << prec << "," << flops << "," << n << "," << ms << "," << sb.min_ms.value_or(NAN)
                   << "," << sb.max_ms.value_or(NAN) << "," << sb.spread.value_or(NAN) << ","
                   << flops / (ms * 1e-3) / 1e12 << ","
-                  << (rr && rr->ratio ? *rr->ratio : NAN) << "," << (rr && rr->flipped ? int(*rr->flipped) : -1) << "\n";
+                  << (rr && rr->ratio ? *rr->ratio : NAN) << "," << (rr && rr->flipped ? int(*rr->flipped) : -1) << ","
+                  << sb.j_per_call.value_or(NAN) << "," << sb.sm_clock_mhz.value_or(NAN) << "\n";
               row["ms_" + n] = ms;
+              // energy per call of this rank's GPU (median over the blocks whose NVML counter moved; real ranks:
+              // rank 0's GPU) and the mean SM clock NVML read beside its blocks: under the 700 W cap, time follows
+              // energy
+              if (sb.j_per_call) row["j_per_call_" + n] = *sb.j_per_call;
+              if (sb.sm_clock_mhz) row["sm_clock_mhz_" + n] = *sb.sm_clock_mhz;
               row["spread_" + n] = sb.spread.value_or(NAN);
             }
             if (fused_ok) {

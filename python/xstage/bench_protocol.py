@@ -116,6 +116,10 @@ def aggregate_samples(samples: list[dict | None]) -> dict:
         out[k + "_min"] = min(v) if v else None
         out[k + "_max"] = max(v) if v else None
     out["nvml_samples"] = len(samples)
+    # energy over the block: last minus first cumulative reading (mJ -> J); null with fewer than two readings or
+    # a counter that did not move (its update period can exceed a short block: then no claim is made)
+    e = [s["energy_mj"] for s in samples if s.get("energy_mj") is not None]
+    out["energy_j"] = (e[-1] - e[0]) / 1e3 if len(e) >= 2 and e[-1] > e[0] else None
     return out
 
 
@@ -137,6 +141,7 @@ def backend_stats(blocks: list[dict], name: str) -> dict:
         "power_w": _mean(b.get("power_w") for b in mine),
         "temp_c": _mean(b.get("temp_c") for b in mine),
         "host_bound_blocks": sum(1 for b in mine if b.get("host_bound")),
+        "j_per_call": median(b["j_per_call"] for b in mine if b.get("j_per_call") is not None),
     }
 
 
@@ -299,7 +304,11 @@ class NvmlReader:
         clock = float(v.value) if lib.nvmlDeviceGetClockInfo(h, NVML_CLOCK_SM, ctypes.byref(v)) == 0 else None
         power = v.value / 1000.0 if lib.nvmlDeviceGetPowerUsage(h, ctypes.byref(v)) == 0 else None
         temp = float(v.value) if lib.nvmlDeviceGetTemperature(h, NVML_TEMPERATURE_GPU, ctypes.byref(v)) == 0 else None
-        return {"sm_clock_mhz": clock, "power_w": power, "temp_c": temp}
+        mj, energy = ctypes.c_ulonglong(), None
+        fn = getattr(lib, "nvmlDeviceGetTotalEnergyConsumption", None)  # Volta and newer
+        if fn is not None and fn(h, ctypes.byref(mj)) == 0:
+            energy = float(mj.value)
+        return {"sm_clock_mhz": clock, "power_w": power, "temp_c": temp, "energy_mj": energy}
 
     def close(self):
         if self.available:
@@ -402,6 +411,7 @@ def run_protocol(backends: dict, inputs: list, warmup_s: float = DEFAULT_WARMUP_
                    "block_ms": secs * 1e3, "per_call_ms": per_call_ms, "host_ms_per_call": host_ms,
                    "host_bound": host_ms is not None and host_ms >= HOST_BOUND_FRACTION * per_call_ms}
             blk.update(sampler.summary())
+            blk["j_per_call"] = blk["energy_j"] / done if blk["energy_j"] is not None else None
             blocks.append(blk)
             if log:
                 log(f"  block {index:2d} {name:>14s} {half:6s} {done:7d} calls {per_call_ms:10.4f} ms/call"

@@ -237,13 +237,14 @@ def test_block_sampler_threads_a_reader():
 
         def read(self):
             Fake.n += 1
-            return {"sm_clock_mhz": 1500.0 + Fake.n, "power_w": 650.0, "temp_c": None}
+            return {"sm_clock_mhz": 1500.0 + Fake.n, "power_w": 650.0, "temp_c": None, "energy_mj": 100.0 * Fake.n}
 
     with bp.BlockSampler(Fake(), 0.002) as s:
         time.sleep(0.05)
     out = s.summary()
     assert out["nvml_samples"] >= 3 and out["power_w"] == 650.0 and out["temp_c"] is None
     assert out["sm_clock_mhz_min"] == 1501.0 and out["sm_clock_mhz_max"] >= 1503.0
+    assert close(out["energy_j"], 0.1 * (out["nvml_samples"] - 1))  # last minus first reading, mJ -> J
 
 
 def test_nvml_index_from_env():

@@ -96,7 +96,8 @@ TEST(BenchProtocol, CasesAggregateSamples) {
         samples.push_back(std::nullopt);
         continue;
       }
-      samples.push_back(xb::Sample{opt(s.at("sm_clock_mhz")), opt(s.at("power_w")), opt(s.at("temp_c"))});
+      samples.push_back(xb::Sample{opt(s.at("sm_clock_mhz")), opt(s.at("power_w")), opt(s.at("temp_c")),
+                                   opt(s.value("energy_mj", json()))});
     }
     expect_json_close(xb::to_json(xb::aggregate_samples(samples)), c.at("expect"), "aggregate_samples");
   }
@@ -114,6 +115,7 @@ TEST(BenchProtocol, CasesStatsAndRatios) {
       x.nvml.sm_clock_mhz = opt(b.at("sm_clock_mhz"));
       x.nvml.power_w = opt(b.at("power_w"));
       x.nvml.temp_c = opt(b.at("temp_c"));
+      x.j_per_call = opt(b.value("j_per_call", json()));
       blocks.push_back(x);
     }
     for (auto it = c.at("expect").begin(); it != c.at("expect").end(); ++it)
@@ -185,7 +187,7 @@ class FakeSampler final : public xb::Sampler {
   bool available() const override { return true; }
   void start() override { ++started; }
   std::vector<std::optional<xb::Sample>> stop() override {
-    return {xb::Sample{1500.0, 600.0, 50.0}, xb::Sample{1700.0, 700.0, std::nullopt}};
+    return {xb::Sample{1500.0, 600.0, 50.0, 1000.0}, xb::Sample{1700.0, 700.0, std::nullopt, 1600.0}};
   }
   int started = 0;
 };
@@ -225,11 +227,14 @@ TEST(BenchProtocol, RunProtocolFakeClock) {
     EXPECT_EQ(b.nvml.nvml_samples, 2);
     EXPECT_EQ(b.nvml.sm_clock_mhz.value(), 1600.0);
     EXPECT_FALSE(b.nvml.temp_c_max.value() != 50.0);
+    EXPECT_NEAR(b.nvml.energy_j.value(), 0.6, 1e-12);  // (1600 - 1000) mJ over the block
+    EXPECT_NEAR(b.j_per_call.value(), 0.6 / double(b.calls), 1e-12);
   }
   const auto& fast = res.stats_of("fast");
   EXPECT_EQ(fast.blocks, 6);
   EXPECT_NEAR(fast.median_ms.value(), 1.0, 1e-9);
   EXPECT_NEAR(fast.spread.value(), 0.0, 1e-9);
+  EXPECT_NEAR(fast.j_per_call.value(), 0.6 / double(res.blocks.at(0).calls), 1e-12);  // every fast block alike
   const auto r = xb::ratio(fast, res.stats_of("slow"));
   EXPECT_NEAR(r.ratio.value(), 2.0, 1e-9);
   EXPECT_FALSE(r.flipped.value());

@@ -1,5 +1,5 @@
-// NVML, read-only, through dlopen("libnvidia-ml.so.1") (no link-time dependency): SM clock, power and
-// temperature of one GPU, and a Sampler that reads them in a background thread beside a timed block.
+// NVML, read-only, through dlopen("libnvidia-ml.so.1") (no link-time dependency): SM clock, power,
+// temperature and the cumulative energy counter (Volta and newer) of one GPU, and a Sampler that reads them in a background thread beside a timed block.
 // Absent library or device: available() is false and every reading is nullopt. Only getters are called.
 // Link: ${CMAKE_DL_LIBS} and Threads::Threads.
 #pragma once
@@ -33,6 +33,7 @@ class NvmlReader {
     power_ = sym<int (*)(void*, unsigned*)>("nvmlDeviceGetPowerUsage");
     temp_ = sym<int (*)(void*, int, unsigned*)>("nvmlDeviceGetTemperature");
     shutdown_ = sym<int (*)()>("nvmlShutdown");
+    energy_ = sym<int (*)(void*, unsigned long long*)>("nvmlDeviceGetTotalEnergyConsumption");  // optional
     if (!init || !by_index || !clock_ || !power_ || !temp_ || !shutdown_) {
       error_ = "libnvidia-ml.so.1 lacks an NVML entry point";
       return;
@@ -66,6 +67,8 @@ class NvmlReader {
     if (clock_(handle_, kClockSm, &v) == 0) s.sm_clock_mhz = v;
     if (power_(handle_, &v) == 0) s.power_w = v / 1000.0;  // mW
     if (temp_(handle_, kTemperatureGpu, &v) == 0) s.temp_c = v;
+    unsigned long long mj = 0;
+    if (energy_ && energy_(handle_, &mj) == 0) s.energy_mj = static_cast<double>(mj);
     return s;
   }
 
@@ -82,6 +85,7 @@ class NvmlReader {
   int (*power_)(void*, unsigned*) = nullptr;
   int (*temp_)(void*, int, unsigned*) = nullptr;
   int (*shutdown_)() = nullptr;
+  int (*energy_)(void*, unsigned long long*) = nullptr;
 };
 
 // Reads the NVML device at start(), every period in a thread, and at stop().

@@ -6,7 +6,8 @@
 //   block:    the backend's own warm-up (chunks of 1, 2, 4, ... calls for warmup_s of wall time), then
 //             calls_for_block() back-to-back calls timed as one block; per-call time = block / calls
 //   stats:    per backend median / min / max per-call ms over its blocks, spread = (max - min) / median,
-//             medians of its first-half (listed order) and second-half (reverse order) blocks
+//             medians of its first-half (listed order) and second-half (reverse order) blocks, median energy
+//             per call (J) over the blocks whose NVML energy counter moved
 //   ratio:    ref time / name time (> 1: name faster), over all blocks and per half; flipped when the
 //             two halves fall on different sides of 1
 //
@@ -105,6 +106,7 @@ inline std::optional<double> div_opt(std::optional<double> a, std::optional<doub
 // One NVML reading; a field is nullopt when its getter failed.
 struct Sample {
   std::optional<double> sm_clock_mhz, power_w, temp_c;
+  std::optional<double> energy_mj;  // the GPU's cumulative energy counter (mJ since the driver loaded)
 };
 
 struct SampleStats {
@@ -112,6 +114,9 @@ struct SampleStats {
   std::optional<double> power_w, power_w_min, power_w_max;
   std::optional<double> temp_c, temp_c_min, temp_c_max;
   int nvml_samples = 0;
+  // Energy over the block: the last minus the first energy reading, J; null with fewer than two readings or
+  // when the counter did not move (its update period can exceed a short block: then no claim is made).
+  std::optional<double> energy_j;
 };
 
 inline SampleStats aggregate_samples(const std::vector<std::optional<Sample>>& samples) {
@@ -132,6 +137,10 @@ inline SampleStats aggregate_samples(const std::vector<std::optional<Sample>>& s
   agg(&Sample::power_w, out.power_w, out.power_w_min, out.power_w_max);
   agg(&Sample::temp_c, out.temp_c, out.temp_c_min, out.temp_c_max);
   for (const auto& x : samples) out.nvml_samples += x.has_value();
+  std::optional<double> e0, e1;
+  for (const auto& x : samples)
+    if (x && x->energy_mj) (e0 ? e1 : e0) = *x->energy_mj;
+  if (e0 && e1 && *e1 > *e0) out.energy_j = (*e1 - *e0) / 1e3;
   return out;
 }
 
@@ -147,6 +156,7 @@ struct Block {
   std::optional<double> host_ms_per_call;
   bool host_bound = false;
   SampleStats nvml;
+  std::optional<double> j_per_call;  // nvml.energy_j / calls
 };
 
 struct BackendStats {
@@ -155,15 +165,18 @@ struct BackendStats {
   std::optional<double> median_ms_first_half, median_ms_second_half;
   std::optional<double> sm_clock_mhz, power_w, temp_c;
   int host_bound_blocks = 0;
+  std::optional<double> j_per_call;  // median over the blocks that measured energy
 };
 
 inline BackendStats backend_stats(const std::vector<Block>& blocks, const std::string& name) {
   BackendStats s;
   std::vector<double> all, first, second;
   std::vector<std::optional<double>> clock, power, temp;
+  std::vector<double> energy;
   for (const auto& b : blocks) {
     if (b.backend != name) continue;
     ++s.blocks;
+    if (b.j_per_call) energy.push_back(*b.j_per_call);
     all.push_back(b.per_call_ms);
     (b.half == Half::kFirst ? first : second).push_back(b.per_call_ms);
     clock.push_back(b.nvml.sm_clock_mhz);
@@ -182,6 +195,7 @@ inline BackendStats backend_stats(const std::vector<Block>& blocks, const std::s
   s.sm_clock_mhz = mean(clock);
   s.power_w = mean(power);
   s.temp_c = mean(temp);
+  s.j_per_call = median(energy);
   return s;
 }
 
@@ -336,6 +350,7 @@ inline Result run_protocol(const std::vector<std::string>& names, Timer& timer, 
     if (w.host_s_per_call) b.host_ms_per_call = *w.host_s_per_call * 1e3;
     b.host_bound = b.host_ms_per_call && *b.host_ms_per_call >= kHostBoundFraction * b.per_call_ms;
     b.nvml = aggregate_samples(samples);
+    if (b.nvml.energy_j) b.j_per_call = *b.nvml.energy_j / static_cast<double>(t.calls);
     res.blocks.push_back(b);
     if (log) log(b);
   }

@@ -15,7 +15,8 @@ inline nlohmann::json to_json(const SampleStats& s) {
           {"sm_clock_mhz_max", opt_json(s.sm_clock_mhz_max)}, {"power_w", opt_json(s.power_w)},
           {"power_w_min", opt_json(s.power_w_min)}, {"power_w_max", opt_json(s.power_w_max)},
           {"temp_c", opt_json(s.temp_c)}, {"temp_c_min", opt_json(s.temp_c_min)},
-          {"temp_c_max", opt_json(s.temp_c_max)}, {"nvml_samples", s.nvml_samples}};
+          {"temp_c_max", opt_json(s.temp_c_max)}, {"nvml_samples", s.nvml_samples},
+          {"energy_j", opt_json(s.energy_j)}};
 }
 
 inline nlohmann::json to_json(const Block& b) {
@@ -24,6 +25,7 @@ inline nlohmann::json to_json(const Block& b) {
                       {"block_ms", b.block_ms}, {"per_call_ms", b.per_call_ms},
                       {"host_ms_per_call", opt_json(b.host_ms_per_call)}, {"host_bound", b.host_bound}};
   j.update(to_json(b.nvml));
+  j["j_per_call"] = opt_json(b.j_per_call);
   return j;
 }
 
@@ -33,7 +35,8 @@ inline nlohmann::json to_json(const BackendStats& s) {
           {"median_ms_first_half", opt_json(s.median_ms_first_half)},
           {"median_ms_second_half", opt_json(s.median_ms_second_half)},
           {"sm_clock_mhz", opt_json(s.sm_clock_mhz)}, {"power_w", opt_json(s.power_w)},
-          {"temp_c", opt_json(s.temp_c)}, {"host_bound_blocks", s.host_bound_blocks}};
+          {"temp_c", opt_json(s.temp_c)}, {"host_bound_blocks", s.host_bound_blocks},
+          {"j_per_call", opt_json(s.j_per_call)}};
 }
 
 inline nlohmann::json to_json(const Ratio& r) {
