@@ -4,6 +4,7 @@
 #   2. compute-sanitizer memcheck, racecheck and synccheck on small cases (MOE_SANITIZE=0 skips)
 #   3. optionally (MOE_BENCH=1) the MoE benchmark with its arguments in MOE_BENCH_ARGS; with MOE_RANKS=N
 #      under `xstage launch -n N` (real ranks, one process per GPU; N = 1 runs the real-rank path on one GPU)
+#   4. optionally (MOE_PROBE=1) the mainloop probe (bench/moe/mainloop_probe.cu) -> $OUT/probe.json
 #   (the tests: tests/moe_gpu: the fused kernel and the unfused baseline)
 # Writes $OUT/moe-tests.log, $OUT/sanitize.log, $OUT/machine.txt (and the benchmark's files).
 set -uo pipefail
@@ -62,4 +63,10 @@ if [ "${MOE_BENCH:-0}" = 1 ]; then
   else
     timeout "${MOE_BENCH_TIMEOUT:-400}" "$BUILD/bench/moe/bench_moe" --out "$OUT" ${MOE_BENCH_ARGS:-} 2>&1 | tail -60
   fi
+fi
+
+if [ "${MOE_PROBE:-0}" = 1 ]; then
+  echo "== mainloop probe"
+  timeout 120 "$BUILD/bench/moe/mainloop_probe" --json "$OUT/probe.json" ${MOE_PROBE_ARGS:-} 2>&1 | tail -12
+  timeout 120 "$BUILD/bench/moe/mainloop_probe" --ctas 1 --json "$OUT/probe_1cta.json" 2>&1 | tail -7
 fi
