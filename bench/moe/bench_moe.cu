@@ -437,8 +437,11 @@ json trace_summary(const std::vector<moe_kernel::MoeTileTrace>& tr, int ctas, in
       gap.push_back(double(tr[i + 1].mma_start_ns) - double(t.mma_end_ns));
   }
   const double f = ghz.empty() ? 1.5 : med(ghz);  // cycles per ns
+  long long half = 0;
   for (const auto& t : tr) {
-    (t.l2 ? l2_us : l1_us).push_back(t.mma_cycles / f / 1e3);
+    half += t.half;
+    // mainloop times and rates over full tiles (128 rows); a half tile (<= 64 rows) does half the work
+    if (!t.half) (t.l2 ? l2_us : l1_us).push_back(t.mma_cycles / f / 1e3);
     (t.l2 ? l2_first : l1_first).push_back(t.first_wait_cycles / f / 1e3);
     slot.push_back(t.slot_wait_cycles / f / 1e3);
     if (t.l2) trs.push_back(t.epi_read_cycles / f / 1e3);
@@ -446,7 +449,7 @@ json trace_summary(const std::vector<moe_kernel::MoeTileTrace>& tr, int ctas, in
   }
   const double span = double(t1 - t0);
   const double l1_flop = 2.0 * 128 * 256 * hidden, l2_flop = 2.0 * 128 * 128 * inter;  // per tile, 128 rows
-  return {{"tiles", tr.size()}, {"clock_ghz", f}, {"makespan_us", span / 1e3},
+  return {{"tiles", tr.size()}, {"half_tiles", half}, {"clock_ghz", f}, {"makespan_us", span / 1e3},
           {"mma_busy", span > 0 ? busy_ns / (double(ctas) * span) : NAN}, {"starved", cyc > 0 ? full / cyc : NAN},
           {"l1_mma_us", med(l1_us)}, {"l2_mma_us", med(l2_us)},
           {"l1_tflops_sm", l1_flop / (med(l1_us) * 1e-6) / 1e12}, {"l2_tflops_sm", l2_flop / (med(l2_us) * 1e-6) / 1e12},
@@ -544,7 +547,7 @@ int main(int argc, char** argv) try {
   if (!a.trace_csv.empty()) {
     tcsv.open(real && P > 1 ? detail::concat(a.trace_csv, ".rank", rank) : a.trace_csv);
     tcsv << "shape,tokens,routing,order,rank,cta,index,kind,expert,row,n,mma_start_ns,mma_end_ns,mma_cycles,"
-            "slot_wait_cycles,epi_start_ns,epi_read_cycles,epi_done_cycles,first_wait_cycles,full_wait_cycles\n";
+            "slot_wait_cycles,epi_start_ns,epi_read_cycles,epi_done_cycles,first_wait_cycles,full_wait_cycles,half\n";
   }
   csv << "shape,hidden,inter,experts,topk,tokens,routing,precision,flops,backend,median_ms,min_ms,max_ms,spread,"
          "tflops,ratio_vs_fused,flipped,j_per_call,sm_clock_mhz\n";
@@ -915,7 +918,7 @@ int main(int argc, char** argv) try {
                        << t.index << "," << (t.l2 ? "L2" : "L1") << "," << t.expert << "," << t.row << "," << t.n << ","
                        << t.mma_start_ns << "," << t.mma_end_ns << "," << t.mma_cycles << "," << t.slot_wait_cycles << ","
                        << t.epi_start_ns << "," << t.epi_read_cycles << "," << t.epi_done_cycles << ","
-                       << t.first_wait_cycles << "," << t.full_wait_cycles << "\n";
+                       << t.first_wait_cycles << "," << t.full_wait_cycles << "," << int(t.half) << "\n";
             }
           if (lead_rank)
           std::printf("%-18s %6d %-8s %-5s %9.3f %9.3f %9.3f %7.3f %7.1f %5.1f%% %8.1e %8.1e %s\n", key.c_str(), T,

@@ -41,7 +41,7 @@ using moe_kernel::MoeWeightFormat;
 
 namespace {
 
-enum class Route { kBalanced, kSkewed, kFirstRankOnly };
+enum class Route { kBalanced, kSkewed, kFirstRankOnly, kTileEdges };
 
 struct Case {
   int world, tokens, hidden, inter, experts, topk;
@@ -95,6 +95,27 @@ moe::Routing first_rank_only(int P, int T, int E, int k, uint32_t seed) {
         r.index[r.at(s, t, j)] = (t + j + int(seed % 7)) % used;
         r.weight[r.at(s, t, j)] = (j == 0 ? 0.5f : 0.5f / float(k - 1 > 0 ? k - 1 : 1));
       }
+  return r;
+}
+
+// Top-1 routing whose per-expert row counts sit on the tile edges: the global batch (rank-major) fills experts
+// 0, 1, ... in turn with 64, 65, 1, 129, 0, 192, 63, 128, ... rows (the list repeats; the last expert takes what
+// is left). A block of at most 64 rows is a half tile (64, 1, 63, the tails of 129 and 192), the others full.
+moe::Routing tile_edges(int P, int T, int E) {
+  static const int kCounts[] = {64, 65, 1, 129, 0, 192, 63, 128};
+  moe::Routing r;
+  r.world = P;
+  r.tokens_per_rank = T;
+  r.experts = E;
+  r.topk = 1;
+  r.index.resize(size_t(P) * T);
+  r.weight.assign(r.index.size(), 1.0f);
+  int e = 0, left = kCounts[0];
+  for (size_t g = 0; g < r.index.size(); ++g) {
+    while (left == 0 && e + 1 < E) left = kCounts[(++e) % 8];
+    r.index[g] = e;  // rank-major: global token g is token g % T of rank g / T
+    --left;
+  }
   return r;
 }
 
@@ -209,6 +230,8 @@ void run_case(const Case& c) {
     moe::Routing routing;
     if (c.route == Route::kFirstRankOnly)
       routing = first_rank_only(P, T, E, K, cs);
+    else if (c.route == Route::kTileEdges)
+      routing = tile_edges(P, T, E);
     else
       routing = moe::generate_routing({P, T, E, K, c.route == Route::kSkewed ? moe::RoutingKind::Skewed
                                                                              : moe::RoutingKind::Balanced,
@@ -402,6 +425,26 @@ TEST(MoeLayerGpu, EmptyExpertsAndIdleRanks) {
   run_case({4, 96, 256, 256, 16, 2, Route::kFirstRankOnly});
 }
 
+// Half tiles (at most 64 rows: the two consumer warpgroups split the N tile, m64n64) beside full ones in one
+// layer, every format and both orders, P = 1 and emulated P = 2 (the same rows per expert: tile_edges' counts
+// are over the global batch), with CTA pairs checked against single CTAs.
+TEST(MoeLayerGpu, HalfAndFullTiles) {
+  NEED_SM90();
+  for (MoeOrder o : {MoeOrder::kExpertWave, MoeOrder::kInterleaved}) {
+    Case c{1, 642, 512, 256, 8, 1, Route::kTileEdges, o};  // 64+65+1+129+0+192+63+128 = 642 rows
+    c.check_single = true;
+    run_case(c);
+    c.world = 2;
+    c.tokens = 321;
+    run_case(c);
+    c.int4 = true;
+    run_case(c);
+    c.int4 = false;
+    c.bf16 = true;  // bf16 keeps full tiles: the same layer as a reference
+    run_case(c);
+  }
+}
+
 TEST(MoeLayerGpu, InterleavedOrder) {
   NEED_SM90();
   run_case({2, 256, 512, 256, 16, 4, Route::kSkewed, MoeOrder::kInterleaved});
@@ -591,7 +634,10 @@ TEST(MoeLayerGpu, TraceRecordsEveryTile) {
     const moe::DispatchPlan plan(routing.index, T, K, moe::make_placement(E, P), 128);
     size_t expected = 0;
     std::vector<std::vector<int>> seen(P);
+    std::vector<std::vector<int>> tokens(P);  // tokens per scheduler row: a row of at most 64 is a half tile
     for (int r = 0; r < P; ++r) {
+      const auto lay = plan.layout(r, I / 128, H / 128);
+      for (int row = 0; row < lay.view().rows(); ++row) tokens[r].push_back(lay.tokens_in_row(row));
       const int rows = plan.layout(r, I / 128, H / 128).view().rows();
       expected += size_t(rows) * (I / 128 + H / 128);
       seen[r].assign(size_t(rows) * (I / 128 + H / 128), 0);
@@ -603,6 +649,8 @@ TEST(MoeLayerGpu, TraceRecordsEveryTile) {
                              : size_t(t.row) * (I / 128) + t.n;
       ASSERT_LT(id, seen[t.rank].size());
       ++seen[t.rank][id];
+      ASSERT_LT(size_t(t.row), tokens[t.rank].size());
+      EXPECT_EQ(t.half, tokens[t.rank][size_t(t.row)] <= 64) << "row " << t.row;
       EXPECT_LE(t.mma_start_ns, t.mma_end_ns);
       EXPECT_LE(t.mma_end_ns, t.epi_start_ns);
       EXPECT_GT(t.mma_cycles, 0u);

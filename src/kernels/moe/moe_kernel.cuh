@@ -70,6 +70,10 @@ struct TileDesc {
 };
 inline constexpr int kTileRing = 4;  // descriptors the producer may run ahead
 
+// Named barriers (kernel/barrier.cuh; 0 is __syncthreads). kHalfTileAmax: the two consumer warpgroups (256
+// threads) exchange a half tile's row amax before quantizing h.
+enum class Bar : uint32_t { kHalfTileAmax = 1 };
+
 template <class C>
 struct SharedStorage {
   alignas(1024) uint8_t a[C::kStages][C::kABytes];
@@ -159,11 +163,13 @@ __device__ __forceinline__ void release_stage(uint64_t* empty, int cluster) {
 // scratch = A_wg[64 x 128] * B[128 x 128]^T over one 128-deep block (4 k steps of 32 bytes); waits for it.
 // (A ping-pong of the two warpgroups' batches through named barriers, FA3 style, was measured on the
 // H200: -4 % with 3 stages, 0.97-1.03x with 4; docs/MOE.md, "What was measured and not kept".)
-__device__ __forceinline__ void mma_block(float (&acc)[64], const uint8_t* a_wg, const uint8_t* b) {
+// kAcc = 64: m64n128 (a warpgroup's rows of a full tile); 32: m64n64 (its columns of a half tile).
+template <int kAcc>
+__device__ __forceinline__ void mma_block(float (&acc)[kAcc], const uint8_t* a_wg, const uint8_t* b) {
   fence_regs(acc);
   ptx::wgmma_fence();
 #pragma unroll
-  for (int k = 0; k < kBlockK / 32; ++k) ptx::WgmmaFp8<128>::ss(acc, desc(a_wg, k * 32), desc(b, k * 32), k > 0);
+  for (int k = 0; k < kBlockK / 32; ++k) ptx::WgmmaFp8<2 * kAcc>::ss(acc, desc(a_wg, k * 32), desc(b, k * 32), k > 0);
   ptx::wgmma_commit();
   ptx::wgmma_wait<0>();
   fence_regs(acc);
@@ -179,15 +185,18 @@ __device__ __forceinline__ void mma_block_bf16(float (&acc)[64], const uint8_t* 
 }
 
 // final += scratch * (a_scale[row] * b_scale): rows r0 (elements with (i/2)%2 == 0) and r0 + 8.
-__device__ __forceinline__ void promote(float (&fin)[64], const float (&acc)[64], float s0, float s1) {
+template <int kAcc>
+__device__ __forceinline__ void promote(float (&fin)[kAcc], const float (&acc)[kAcc], float s0, float s1) {
 #pragma unroll
-  for (int i = 0; i < 64; ++i) fin[i] += acc[i] * (((i / 2) % 2) ? s1 : s0);
+  for (int i = 0; i < kAcc; ++i) fin[i] += acc[i] * (((i / 2) % 2) ? s1 : s0);
 }
-// W4A8: final += scratch * (a_scale[row] * b_scale[col]), b_scale per column from shared memory.
-__device__ __forceinline__ void promote_cols(float (&fin)[64], const float (&acc)[64], float s0, float s1,
+// W4A8: final += scratch * (a_scale[row] * b_scale[col]), b_scale per column from shared memory (sb: the
+// scale of the fragment's column 0).
+template <int kAcc>
+__device__ __forceinline__ void promote_cols(float (&fin)[kAcc], const float (&acc)[kAcc], float s0, float s1,
                                              const float* sb, int tid) {
 #pragma unroll
-  for (int i = 0; i < 64; i += 4) {
+  for (int i = 0; i < kAcc; i += 4) {
     const float2 b = *reinterpret_cast<const float2*>(sb + kernel::frag_col(i, tid));
     fin[i] += acc[i] * (s0 * b.x);
     fin[i + 1] += acc[i + 1] * (s0 * b.y);
@@ -301,16 +310,131 @@ __device__ __forceinline__ uint64_t* trace_rec(const P& p, int i) {
 }
 __device__ __forceinline__ uint64_t clock_now() { return clock64(); }
 
-// An L2 tile's 64 rows of this warpgroup as bf16 into a staging slot: 16-byte chunk c of row r at chunk
-// c ^ (r % 8) (conflict-free for these writes and for the L2 epilogue warp's row reads). Every format.
-template <class C>
-__device__ __forceinline__ void stage_l2_rows(uint8_t* st, const float (&fa)[64], int wg, int tid) {
+// A warpgroup's part of an L2 tile as bf16 into a staging slot: 64 rows from slot row row0, 2 kAcc columns
+// from column col0 (a full tile: rows 64 wg, all 128 columns; a half tile: rows 0, columns 64 wg). 16-byte chunk
+// c of row r at chunk c ^ (r % 8) (conflict-free for these writes and for the L2 epilogue warp's row reads).
+template <class C, int kAcc>
+__device__ __forceinline__ void stage_l2_rows(uint8_t* st, const float (&fa)[kAcc], int row0, int col0, int tid) {
   const int r0 = 16 * (tid / 32) + (tid % 32) / 4;
 #pragma unroll
-  for (int i = 0; i < 64; i += 2) {
-    const int r = wg * 64 + r0 + 8 * ((i / 2) % 2), col = kernel::frag_col(i, tid);
+  for (int i = 0; i < kAcc; i += 2) {
+    const int r = row0 + r0 + 8 * ((i / 2) % 2), col = col0 + kernel::frag_col(i, tid);
     *reinterpret_cast<uint32_t*>(st + r * C::kL2Pitch + (((col / 8) ^ (r % 8)) * 16) + (col % 8) * 2) =
         kernel::pack2<__nv_bfloat16>(fa[i], fa[i + 1]);
+  }
+}
+
+// ---------------------------------------------------------------- W8A8 / W4A8 consumer pieces
+// A tile's part of one consumer warpgroup: a full tile (more than 64 rows of tokens) gives each warpgroup its
+// 64 rows [64 wg, +64) x all 128 columns (kAcc = 64 accumulators, m64n128 batches); a half tile (at most 64
+// rows, e.g. an expert's last partial row block) gives both warpgroups rows [0, 64), warpgroup wg columns
+// [64 wg, +64) (kAcc = 32, m64n64): the padding half is not computed. The producer's loads are the same.
+struct TilePart {
+  int row0, col0;  // first tile row / first N column of this warpgroup's part
+};
+__device__ __forceinline__ TilePart tile_part(bool half, int wg) { return half ? TilePart{0, 64 * wg} : TilePart{64 * wg, 0}; }
+
+// Linear-1 mainloop (W8A8 / W4A8): per K block the gate and up scratch batches of the part, each promoted
+// (fp32) into fg / fu; the stage is released after the up batch (and its last scale read).
+template <class C, int kAcc, class S, class WaitFull>
+__device__ __forceinline__ void l1_mainloop(S& sh, kernel::PipeState<C::kStages>& ps, float (&fg)[kAcc],
+                                            float (&fu)[kAcc], TilePart pt, const float* s1g, const float* s1u,
+                                            int KB1, int tid, int cluster, WaitFull&& wait_full) {
+  const bool warp_leader = (tid % 32) == 0;
+  const int r0 = 16 * (tid / 32) + (tid % 32) / 4;
+  float acc[kAcc];
+  for (int kb = 0; kb < KB1; ++kb) {
+    wait_full(kb);
+    const float a0 = sh.sa[ps.stage][pt.row0 + r0], a1 = sh.sa[ps.stage][pt.row0 + r0 + 8];
+    const uint8_t* a = sh.a[ps.stage] + pt.row0 * kBlockK;
+    const uint8_t* bg = sh.b[ps.stage] + pt.col0 * kBlockK;  // B rows = output columns; 8 KB steps keep the swizzle
+    const uint8_t* bu = bg + C::kBBytes;
+    if constexpr (C::kInt4) {
+      mma_block(acc, a, bg);
+      promote_cols(fg, acc, a0, a1, &sh.sb[ps.stage][pt.col0], tid);
+      mma_block(acc, a, bu);
+      promote_cols(fu, acc, a0, a1, &sh.sb[ps.stage][kBlockN + pt.col0], tid);
+      __syncwarp();  // every lane's reads of the stage (sa, sb) before the release
+      if (warp_leader) release_stage(&sh.empty[ps.stage], cluster);  // after the last scale read
+      ps.advance();
+    } else {
+      const float gs = __ldg(s1g + kb), us = __ldg(s1u + kb);
+      mma_block(acc, a, bg);
+      promote(fg, acc, a0 * gs, a1 * gs);
+      mma_block(acc, a, bu);
+      __syncwarp();  // every lane's reads of the stage (sa, sb) before the release
+      if (warp_leader) release_stage(&sh.empty[ps.stage], cluster);
+      ps.advance();
+      promote(fu, acc, a0 * us, a1 * us);
+    }
+  }
+}
+
+// Linear-2 mainloop (W8A8 / W4A8): per K block one scratch batch of the part, promoted into fa.
+template <class C, int kAcc, class S, class WaitFull>
+__device__ __forceinline__ void l2_mainloop(S& sh, kernel::PipeState<C::kStages>& ps, float (&fa)[kAcc], TilePart pt,
+                                            const float* s2, int KB2, int tid, int cluster, WaitFull&& wait_full) {
+  const bool warp_leader = (tid % 32) == 0;
+  const int r0 = 16 * (tid / 32) + (tid % 32) / 4;
+  float acc[kAcc];
+  for (int kb = 0; kb < KB2; ++kb) {
+    wait_full(kb);
+    const float a0 = sh.sa[ps.stage][pt.row0 + r0], a1 = sh.sa[ps.stage][pt.row0 + r0 + 8];
+    const uint8_t* a = sh.a[ps.stage] + pt.row0 * kBlockK;
+    const uint8_t* b = sh.b[ps.stage] + pt.col0 * kBlockK;
+    if constexpr (C::kInt4) {
+      mma_block(acc, a, b);
+      promote_cols(fa, acc, a0, a1, &sh.sb[ps.stage][pt.col0], tid);
+      __syncwarp();  // every lane's reads of the stage (sa, sb) before the release
+      if (warp_leader) release_stage(&sh.empty[ps.stage], cluster);
+      ps.advance();
+    } else {
+      const float bs = __ldg(s2 + kb);
+      mma_block(acc, a, b);
+      __syncwarp();  // every lane's reads of the stage (sa, sb) before the release
+      if (warp_leader) release_stage(&sh.empty[ps.stage], cluster);
+      ps.advance();
+      promote(fa, acc, a0 * bs, a1 * bs);
+    }
+  }
+}
+
+// h = silu(g) * u into fg (rows at or past `valid` of the part: 0) and this thread's two rows' amax over the
+// part's columns (reduced over the quad that shares a row), floored at moe::kAmaxFloor.
+template <int kAcc>
+__device__ __forceinline__ void swiglu_amax(float (&fg)[kAcc], const float (&fu)[kAcc], int valid, int tid,
+                                            float (&amax)[2]) {
+  const int r0 = 16 * (tid / 32) + (tid % 32) / 4;
+  amax[0] = amax[1] = 0.f;
+#pragma unroll
+  for (int i = 0; i < kAcc; ++i) {
+    const int r = r0 + 8 * ((i / 2) % 2);
+    const float gt = fg[i];
+    const float h = r < valid ? gt / (1.0f + expf(-gt)) * fu[i] : 0.f;  // padding rows: zeros
+    fg[i] = h;
+    amax[(i / 2) % 2] = fmaxf(amax[(i / 2) % 2], fabsf(h));
+  }
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    amax[r] = fmaxf(amax[r], __shfl_xor_sync(0xffffffffu, amax[r], 1));
+    amax[r] = fmaxf(amax[r], __shfl_xor_sync(0xffffffffu, amax[r], 2));
+    amax[r] = fmaxf(amax[r], 1e-4f);  // moe::kAmaxFloor
+  }
+}
+
+// The part's h as e4m3 codes (one 1x128 scale per row: 448 / amax) into the slot's TMA 128 B swizzle layout of
+// a {128 B, 128 rows} box: 16-byte chunk index XOR row % 8.
+template <int kAcc>
+__device__ __forceinline__ void quantize_h(uint8_t* st, const float (&fg)[kAcc], const float (&amax)[2], TilePart pt,
+                                           int tid) {
+  const int r0 = 16 * (tid / 32) + (tid % 32) / 4;
+  const float inv[2] = {448.0f / amax[0], 448.0f / amax[1]};
+#pragma unroll
+  for (int i = 0; i < kAcc; i += 2) {
+    const int rr = (i / 2) % 2, r = pt.row0 + r0 + 8 * rr, col = pt.col0 + kernel::frag_col(i, tid);
+    const __nv_fp8x2_storage_t q =
+        __nv_cvt_float2_to_fp8x2(make_float2(fg[i] * inv[rr], fg[i + 1] * inv[rr]), __NV_SATFINITE, __NV_E4M3);
+    *reinterpret_cast<uint16_t*>(st + r * 128 + (((col / 16) ^ (r % 8)) * 16) + col % 16) = q;
   }
 }
 
@@ -393,7 +517,7 @@ __device__ __forceinline__ void consume_bf16_tile(S& sh, kernel::PipeState<C::kS
     fence_regs(fa);
     release_prev();
     ptx::mbar_wait_acquire_cta(&sh.stage_empty[es.stage], es.phase ^ 1);
-    stage_l2_rows<C>(sh.stage[es.stage], fa, wg, tid);
+    stage_l2_rows<C>(sh.stage[es.stage], fa, wg * 64, 0, tid);
   }
 }
 
@@ -647,10 +771,10 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
       }
     }
   } else {
-    // ---- consumers: warpgroup wg owns rows [64 wg, 64 wg + 64) of every tile.
+    // ---- consumers: warpgroup wg owns rows [64 wg, 64 wg + 64) of every full tile, columns [64 wg, 64 wg + 64)
+    // of every half tile (tile_part).
     ptx::setmaxnreg_inc<C::kConsumerRegs>();
     const int wg = warpgroup - 1;
-    const bool warp_leader = (tid % 32) == 0;
     const int r0 = 16 * (tid / 32) + (tid % 32) / 4;  // this thread's two fragment rows: r0, r0 + 8
     kernel::PipeState<C::kStages> ps;
     kernel::PipeState<kTileRing> ts;
@@ -662,12 +786,11 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
       uint64_t* tr = wg == 0 && tid == 0 ? trace_rec<kTrace>(p, tile_no) : nullptr;
       uint64_t c0 = 0;
       if (kTrace && tr) {
-        tr[kTrTile] = (uint64_t(t.l2()) << 63) | (uint64_t(t.expert) << 40) | (uint64_t(t.row()) << 16) | uint64_t(t.n);
+        tr[kTrTile] = (uint64_t(t.l2()) << 63) | (uint64_t(t.valid <= 64) << 62) | (uint64_t(t.expert) << 40) |
+                      (uint64_t(t.row()) << 16) | uint64_t(t.n);
         tr[kTrMmaStart] = ptx::globaltimer_ns();
         c0 = clock_now();
       }
-      const int valid = t.valid - wg * 64;  // rows of this warpgroup holding tokens
-      float acc[64];
       // Waits for K block kb's stage; traced: the tile's first-stage wait and its total data wait.
       auto wait_full = [&](int kb) {
         if constexpr (kTrace) {
@@ -684,106 +807,90 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
       };
       if constexpr (C::kBf16) {
         consume_bf16_tile<C>(sh, ps, es, t, KB1, KB2, wg, tid, p.cluster);
-      } else if (!t.l2()) {
-        float fg[64], fu[64];
-#pragma unroll
-        for (int i = 0; i < 64; ++i) fg[i] = fu[i] = 0.f;
-        const float* s1g = p.w1_scale + (int64_t(ex) * (2 * p.inter / kBlockN) + t.n) * KB1;  // W8A8 gate scales
-        const float* s1u = s1g + int64_t(p.inter / kBlockN) * KB1;                          // and up scales
-        for (int kb = 0; kb < KB1; ++kb) {
-          wait_full(kb);
-          const float a0 = sh.sa[ps.stage][wg * 64 + r0], a1 = sh.sa[ps.stage][wg * 64 + r0 + 8];
-          const uint8_t* a_wg = sh.a[ps.stage] + wg * 64 * kBlockK;
-          if constexpr (C::kInt4) {
-            mma_block(acc, a_wg, sh.b[ps.stage]);
-            promote_cols(fg, acc, a0, a1, &sh.sb[ps.stage][0], tid);
-            mma_block(acc, a_wg, sh.b[ps.stage] + C::kBBytes);
-            promote_cols(fu, acc, a0, a1, &sh.sb[ps.stage][kBlockN], tid);
-            __syncwarp();  // every lane's reads of the stage (sa, sb) before the release
-            if (warp_leader) release_stage(&sh.empty[ps.stage], p.cluster);  // after the last scale read
-            ps.advance();
-          } else {
-            const float bg = __ldg(s1g + kb), bu = __ldg(s1u + kb);
-            mma_block(acc, a_wg, sh.b[ps.stage]);
-            promote(fg, acc, a0 * bg, a1 * bg);
-            mma_block(acc, a_wg, sh.b[ps.stage] + C::kBBytes);
-            __syncwarp();  // every lane's reads of the stage (sa, sb) before the release
-            if (warp_leader) release_stage(&sh.empty[ps.stage], p.cluster);
-            ps.advance();
-            promote(fu, acc, a0 * bu, a1 * bu);
-          }
-        }
-        // SwiGLU, then FP8 with one 1x128 scale per row (the tile's 128 h columns are one scale block).
-        float amax[2] = {0.f, 0.f};
-#pragma unroll
-        for (int i = 0; i < 64; ++i) {
-          const int r = r0 + 8 * ((i / 2) % 2);
-          const float gt = fg[i];
-          const float h = r < valid ? gt / (1.0f + expf(-gt)) * fu[i] : 0.f;  // padding rows: zeros
-          fg[i] = h;
-          amax[(i / 2) % 2] = fmaxf(amax[(i / 2) % 2], fabsf(h));
-        }
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          amax[r] = fmaxf(amax[r], __shfl_xor_sync(0xffffffffu, amax[r], 1));
-          amax[r] = fmaxf(amax[r], __shfl_xor_sync(0xffffffffu, amax[r], 2));
-          amax[r] = fmaxf(amax[r], 1e-4f);  // moe::kAmaxFloor
-        }
-        const float inv[2] = {448.0f / amax[0], 448.0f / amax[1]};
-        if (kTrace && tr) {
-          tr[kTrMmaEnd] = ptx::globaltimer_ns();
-          const uint64_t c1 = clock_now();
-          tr[kTrMmaCycles] = c1 - c0;
-          c0 = c1;
-        }
-        ptx::mbar_wait_acquire_cta(&sh.stage_empty[es.stage], es.phase ^ 1);
-        if (kTrace && tr) tr[kTrSlotWait] = clock_now() - c0;
-        uint8_t* st = sh.stage[es.stage];
-#pragma unroll
-        for (int i = 0; i < 64; i += 2) {
-          const int rr = (i / 2) % 2, r = wg * 64 + r0 + 8 * rr, col = kernel::frag_col(i, tid);
-          const __nv_fp8x2_storage_t q =
-              __nv_cvt_float2_to_fp8x2(make_float2(fg[i] * inv[rr], fg[i + 1] * inv[rr]), __NV_SATFINITE, __NV_E4M3);
-          // TMA 128 B swizzle of a {128 B, 128 rows} box: 16-byte chunk index XOR row % 8.
-          *reinterpret_cast<uint16_t*>(st + r * 128 + (((col / 16) ^ (r % 8)) * 16) + col % 16) = q;
-        }
-        if (tid % 4 == 0) {
-          float* hs = reinterpret_cast<float*>(st + C::kStageScales) + wg * 64;
-          hs[r0] = amax[0] / 448.0f;
-          hs[r0 + 8] = amax[1] / 448.0f;
-        }
       } else {
-        float fa[64];
+        const bool half = t.valid <= 64;  // half tile: rows [0, 64) only, the N tile split (tile_part)
+        // Traced: the mainloop's span (L1: with SwiGLU), then the wait for a free staging slot.
+        auto mma_done = [&] {
+          if (kTrace && tr) {
+            tr[kTrMmaEnd] = ptx::globaltimer_ns();
+            const uint64_t c1 = clock_now();
+            tr[kTrMmaCycles] = c1 - c0;
+            c0 = c1;
+          }
+        };
+        auto wait_slot = [&]() -> uint8_t* {
+          ptx::mbar_wait_acquire_cta(&sh.stage_empty[es.stage], es.phase ^ 1);
+          if (kTrace && tr) tr[kTrSlotWait] = clock_now() - c0;
+          return sh.stage[es.stage];
+        };
+        const TilePart pt = tile_part(half, wg);
+        if (!t.l2()) {
+          const float* s1g = p.w1_scale + (int64_t(ex) * (2 * p.inter / kBlockN) + t.n) * KB1;  // W8A8 gate scales
+          const float* s1u = s1g + int64_t(p.inter / kBlockN) * KB1;                          // and up scales
+          float* hs = nullptr;  // the slot's 128 row scales (SwiGLU then FP8 with one 1x128 scale per row:
+          float amax[2];        // the tile's 128 h columns are one scale block)
+          if (!half) {
+            float fg[64], fu[64];
 #pragma unroll
-        for (int i = 0; i < 64; ++i) fa[i] = 0.f;
-        const float* s2 = p.w2_scale + (int64_t(ex) * (p.hidden / kBlockN) + t.n) * KB2;  // W8A8 block scales
-        for (int kb = 0; kb < KB2; ++kb) {
-          wait_full(kb);
-          const float a0 = sh.sa[ps.stage][wg * 64 + r0], a1 = sh.sa[ps.stage][wg * 64 + r0 + 8];
-          if constexpr (C::kInt4) {
-            mma_block(acc, sh.a[ps.stage] + wg * 64 * kBlockK, sh.b[ps.stage]);
-            promote_cols(fa, acc, a0, a1, &sh.sb[ps.stage][0], tid);
-            __syncwarp();  // every lane's reads of the stage (sa, sb) before the release
-            if (warp_leader) release_stage(&sh.empty[ps.stage], p.cluster);
-            ps.advance();
+            for (int i = 0; i < 64; ++i) fg[i] = fu[i] = 0.f;
+            l1_mainloop<C>(sh, ps, fg, fu, pt, s1g, s1u, KB1, tid, p.cluster, wait_full);
+            swiglu_amax(fg, fu, t.valid - pt.row0, tid, amax);
+            mma_done();
+            uint8_t* st = wait_slot();
+            quantize_h(st, fg, amax, pt, tid);
+            hs = reinterpret_cast<float*>(st + C::kStageScales);
           } else {
-            const float b = __ldg(s2 + kb);
-            mma_block(acc, sh.a[ps.stage] + wg * 64 * kBlockK, sh.b[ps.stage]);
-            __syncwarp();  // every lane's reads of the stage (sa, sb) before the release
-            if (warp_leader) release_stage(&sh.empty[ps.stage], p.cluster);
-            ps.advance();
-            promote(fa, acc, a0 * b, a1 * b);
+            float fg[32], fu[32];
+#pragma unroll
+            for (int i = 0; i < 32; ++i) fg[i] = fu[i] = 0.f;
+            l1_mainloop<C>(sh, ps, fg, fu, pt, s1g, s1u, KB1, tid, p.cluster, wait_full);
+            swiglu_amax(fg, fu, t.valid, tid, amax);
+            mma_done();
+            uint8_t* st = wait_slot();
+            // A row's scale block spans both warpgroups' 64 columns: their amax meet in the slot (past its codes
+            // and row scales) across one named barrier of the 256 consumer threads.
+            float* xch = reinterpret_cast<float*>(st + C::kStageScales + kBlockM * sizeof(float));
+            if (tid % 4 == 0) {
+              xch[wg * 64 + r0] = amax[0];
+              xch[wg * 64 + r0 + 8] = amax[1];
+            }
+            kernel::bar_sync(Bar::kHalfTileAmax, 256);
+            amax[0] = fmaxf(amax[0], xch[(1 - wg) * 64 + r0]);
+            amax[1] = fmaxf(amax[1], xch[(1 - wg) * 64 + r0 + 8]);
+            quantize_h(st, fg, amax, pt, tid);
+            // Rows [64, 128) are padding: zero codes (8 KB, half per warpgroup) and the floor's scale, what a full
+            // tile writes for its padding rows.
+            uint4* z = reinterpret_cast<uint4*>(st + 64 * 128 + wg * 4096);
+            z[tid] = make_uint4(0u, 0u, 0u, 0u);
+            z[tid + 128] = make_uint4(0u, 0u, 0u, 0u);
+            hs = reinterpret_cast<float*>(st + C::kStageScales);
+            if (wg == 1) {
+              if (tid < 64) hs[64 + tid] = 1e-4f / 448.0f;  // moe::kAmaxFloor / 448
+              hs = nullptr;                                 // rows [0, 64): warpgroup 0 writes them
+            }
+          }
+          if (hs != nullptr && tid % 4 == 0) {
+            hs[pt.row0 + r0] = amax[0] / 448.0f;
+            hs[pt.row0 + r0 + 8] = amax[1] / 448.0f;
+          }
+        } else {
+          const float* s2 = p.w2_scale + (int64_t(ex) * (p.hidden / kBlockN) + t.n) * KB2;  // W8A8 block scales
+          if (!half) {
+            float fa[64];
+#pragma unroll
+            for (int i = 0; i < 64; ++i) fa[i] = 0.f;
+            l2_mainloop<C>(sh, ps, fa, pt, s2, KB2, tid, p.cluster, wait_full);
+            mma_done();
+            stage_l2_rows<C>(wait_slot(), fa, pt.row0, pt.col0, tid);
+          } else {
+            float fa[32];
+#pragma unroll
+            for (int i = 0; i < 32; ++i) fa[i] = 0.f;
+            l2_mainloop<C>(sh, ps, fa, pt, s2, KB2, tid, p.cluster, wait_full);
+            mma_done();
+            stage_l2_rows<C>(wait_slot(), fa, pt.row0, pt.col0, tid);
           }
         }
-        if (kTrace && tr) {
-          tr[kTrMmaEnd] = ptx::globaltimer_ns();
-          const uint64_t c1 = clock_now();
-          tr[kTrMmaCycles] = c1 - c0;
-          c0 = c1;
-        }
-        ptx::mbar_wait_acquire_cta(&sh.stage_empty[es.stage], es.phase ^ 1);
-        if (kTrace && tr) tr[kTrSlotWait] = clock_now() - c0;
-        stage_l2_rows<C>(sh.stage[es.stage], fa, wg, tid);
       }
       // Hand the slot to the epilogue warps: generic-proxy smem writes before their bulk/TMA reads.
       ptx::fence_proxy_async_shared_cta();

@@ -205,7 +205,8 @@ std::vector<MoeTileTrace> MoeWorkspace::read_trace(runtime::Team& team) const {
       t.cta = b % trace_ctas_per_rank_;
       t.index = i;
       t.l2 = (r[kTrTile] >> 63) != 0;
-      t.expert = int((r[kTrTile] >> 40) & 0x7FFFFF);
+      t.half = ((r[kTrTile] >> 62) & 1) != 0;
+      t.expert = int((r[kTrTile] >> 40) & 0x3FFFFF);
       t.row = int((r[kTrTile] >> 16) & 0xFFFFFF);
       t.n = int(r[kTrTile] & 0xFFFF);
       t.mma_start_ns = r[kTrMmaStart];

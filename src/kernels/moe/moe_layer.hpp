@@ -100,6 +100,7 @@ struct MoeLayerParams {
 struct MoeTileTrace {
   int rank = 0, cta = 0, index = 0;  // local rank, its CTA (scheduler instance), the tile's ordinal in it
   bool l2 = false;                   // Linear-2 tile (else Linear-1)
+  bool half = false;                 // half tile (at most 64 rows of tokens: rows [0, 64), N split by warpgroup)
   int expert = 0, row = 0, n = 0;    // local expert, scheduler row, N tile
   uint64_t mma_start_ns = 0, mma_end_ns = 0;  // MMA warpgroup 0: tile start, mainloop done (L1: + SwiGLU)
   uint64_t mma_cycles = 0;                    // the same span in cycles

@@ -117,7 +117,7 @@ struct KernelParams {
 // (ns) and clock64 spans (cycles) of the MMA warpgroup 0 (thread 0) and of the tile's epilogue warp (lane 0).
 inline constexpr int kTraceWords = 10;
 enum TraceWord : int {
-  kTrTile = 0,         // kind << 63 | expert << 40 | row << 16 | n
+  kTrTile = 0,         // kind << 63 | half << 62 | expert << 40 | row << 16 | n
   kTrMmaStart = 1,     // ns: first full-barrier wait of the tile begins
   kTrMmaEnd = 2,       // ns: the mainloop is done (L1: and SwiGLU + row amax)
   kTrMmaCycles = 3,    // cycles between the two
