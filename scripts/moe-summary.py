@@ -23,7 +23,7 @@ def geomean(xs):
 
 
 def median(xs):
-    s = sorted(xs)
+    s = sorted(x for x in xs if x is not None)  # None: a trace median over no tiles (e.g. no full tiles)
     n = len(s)
     if not n:
         return None

@@ -5,7 +5,7 @@
 // threads and register split (warpgroup 0 idle at kProducerRegs, two consumer warpgroups at kConsumerRegs).
 // What is left is the wgmma structure, so its rate is a ceiling for the kernel's mainloop.
 //
-//   mainloop_probe [--kblocks N] [--ctas N] [--reps N] [--json FILE]
+//   mainloop_probe [--kblocks N] [--ctas N] [--reps N] [--src-mb MB] [--json FILE]
 //
 // Variants (per 128-deep K block, per consumer warpgroup of 64 rows):
 //   l2        one batch of 4 x m64n128k32 into the scratch, wait, promote into the final (the L2 tile)
@@ -15,6 +15,17 @@
 //   l1-inphase  l1 with both warpgroups meeting at a named barrier before every K block (as when both wait for
 //             the same full barrier of a stage that lands late)
 //   l1-alt    l1 with the warpgroups' batches strictly alternating (named barriers, FA3's ping-pong)
+//   l1-spin   l1 while one thread of warpgroup 0 polls a global flag by acquire loads in a tight loop (as the
+//             kernel's producer waits for row readiness or dispatch signals)
+//   l1-spin-sleep  the same poll with __nanosleep(256) between loads
+// and with the operands streamed through the kernel's pipeline instead (4 stages of 48 KB, one producer thread,
+// full/empty mbarriers, bulk copies from a global buffer of --src-mb MB that L2 holds, the weight block scales
+// read per K block with __ldg as the kernel does):
+//   l1-pipe   the l1 structure fed stage by stage (A 16 KB + B 32 KB per K block)
+//   l2-pipe   the l2 structure fed stage by stage (A 16 KB + B 16 KB per K block)
+//   l1-tma    l1-pipe with the kernel's tensor-map TMA loads instead of bulk copies: per stage A as two {128 B,
+//             64 rows} boxes, the A row scales as one {128, 1} fp32 box, B as two {128 B, 128 rows} boxes, 128 B
+//             swizzle, L2 promotion 256 B (src as a [rows][8192 B] matrix)
 // The rate is FLOP per SM cycle (clock64 on the SM) and its fraction of 8192 (the H100/H200 dense FP8 rate per
 // SM and cycle: 1979 TFLOP/s at 1830 MHz on 132 SMs); also TFLOP/s from CUDA events over all CTAs.
 // A program, not a test: it checks only that every variant ran (finite sums); it prints a table and writes JSON.
@@ -29,6 +40,7 @@
 #include <vector>
 
 #include "moe_kernel.cuh"
+#include "xstage/runtime/tensor_map.hpp"
 
 namespace mk = xstage::moe_kernel;
 namespace ptx = xstage::ptx;
@@ -36,7 +48,8 @@ namespace ptx = xstage::ptx;
 namespace {
 
 using C = mk::ConfigT<mk::MoeWeightFormat::kFp8>;
-enum class Variant : int { kL2 = 0, kL1 = 1, kL1NoPromote = 2, kL1InPhase = 3, kL1Alternate = 4 };
+enum class Variant : int { kL2 = 0, kL1 = 1, kL1NoPromote = 2, kL1InPhase = 3, kL1Alternate = 4, kL1Spin = 5,
+                           kL1SpinSleep = 6 };
 // Named barriers of this probe (kernel/barrier.cuh): the in-phase meeting, and the ping-pong turns
 // (kTurn + wg: "warpgroup wg may issue").
 enum class Bar : uint32_t { kInPhase = 1, kTurn = 2 };
@@ -61,8 +74,23 @@ __global__ void __launch_bounds__(C::kThreads, 1) probe_kernel(int kblocks, floa
   ptx::fence_proxy_async_shared_cta();  // generic writes before the tensor cores' (async proxy) reads
   __syncthreads();
   const int warpgroup = threadIdx.x / 128, tid = threadIdx.x % 128;
+  __shared__ volatile int consumers_done;
+  if (threadIdx.x == 0) consumers_done = 0;
+  __syncthreads();
   if (warpgroup == 0) {
     ptx::setmaxnreg_dec<C::kProducerRegs>();
+    if constexpr (kV == Variant::kL1Spin || kV == Variant::kL1SpinSleep) {
+      if (tid == 0) {
+        // a flag nobody sets (sums[gridDim.x] is never written): the poll runs until both warpgroups are done
+        const uint32_t* flag = reinterpret_cast<const uint32_t*>(sums + gridDim.x);
+        uint32_t seen = 0;
+        while (consumers_done < 2) {
+          seen += xstage::kernel::signal_load_acquire(flag);
+          if constexpr (kV == Variant::kL1SpinSleep) __nanosleep(256);
+        }
+        if (seen == 12345u) sums[0] = 0.f;  // keep the loads
+      }
+    }
     return;
   }
   ptx::setmaxnreg_inc<C::kConsumerRegs>();
@@ -108,7 +136,7 @@ __global__ void __launch_bounds__(C::kThreads, 1) probe_kernel(int kblocks, floa
       };
       batch(b, fg, kb == 0);
       batch(b + kBBytes / 2, fu, false);
-    } else {  // kL1, kL1InPhase
+    } else {  // kL1, kL1InPhase, kL1Spin, kL1SpinSleep
       mk::mma_block(acc, a_wg, b);
       mk::promote(fg, acc, s0, s1);
       mk::mma_block(acc, a_wg, b + kBBytes / 2);
@@ -123,10 +151,159 @@ __global__ void __launch_bounds__(C::kThreads, 1) probe_kernel(int kblocks, floa
   if constexpr (kV == Variant::kL1Alternate)  // warpgroup 1's last arrive hands warpgroup 0 a turn: take it
     if (wg == 0) xstage::kernel::bar_sync(Bar::kTurn, 256, 0);
   const unsigned long long t1 = clock64();
+  if (tid == 0) atomicAdd(const_cast<int*>(&consumers_done), 1);
   float s = 0.f;
 #pragma unroll
   for (int i = 0; i < 64; ++i) s += fg[i] + fu[i];
   atomicAdd(&sums[blockIdx.x], s);
+  if (tid == 0) cycles[blockIdx.x * 2 + wg] = t1 - t0;
+}
+
+constexpr int kPipeStages = 4, kStageBytes = 48 * 1024;
+
+__device__ __forceinline__ void bulk_load(void* dst, const void* src, uint32_t bytes, uint64_t* bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
+                   ptx::smem_addr(dst)),
+               "l"(src), "r"(bytes), "r"(ptx::smem_addr(bar))
+               : "memory");
+}
+
+// The mainloop fed by a pipeline like the kernel's: one producer thread bulk-copies each K block's A (16 KB) and B
+// (L1: 32 KB, L2: 16 KB) from `src` (cycling through src_bytes) into a 4-stage ring; both consumer warpgroups wait
+// for the stage, run the l1 / l2 block on it with the weight scales of `scales` read by __ldg, and release it.
+template <bool kL1>
+__global__ void __launch_bounds__(C::kThreads, 1) pipe_kernel(int kblocks, const uint8_t* src, size_t src_bytes,
+                                                              const float* scales, float* sums,
+                                                              unsigned long long* cycles) {
+  extern __shared__ __align__(1024) uint8_t smem[];
+  uint64_t* full = reinterpret_cast<uint64_t*>(smem + kPipeStages * kStageBytes);
+  uint64_t* empty = full + kPipeStages;
+  const int warpgroup = threadIdx.x / 128, tid = threadIdx.x % 128;
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < kPipeStages; ++i) {
+      ptx::mbar_init(&full[i], 1);
+      ptx::mbar_init(&empty[i], 8);  // the consumer warps
+    }
+    ptx::fence_mbar_init_release_cluster();
+  }
+  __syncthreads();
+  constexpr uint32_t kA = 16 * 1024, kB = kL1 ? 32 * 1024 : 16 * 1024;
+  if (warpgroup == 0) {
+    ptx::setmaxnreg_dec<C::kProducerRegs>();
+    if (tid != 0) return;
+    xstage::kernel::PipeState<kPipeStages> ps;
+    size_t off = (size_t(blockIdx.x) * 7919 * 1024) % src_bytes;
+    for (int kb = 0; kb < kblocks; ++kb) {
+      ptx::mbar_wait_acquire_cta(&empty[ps.stage], ps.phase ^ 1);
+      ptx::mbar_arrive_expect_tx_release_cta(&full[ps.stage], kA + kB);
+      uint8_t* st = smem + ps.stage * kStageBytes;
+      for (uint32_t b = 0; b < kA + kB; b += 16 * 1024) {
+        if (off + 16 * 1024 > src_bytes) off = 0;
+        bulk_load(st + b, src + off, 16 * 1024, &full[ps.stage]);
+        off += 16 * 1024;
+      }
+      ps.advance();
+    }
+    return;
+  }
+  ptx::setmaxnreg_inc<C::kConsumerRegs>();
+  const int wg = warpgroup - 1;
+  const int r0 = 16 * (tid / 32) + (tid % 32) / 4;
+  float acc[64], fg[64], fu[64];
+#pragma unroll
+  for (int i = 0; i < 64; ++i) fg[i] = fu[i] = 0.f;
+  xstage::kernel::PipeState<kPipeStages> ps;
+  const unsigned long long t0 = clock64();
+  for (int kb = 0; kb < kblocks; ++kb) {
+    ptx::mbar_wait_acquire_cta(&full[ps.stage], ps.phase);
+    const uint8_t* st = smem + ps.stage * kStageBytes;
+    const uint8_t* a_wg = st + wg * 64 * 128;
+    const uint8_t* b = st + kA;
+    const float a0 = 1.0f + 1e-3f * r0, a1 = 1.0f + 1e-3f * (r0 + 8);
+    const float gs = __ldg(scales + (kb % 1024)), us = __ldg(scales + 1024 + (kb % 1024));
+    mk::mma_block(acc, a_wg, b);
+    mk::promote(fg, acc, a0 * gs, a1 * gs);
+    if constexpr (kL1) mk::mma_block(acc, a_wg, b + kB / 2);
+    __syncwarp();
+    if (tid % 32 == 0) ptx::mbar_arrive_release_cta(&empty[ps.stage]);
+    ps.advance();
+    if constexpr (kL1) mk::promote(fu, acc, a0 * us, a1 * us);
+  }
+  const unsigned long long t1 = clock64();
+  float sum = 0.f;
+#pragma unroll
+  for (int i = 0; i < 64; ++i) sum += fg[i] + fu[i];
+  atomicAdd(&sums[blockIdx.x], sum);
+  if (tid == 0) cycles[blockIdx.x * 2 + wg] = t1 - t0;
+}
+
+// l1-pipe with the kernel's TMA tensor loads (moe_kernel.cuh's tma_load_2d; maps as moe_layer.cpp makes them).
+__global__ void __launch_bounds__(C::kThreads, 1) tma_kernel(const __grid_constant__ CUtensorMap map_x,
+                                                             const __grid_constant__ CUtensorMap map_w,
+                                                             const __grid_constant__ CUtensorMap map_s, int rows,
+                                                             int kblocks, const float* scales, float* sums,
+                                                             unsigned long long* cycles) {
+  extern __shared__ __align__(1024) uint8_t smem[];
+  float* sa = reinterpret_cast<float*>(smem + kPipeStages * kStageBytes);  // [stage][128] row scales
+  uint64_t* full = reinterpret_cast<uint64_t*>(sa + kPipeStages * 128);
+  uint64_t* empty = full + kPipeStages;
+  const int warpgroup = threadIdx.x / 128, tid = threadIdx.x % 128;
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < kPipeStages; ++i) {
+      ptx::mbar_init(&full[i], 1);
+      ptx::mbar_init(&empty[i], 8);
+    }
+    ptx::fence_mbar_init_release_cluster();
+  }
+  __syncthreads();
+  constexpr uint32_t kA = 16 * 1024, kB = 32 * 1024, kCols = 8192;
+  if (warpgroup == 0) {
+    ptx::setmaxnreg_dec<C::kProducerRegs>();
+    if (tid != 0) return;
+    xstage::kernel::PipeState<kPipeStages> ps;
+    // rows is a multiple of 256: every box lies inside the matrix
+    const int arow = (blockIdx.x * 128) % rows, brow = (blockIdx.x * 256 + rows / 2) % rows;
+    for (int kb = 0; kb < kblocks; ++kb) {
+      ptx::mbar_wait_acquire_cta(&empty[ps.stage], ps.phase ^ 1);
+      ptx::mbar_arrive_expect_tx_release_cta(&full[ps.stage], kA + kB + 128 * sizeof(float));
+      uint8_t* st = smem + ps.stage * kStageBytes;
+      const int k0 = (kb * 128) % kCols;
+      mk::tma_load_2d(&map_x, &full[ps.stage], st, k0, arow);
+      mk::tma_load_2d(&map_x, &full[ps.stage], st + 64 * 128, k0, (arow + 64) % rows);
+      mk::tma_load_2d(&map_s, &full[ps.stage], sa + ps.stage * 128, 0, kb % 16);
+      mk::tma_load_2d(&map_w, &full[ps.stage], st + kA, k0, brow);
+      mk::tma_load_2d(&map_w, &full[ps.stage], st + kA + kB / 2, k0, (brow + 128) % rows);
+      ps.advance();
+    }
+    return;
+  }
+  ptx::setmaxnreg_inc<C::kConsumerRegs>();
+  const int wg = warpgroup - 1;
+  const int r0 = 16 * (tid / 32) + (tid % 32) / 4;
+  float acc[64], fg[64], fu[64];
+#pragma unroll
+  for (int i = 0; i < 64; ++i) fg[i] = fu[i] = 0.f;
+  xstage::kernel::PipeState<kPipeStages> ps;
+  const unsigned long long t0 = clock64();
+  for (int kb = 0; kb < kblocks; ++kb) {
+    ptx::mbar_wait_acquire_cta(&full[ps.stage], ps.phase);
+    const uint8_t* st = smem + ps.stage * kStageBytes;
+    const float a0 = sa[ps.stage * 128 + wg * 64 + r0], a1 = sa[ps.stage * 128 + wg * 64 + r0 + 8];
+    const float gs = __ldg(scales + (kb % 1024)), us = __ldg(scales + 1024 + (kb % 1024));
+    const uint8_t* a_wg = st + wg * 64 * 128;
+    mk::mma_block(acc, a_wg, st + kA);
+    mk::promote(fg, acc, a0 * gs, a1 * gs);
+    mk::mma_block(acc, a_wg, st + kA + kB / 2);
+    __syncwarp();
+    if (tid % 32 == 0) ptx::mbar_arrive_release_cta(&empty[ps.stage]);
+    ps.advance();
+    mk::promote(fu, acc, a0 * us, a1 * us);
+  }
+  const unsigned long long t1 = clock64();
+  float sum = 0.f;
+#pragma unroll
+  for (int i = 0; i < 64; ++i) sum += fg[i] + fu[i];
+  atomicAdd(&sums[blockIdx.x], sum);
   if (tid == 0) cycles[blockIdx.x * 2 + wg] = t1 - t0;
 }
 
@@ -144,23 +321,23 @@ struct Row {
   bool finite;
 };
 
-template <Variant kV>
-Row run(const char* name, double batches, int kblocks, int ctas, int reps) {
-  const size_t smem = kABytes + kBBytes;
-  ok(cudaFuncSetAttribute(probe_kernel<kV>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)), name);
+// One variant: a warm-up launch, then `reps` timed launches of `launch(ctas, sums, cycles)`.
+template <class Launch>
+Row run_launch(const char* name, double batches, int kblocks, int ctas, int reps, Launch&& launch) {
   float* sums = nullptr;
   unsigned long long* cyc = nullptr;
-  ok(cudaMalloc(&sums, ctas * sizeof(float)), "cudaMalloc");
+  ok(cudaMalloc(&sums, (ctas + 1) * sizeof(float)), "cudaMalloc");  // + the never-set flag of l1-spin
+  ok(cudaMemset(sums, 0, (ctas + 1) * sizeof(float)), "memset");
   ok(cudaMalloc(&cyc, ctas * 2 * sizeof(unsigned long long)), "cudaMalloc");
   cudaEvent_t e0, e1;
   ok(cudaEventCreate(&e0), "event");
   ok(cudaEventCreate(&e1), "event");
-  probe_kernel<kV><<<ctas, C::kThreads, smem>>>(kblocks, sums, cyc);  // warm-up
+  launch(ctas, sums, cyc);  // warm-up
   ok(cudaGetLastError(), name);
   ok(cudaDeviceSynchronize(), name);
   ok(cudaMemset(sums, 0, ctas * sizeof(float)), "memset");
   ok(cudaEventRecord(e0), "record");
-  for (int r = 0; r < reps; ++r) probe_kernel<kV><<<ctas, C::kThreads, smem>>>(kblocks, sums, cyc);
+  for (int r = 0; r < reps; ++r) launch(ctas, sums, cyc);
   ok(cudaEventRecord(e1), "record");
   ok(cudaEventSynchronize(e1), name);
   float ms = 0;
@@ -181,10 +358,65 @@ Row run(const char* name, double batches, int kblocks, int ctas, int reps) {
   return row;
 }
 
+template <Variant kV>
+Row run(const char* name, double batches, int kblocks, int ctas, int reps) {
+  const size_t smem = kABytes + kBBytes;
+  ok(cudaFuncSetAttribute(probe_kernel<kV>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)), name);
+  return run_launch(name, batches, kblocks, ctas, reps, [&](int n, float* sums, unsigned long long* cyc) {
+    probe_kernel<kV><<<n, C::kThreads, smem>>>(kblocks, sums, cyc);
+  });
+}
+
+// A 2-d map of `base` ({cols, rows} elements, row-major) with a {box_cols, box_rows} box, as moe_layer.cpp's.
+CUtensorMap make_map(const void* base, bool fp32, uint64_t cols, uint64_t rows, uint32_t box_cols, uint32_t box_rows) {
+  auto enc = xstage::runtime::tensor_map_encoder();
+  if (enc == nullptr) {
+    std::fprintf(stderr, "mainloop_probe: cuTensorMapEncodeTiled is not available from the driver\n");
+    std::exit(1);
+  }
+  CUtensorMap m;
+  const cuuint64_t dims[2] = {cols, rows};
+  const cuuint64_t strides[1] = {cols * (fp32 ? 4 : 1)};
+  const cuuint32_t box[2] = {box_cols, box_rows};
+  const cuuint32_t es[2] = {1, 1};
+  const CUresult r = enc(&m, fp32 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT32 : CU_TENSOR_MAP_DATA_TYPE_UINT8, 2,
+                         const_cast<void*>(base), dims, strides, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                         fp32 ? CU_TENSOR_MAP_SWIZZLE_NONE : CU_TENSOR_MAP_SWIZZLE_128B,
+                         CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS) {
+    std::fprintf(stderr, "mainloop_probe: tensor map rejected (CUresult %d)\n", int(r));
+    std::exit(1);
+  }
+  return m;
+}
+
+Row run_tma(int kblocks, int ctas, int reps, const uint8_t* src, size_t src_bytes, const float* scales) {
+  const int rows = int(src_bytes / 8192) / 256 * 256;  // src_mb >= 2 MB
+  const CUtensorMap mx = make_map(src, false, 8192, uint64_t(rows), 128, 64);
+  const CUtensorMap mx128 = make_map(src, false, 8192, uint64_t(rows), 128, 128);
+  const CUtensorMap ms = make_map(scales, true, 128, 16, 128, 1);  // 16 rows of 128 row scales (2048 floats)
+  const size_t smem = size_t(kPipeStages) * kStageBytes + kPipeStages * 128 * sizeof(float) +
+                      2 * kPipeStages * sizeof(uint64_t);
+  ok(cudaFuncSetAttribute(tma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)), "l1-tma");
+  return run_launch("l1-tma", 2, kblocks, ctas, reps, [&](int n, float* sums, unsigned long long* cyc) {
+    tma_kernel<<<n, C::kThreads, smem>>>(mx, mx128, ms, rows, kblocks, scales, sums, cyc);
+  });
+}
+
+template <bool kL1>
+Row run_pipe(const char* name, int kblocks, int ctas, int reps, const uint8_t* src, size_t src_bytes,
+             const float* scales) {
+  const size_t smem = size_t(kPipeStages) * kStageBytes + 2 * kPipeStages * sizeof(uint64_t);
+  ok(cudaFuncSetAttribute(pipe_kernel<kL1>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)), name);
+  return run_launch(name, kL1 ? 2 : 1, kblocks, ctas, reps, [&](int n, float* sums, unsigned long long* cyc) {
+    pipe_kernel<kL1><<<n, C::kThreads, smem>>>(kblocks, src, src_bytes, scales, sums, cyc);
+  });
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  int kblocks = 4096, ctas = 0, reps = 5;
+  int kblocks = 4096, ctas = 0, reps = 5, src_mb = 16;
   std::string json;
   for (int i = 1; i < argc; ++i) {
     const std::string k = argv[i];
@@ -198,6 +430,7 @@ int main(int argc, char** argv) {
     if (k == "--kblocks") kblocks = std::atoi(val().c_str());
     else if (k == "--ctas") ctas = std::atoi(val().c_str());
     else if (k == "--reps") reps = std::atoi(val().c_str());
+    else if (k == "--src-mb") src_mb = std::atoi(val().c_str());
     else if (k == "--json") json = val();
     else {
       std::fprintf(stderr, "mainloop_probe: unknown argument %s (see the file's header)\n", k.c_str());
@@ -207,7 +440,7 @@ int main(int argc, char** argv) {
   cudaDeviceProp prop{};
   ok(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
   if (ctas <= 0) ctas = prop.multiProcessorCount;  // one CTA per SM
-  if (kblocks < 1 || reps < 1 || ctas > prop.multiProcessorCount) {
+  if (kblocks < 1 || reps < 1 || ctas > prop.multiProcessorCount || src_mb < 2) {
     std::fprintf(stderr, "mainloop_probe: need --kblocks >= 1, --reps >= 1, --ctas <= %d SMs (got %d, %d, %d)\n",
                  prop.multiProcessorCount, kblocks, reps, ctas);
     return 2;
@@ -222,20 +455,36 @@ int main(int argc, char** argv) {
   rows.push_back(run<Variant::kL1NoPromote>("l1-nopro", 2, kblocks, ctas, reps));
   rows.push_back(run<Variant::kL1InPhase>("l1-inphase", 2, kblocks, ctas, reps));
   rows.push_back(run<Variant::kL1Alternate>("l1-alt", 2, kblocks, ctas, reps));
-  std::printf("%s, %d SMs; %d CTAs x 384 threads, %d K blocks, %d launches per variant\n", prop.name,
-              prop.multiProcessorCount, ctas, kblocks, reps);
-  std::printf("%-11s %8s %12s %9s %9s %10s %s\n", "variant", "batches", "FLOP/cyc/SM", "of 8192", "TFLOP/s",
+  rows.push_back(run<Variant::kL1Spin>("l1-spin", 2, kblocks, ctas, reps));
+  rows.push_back(run<Variant::kL1SpinSleep>("l1-spin-sleep", 2, kblocks, ctas, reps));
+  {
+    const size_t src_bytes = size_t(src_mb) << 20;
+    uint8_t* src = nullptr;
+    float* scales = nullptr;
+    ok(cudaMalloc(&src, src_bytes), "cudaMalloc (source)");
+    ok(cudaMemset(src, 0x33, src_bytes), "memset (source)");  // finite e4m3 codes
+    ok(cudaMalloc(&scales, 2048 * sizeof(float)), "cudaMalloc (scales)");
+    ok(cudaMemset(scales, 0, 2048 * sizeof(float)), "memset (scales)");
+    rows.push_back(run_pipe<true>("l1-pipe", kblocks, ctas, reps, src, src_bytes, scales));
+    rows.push_back(run_pipe<false>("l2-pipe", kblocks, ctas, reps, src, src_bytes, scales));
+    rows.push_back(run_tma(kblocks, ctas, reps, src, src_bytes, scales));
+    cudaFree(src);
+    cudaFree(scales);
+  }
+  std::printf("%s, %d SMs; %d CTAs x 384 threads, %d K blocks, %d launches per variant; pipe source %d MB\n",
+              prop.name, prop.multiProcessorCount, ctas, kblocks, reps, src_mb);
+  std::printf("%-13s %8s %12s %9s %9s %10s %s\n", "variant", "batches", "FLOP/cyc/SM", "of 8192", "TFLOP/s",
               "cyc spread", "ok");
   bool all = true;
   for (const Row& r : rows) {
-    std::printf("%-11s %8.0f %12.0f %9.3f %9.1f %10.3f %s\n", r.name.c_str(), r.batches_per_kblock, r.flop_per_cycle,
+    std::printf("%-13s %8.0f %12.0f %9.3f %9.1f %10.3f %s\n", r.name.c_str(), r.batches_per_kblock, r.flop_per_cycle,
                 r.fraction, r.tflops, (r.max_cycles - r.min_cycles) / r.max_cycles, r.finite ? "yes" : "NO");
     all = all && r.finite;
   }
   if (!json.empty()) {
     std::ofstream f(json);
     f << "{\"device\": \"" << prop.name << "\", \"sms\": " << prop.multiProcessorCount << ", \"ctas\": " << ctas
-      << ", \"kblocks\": " << kblocks << ", \"reps\": " << reps << ", \"rows\": [";
+      << ", \"kblocks\": " << kblocks << ", \"reps\": " << reps << ", \"src_mb\": " << src_mb << ", \"rows\": [";
     for (size_t i = 0; i < rows.size(); ++i) {
       const Row& r = rows[i];
       f << (i ? ", " : "") << "{\"variant\": \"" << r.name << "\", \"batches_per_kblock\": " << r.batches_per_kblock
