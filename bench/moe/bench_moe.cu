@@ -7,7 +7,7 @@
 //             [--precision w8a8,w4a8] [--orders wave[,interleaved]] [--worlds 1,2,4,8] [--emulated-tokens 2048]
 //             [--block-s 0.1] [--warmup-s 0.05] [--rounds 1] [--min-calls 3] [--check-tokens 4] [--seed 1] [--no-time]
 //             [--trace] [--trace-csv FILE] [--ctas N] [--leads D1,D2,...] [--platform FILE]
-//             [--cluster 0|1|2] [--compare-single]
+//             [--cluster 0|1|2] [--compare-single] [--prefetch D1,D2,...]
 //
 // --cluster: MoeLayerParams::cluster of the fused kernel (0 = auto: CTA pairs sharing the A operand by TMA
 // multicast wherever the N-tile counts are even; 1 = single CTAs; 2 = pairs). --compare-single adds, per order,
@@ -21,6 +21,8 @@
 // p1_min_interleaved_vs_wave, geomean/median/max, by routing, auto_choices with their reasons from
 // moe::choose_moe_order on --platform (default platforms/h200-nvlink4.json) and the device's SMs and L2).
 // --leads: extra interleaved backends at these leads D (the D sweep; 0 = D_knee), timed with the others.
+// --prefetch: extra backends, per order, with MoeLayerParams::l2_prefetch = D (weights D K blocks ahead into L2;
+// backend fused_<order>_pf<D>), checked bit-identical and timed with the others.
 //
 // --trace: after timing, one launch per order of the instrumented kernel (W8A8; MoeLayerParams::trace) and a
 // summary per configuration (DIR/trace_summary.csv, the table's second line): MMA busy fraction, median
@@ -279,7 +281,7 @@ struct Args {
   uint64_t seed = 1;
   bool time = true, trace = false;
   std::string out, trace_csv, platform = "platforms/h200-nvlink4.json";
-  std::vector<int> leads;
+  std::vector<int> leads, prefetch;
   std::string command;
 };
 
@@ -334,6 +336,7 @@ Args parse(int argc, char** argv) {
     else if (k == "--compare-single") a.compare_single = true;
     else if (k == "--platform") a.platform = val();
     else if (k == "--leads") a.leads = split_int(val(), k.c_str());
+    else if (k == "--prefetch") a.prefetch = split_int(val(), k.c_str());
     else if (k == "--trace") a.trace = true;
     else if (k == "--trace-csv") { a.trace = true; a.trace_csv = val(); }
     else throw UsageError("unknown argument " + k + " (see the header of bench/moe/bench_moe.cu)");
@@ -645,6 +648,15 @@ int main(int argc, char** argv) try {
               names.push_back("fused_" + a.orders[i] + "_c1");
               fns.push_back([&, i](int) { moe_kernel::launch_moe_layer(*team1, ws, single_prm[i], st); });
             }
+            for (size_t i = 0; i < order_prm.size(); ++i)  // weight prefetch into L2 at these distances
+              for (int d : a.prefetch) {
+                moe_kernel::MoeLayerParams p2 = order_prm[i];
+                p2.l2_prefetch = d;
+                single_prm.push_back(p2);  // checked bit-identical with the single-CTA variants
+                names.push_back("fused_" + a.orders[i] + "_pf" + std::to_string(d));
+                const size_t j = single_prm.size() - 1;
+                fns.push_back([&, j](int) { moe_kernel::launch_moe_layer(*team1, ws, single_prm[j], st); });
+              }
             // correctness: poisoned output, first order; other orders bit-identical
             ok(cudaMemsetAsync(out.p, 0xFF, out.n * 4, st), "poison");
             ws.poison(st);

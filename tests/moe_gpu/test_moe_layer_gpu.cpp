@@ -732,6 +732,14 @@ TEST(MoeLayerGpu, RejectsBadClusters) {
   q.ctas_per_rank = 5;
   EXPECT_NE(usage_error([&] { moe_kernel::run_moe_layer(*team, ws2, q, team->stream()); }).find("even ctas_per_rank, got 5"),
             std::string::npos);
+  // the L2 weight prefetch distance is checked with the other launch parameters
+  moe_kernel::MoeLayerParams r = params(even);
+  for (int bad : {-1, 65})
+    EXPECT_NE(usage_error([&] {
+                r.l2_prefetch = bad;
+                moe_kernel::run_moe_layer(*team, ws2, r, team->stream());
+              }).find("l2_prefetch must be in [0, 64] K blocks (0: off), got " + std::to_string(bad)),
+              std::string::npos);
   CUDA_CHECK(cudaDeviceSynchronize());
 }
 

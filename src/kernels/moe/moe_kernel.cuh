@@ -649,6 +649,11 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
                 tma_load_2d(&p.tma_s1, &sh.full[ps.stage], &sh.sb[ps.stage][kBlockN], p.inter + t.n * kBlockN,
                             ex * KB1 + kb);
               }
+              if (p.l2_prefetch > 0 && kb + p.l2_prefetch < KB1) {  // the weights of a later K block into L2
+                const int kp0 = (kb + p.l2_prefetch) * C::kBlockKElems;
+                ptx::tma_prefetch_l2_2d(&p.tma_w1, kp0, gate_row);
+                ptx::tma_prefetch_l2_2d(&p.tma_w1, kp0, gate_row + p.inter);
+              }
               ps.advance();
               if (kb == 0) look_ahead();
             }
@@ -664,6 +669,8 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
               if constexpr (!C::kBf16)
                 tma_load_2d(&p.tma_hs, &sh.full[ps.stage], sh.sa[ps.stage], t.row * kBlockM, g * KB2 + kb);
               tma_load_2d(&p.tma_w2, &sh.full[ps.stage], sh.b[ps.stage], k0, ex * p.hidden + t.n * kBlockN);
+              if (p.l2_prefetch > 0 && kb + p.l2_prefetch < KB2)
+                ptx::tma_prefetch_l2_2d(&p.tma_w2, (kb + p.l2_prefetch) * C::kBlockKElems, ex * p.hidden + t.n * kBlockN);
               if constexpr (C::kInt4)
                 tma_load_2d(&p.tma_s2, &sh.full[ps.stage], &sh.sb[ps.stage][0], t.n * kBlockN, ex * KB2 + kb);
               ps.advance();

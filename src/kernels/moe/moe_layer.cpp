@@ -69,6 +69,7 @@ void fill_common(KernelParams<Sched>& kp, runtime::Team& team, const MoeLayerPar
   kp.view = team.view();
   kp.ctas_per_rank = ctas;
   kp.cluster = cluster;
+  kp.l2_prefetch = prm.l2_prefetch;
   kp.hidden = prm.shape.hidden;
   kp.inter = prm.shape.inter;
   kp.topk = prm.shape.topk;
@@ -287,6 +288,8 @@ void MoeWorkspace::check_params(runtime::Team& team, const MoeLayerParams& prm) 
                  prm.experts_per_wave);
   XSTAGE_REQUIRE(prm.lead >= 0, "moe layer: the interleaved lead D must be >= 1 (the kernel waits on Linear-1 rows in "
                  "order), or 0 for D_knee; got ", prm.lead);
+  XSTAGE_REQUIRE(prm.l2_prefetch >= 0 && prm.l2_prefetch <= 64,
+                 "moe layer: l2_prefetch must be in [0, 64] K blocks (0: off), got ", prm.l2_prefetch);
   launch_shape(team, prm);  // CTAs and pairs: named errors
   auto back_to_back = [](const std::unique_ptr<runtime::SymmetricBuffer>& b) {
     return b == nullptr || b->emulated_stride() == b->bytes();  // null: a bf16 workspace's scale buffers

@@ -91,6 +91,10 @@ struct MoeLayerParams {
   // pairs need both N-tile counts (I/128 and H/128) even. 0 = auto = single CTAs (pairs measured slower on the
   // H200 at P = 1: docs/MOE.md, "CTA pairs").
   int cluster = 0;
+  // Weight prefetch into L2: the producer also asks L2 for the weight boxes of the K block this many blocks
+  // beyond the one it loads (TMA prefetch, no shared memory), so the later load finds them there instead of in
+  // HBM. 0 = off (the default: measured as an option, docs/MOE.md); at most 64.
+  int l2_prefetch = 0;
   // Per-tile instrumentation (W8A8 only): runs the traced instantiation and records every tile of the launch
   // in the workspace (MoeWorkspace::read_trace). The untraced kernels contain no trace code at all.
   bool trace = false;

@@ -91,6 +91,7 @@ struct KernelParams {
   // CTAs per cluster: 1, or 2 = CTA pairs (blocks 2i, 2i + 1 of one rank; the scheduler's instance i with two
   // roles: the same rows, N tiles 2j and 2j + 1) that share the A operand by TMA multicast.
   int cluster;
+  int l2_prefetch;  // MoeLayerParams::l2_prefetch: weight K blocks prefetched into L2 ahead of the loads (0: off)
   int hidden, inter, topk, tokens, rows_cap;
   moe::DispatchLayout dl;  // tables in device memory
   typename Sched::Params sched[runtime::kMaxRanks];  // per local rank; layout rebased onto device tables
