@@ -168,6 +168,42 @@ __device__ __forceinline__ void bulk_load(void* dst, const void* src, uint32_t b
                : "memory");
 }
 
+// The consumer warpgroups of both pipeline variants: per K block wait for the stage, run the l1 (or l2) block on
+// it (A at the stage's start, B kA bytes in, weight scales by __ldg, A row scales from row_scale(stage, row)),
+// release it; then record the warpgroup's cycles.
+template <bool kL1, class RowScale>
+__device__ __forceinline__ void consume_stream(const uint8_t* smem, uint64_t* full, uint64_t* empty, uint32_t kA,
+                                               uint32_t kB, int kblocks, const float* scales, int wg, int tid,
+                                               RowScale&& row_scale, float* sums, unsigned long long* cycles) {
+  const int r0 = 16 * (tid / 32) + (tid % 32) / 4;
+  float acc[64], fg[64], fu[64];
+#pragma unroll
+  for (int i = 0; i < 64; ++i) fg[i] = fu[i] = 0.f;
+  xstage::kernel::PipeState<kPipeStages> ps;
+  const unsigned long long t0 = clock64();
+  for (int kb = 0; kb < kblocks; ++kb) {
+    ptx::mbar_wait_acquire_cta(&full[ps.stage], ps.phase);
+    const uint8_t* st = smem + ps.stage * kStageBytes;
+    const uint8_t* a_wg = st + wg * 64 * 128;
+    const uint8_t* b = st + kA;
+    const float a0 = row_scale(ps.stage, wg * 64 + r0), a1 = row_scale(ps.stage, wg * 64 + r0 + 8);
+    const float gs = __ldg(scales + (kb % 1024)), us = __ldg(scales + 1024 + (kb % 1024));
+    mk::mma_block(acc, a_wg, b);
+    mk::promote(fg, acc, a0 * gs, a1 * gs);
+    if constexpr (kL1) mk::mma_block(acc, a_wg, b + kB / 2);
+    __syncwarp();
+    if (tid % 32 == 0) ptx::mbar_arrive_release_cta(&empty[ps.stage]);
+    ps.advance();
+    if constexpr (kL1) mk::promote(fu, acc, a0 * us, a1 * us);
+  }
+  const unsigned long long t1 = clock64();
+  float sum = 0.f;
+#pragma unroll
+  for (int i = 0; i < 64; ++i) sum += fg[i] + fu[i];
+  atomicAdd(&sums[blockIdx.x], sum);
+  if (tid == 0) cycles[blockIdx.x * 2 + wg] = t1 - t0;
+}
+
 // The mainloop fed by a pipeline like the kernel's: one producer thread bulk-copies each K block's A (16 KB) and B
 // (L1: 32 KB, L2: 16 KB) from `src` (cycling through src_bytes) into a 4-stage ring; both consumer warpgroups wait
 // for the stage, run the l1 / l2 block on it with the weight scales of `scales` read by __ldg, and release it.
@@ -207,34 +243,8 @@ __global__ void __launch_bounds__(C::kThreads, 1) pipe_kernel(int kblocks, const
     return;
   }
   ptx::setmaxnreg_inc<C::kConsumerRegs>();
-  const int wg = warpgroup - 1;
-  const int r0 = 16 * (tid / 32) + (tid % 32) / 4;
-  float acc[64], fg[64], fu[64];
-#pragma unroll
-  for (int i = 0; i < 64; ++i) fg[i] = fu[i] = 0.f;
-  xstage::kernel::PipeState<kPipeStages> ps;
-  const unsigned long long t0 = clock64();
-  for (int kb = 0; kb < kblocks; ++kb) {
-    ptx::mbar_wait_acquire_cta(&full[ps.stage], ps.phase);
-    const uint8_t* st = smem + ps.stage * kStageBytes;
-    const uint8_t* a_wg = st + wg * 64 * 128;
-    const uint8_t* b = st + kA;
-    const float a0 = 1.0f + 1e-3f * r0, a1 = 1.0f + 1e-3f * (r0 + 8);
-    const float gs = __ldg(scales + (kb % 1024)), us = __ldg(scales + 1024 + (kb % 1024));
-    mk::mma_block(acc, a_wg, b);
-    mk::promote(fg, acc, a0 * gs, a1 * gs);
-    if constexpr (kL1) mk::mma_block(acc, a_wg, b + kB / 2);
-    __syncwarp();
-    if (tid % 32 == 0) ptx::mbar_arrive_release_cta(&empty[ps.stage]);
-    ps.advance();
-    if constexpr (kL1) mk::promote(fu, acc, a0 * us, a1 * us);
-  }
-  const unsigned long long t1 = clock64();
-  float sum = 0.f;
-#pragma unroll
-  for (int i = 0; i < 64; ++i) sum += fg[i] + fu[i];
-  atomicAdd(&sums[blockIdx.x], sum);
-  if (tid == 0) cycles[blockIdx.x * 2 + wg] = t1 - t0;
+  consume_stream<kL1>(smem, full, empty, kA, kB, kblocks, scales, warpgroup - 1, tid,
+                      [](int, int row) { return 1.0f + 1e-3f * row; }, sums, cycles);
 }
 
 // l1-pipe with the kernel's TMA tensor loads (moe_kernel.cuh's tma_load_2d; maps as moe_layer.cpp makes them).
@@ -278,33 +288,8 @@ __global__ void __launch_bounds__(C::kThreads, 1) tma_kernel(const __grid_consta
     return;
   }
   ptx::setmaxnreg_inc<C::kConsumerRegs>();
-  const int wg = warpgroup - 1;
-  const int r0 = 16 * (tid / 32) + (tid % 32) / 4;
-  float acc[64], fg[64], fu[64];
-#pragma unroll
-  for (int i = 0; i < 64; ++i) fg[i] = fu[i] = 0.f;
-  xstage::kernel::PipeState<kPipeStages> ps;
-  const unsigned long long t0 = clock64();
-  for (int kb = 0; kb < kblocks; ++kb) {
-    ptx::mbar_wait_acquire_cta(&full[ps.stage], ps.phase);
-    const uint8_t* st = smem + ps.stage * kStageBytes;
-    const float a0 = sa[ps.stage * 128 + wg * 64 + r0], a1 = sa[ps.stage * 128 + wg * 64 + r0 + 8];
-    const float gs = __ldg(scales + (kb % 1024)), us = __ldg(scales + 1024 + (kb % 1024));
-    const uint8_t* a_wg = st + wg * 64 * 128;
-    mk::mma_block(acc, a_wg, st + kA);
-    mk::promote(fg, acc, a0 * gs, a1 * gs);
-    mk::mma_block(acc, a_wg, st + kA + kB / 2);
-    __syncwarp();
-    if (tid % 32 == 0) ptx::mbar_arrive_release_cta(&empty[ps.stage]);
-    ps.advance();
-    mk::promote(fu, acc, a0 * us, a1 * us);
-  }
-  const unsigned long long t1 = clock64();
-  float sum = 0.f;
-#pragma unroll
-  for (int i = 0; i < 64; ++i) sum += fg[i] + fu[i];
-  atomicAdd(&sums[blockIdx.x], sum);
-  if (tid == 0) cycles[blockIdx.x * 2 + wg] = t1 - t0;
+  consume_stream<true>(smem, full, empty, kA, kB, kblocks, scales, warpgroup - 1, tid,
+                       [sa](int stage, int row) { return sa[stage * 128 + row]; }, sums, cycles);
 }
 
 void ok(cudaError_t e, const char* what) {
