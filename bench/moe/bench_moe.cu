@@ -7,7 +7,7 @@
 //             [--precision w8a8,w4a8] [--orders wave[,interleaved]] [--worlds 1,2,4,8] [--emulated-tokens 2048]
 //             [--block-s 0.1] [--warmup-s 0.05] [--rounds 1] [--min-calls 3] [--check-tokens 4] [--seed 1] [--no-time]
 //             [--trace] [--trace-csv FILE] [--ctas N] [--leads D1,D2,...] [--platform FILE]
-//             [--cluster 0|1|2] [--compare-single] [--prefetch D1,D2,...]
+//             [--cluster 0|1|2] [--compare-single] [--prefetch D1,D2,...] [--custom NAME:H:I:E:K]
 //
 // --cluster: MoeLayerParams::cluster of the fused kernel (0 = auto: CTA pairs sharing the A operand by TMA
 // multicast wherever the N-tile counts are even; 1 = single CTAs; 2 = pairs). --compare-single adds, per order,
@@ -21,6 +21,8 @@
 // p1_min_interleaved_vs_wave, geomean/median/max, by routing, auto_choices with their reasons from
 // moe::choose_moe_order on --platform (default platforms/h200-nvlink4.json) and the device's SMs and L2).
 // --leads: extra interleaved backends at these leads D (the D sweep; 0 = D_knee), timed with the others.
+// --custom NAME:H:I:E:K: a layer shape of one's own (usable in --shapes; without --shapes only the custom shapes
+// run), e.g. deepseek-v3's dimensions with 8 experts, where every expert's weights serve many row blocks.
 // --prefetch: extra backends, per order, with MoeLayerParams::l2_prefetch = D (weights D K blocks ahead into L2;
 // backend fused_<order>_pf<D>), checked bit-identical and timed with the others.
 //
@@ -282,7 +284,18 @@ struct Args {
   bool time = true, trace = false;
   std::string out, trace_csv, platform = "platforms/h200-nvlink4.json";
   std::vector<int> leads, prefetch;
+  // --custom NAME:H:I:E:K: layer shapes beyond xstage/moe/shapes.hpp (diagnostics, e.g. few experts with many rows
+  // each, to separate the kernel's own speed from weight reuse); names owned here (MoeShape holds views)
+  std::vector<std::unique_ptr<std::string>> custom_names;
+  std::vector<moe::MoeShape> custom;
+  bool shapes_given = false;
   std::string command;
+
+  const moe::MoeShape* shape(const std::string& key) const {
+    for (const auto& c : custom)
+      if (c.name == key) return &c;
+    return moe::find_moe_shape(key);
+  }
 };
 
 std::vector<std::string> split(const std::string& s) {
@@ -314,7 +327,30 @@ Args parse(int argc, char** argv) {
       return argv[++i];
     };
     if (k == "--out") a.out = val();
-    else if (k == "--shapes") { const std::string v = val(); if (v != "all") a.shapes = split(v); }
+    else if (k == "--shapes") {
+      const std::string v = val();
+      a.shapes_given = true;
+      if (v != "all") a.shapes = split(v);
+    } else if (k == "--custom") {
+      const std::string v = val();
+      const std::vector<std::string> f = [&] {
+        std::vector<std::string> out;
+        std::stringstream ss(v);
+        for (std::string x; std::getline(ss, x, ':');) out.push_back(x);
+        return out;
+      }();
+      if (f.size() != 5 || f[0].empty())
+        throw UsageError("--custom '" + v + "': NAME:HIDDEN:INTER:EXPERTS:TOPK");
+      std::vector<int> n;
+      for (size_t i = 1; i < 5; ++i) n.push_back(split_int(f[i], "--custom").at(0));
+      if (n[0] % 128 || n[1] % 128)
+        throw UsageError(detail::concat("--custom ", f[0], ": hidden ", n[0], " and inter ", n[1],
+                                        " must be multiples of 128"));
+      if (n[3] > n[2])
+        throw UsageError(detail::concat("--custom ", f[0], ": top-k ", n[3], " exceeds the expert count ", n[2]));
+      a.custom_names.push_back(std::make_unique<std::string>(f[0]));
+      a.custom.push_back({*a.custom_names.back(), n[0], n[1], n[2], n[3], "--custom"});
+    }
     else if (k == "--tokens") a.tokens = split_int(val(), "--tokens");
     else if (k == "--routing") a.routings = split(val());
     else if (k == "--precision") a.precisions = split(val());
@@ -342,8 +378,12 @@ Args parse(int argc, char** argv) {
     else throw UsageError("unknown argument " + k + " (see the header of bench/moe/bench_moe.cu)");
   }
   if (a.out.empty()) throw UsageError("--out DIR is required");
+  if (!a.custom.empty() && !a.shapes_given) {  // only the custom shapes unless --shapes names others
+    a.shapes.clear();
+    for (const auto& c : a.custom) a.shapes.emplace_back(c.name);
+  }
   for (const auto& s : a.shapes)
-    if (!moe::find_moe_shape(s)) throw UsageError("unknown shape '" + s + "' (bench_moe knows the keys of xstage/moe/shapes.hpp)");
+    if (!a.shape(s)) throw UsageError("unknown shape '" + s + "' (bench_moe knows the keys of xstage/moe/shapes.hpp)");
   for (const auto& r : a.routings) moe::parse_routing_kind(r);
   for (const auto& p : a.precisions)
     if (p != "w8a8" && p != "w4a8") throw UsageError("precision '" + p + "': w8a8 or w4a8");
@@ -518,8 +558,8 @@ int main(int argc, char** argv) try {
   auto rmean = [&](double v) { return comm ? comm->allreduce(v, ncclSum) / P : v; };
   if (real)
     for (const std::string& key : a.shapes)
-      if (moe::find_moe_shape(key)->experts % P != 0)
-        throw UsageError(detail::concat("shape ", key, ": ", moe::find_moe_shape(key)->experts,
+      if (a.shape(key)->experts % P != 0)
+        throw UsageError(detail::concat("shape ", key, ": ", a.shape(key)->experts,
                                         " experts do not divide over the world size ", P));
   if (lead_rank) std::filesystem::create_directories(a.out);
   cudaDeviceProp prop{};
@@ -573,7 +613,7 @@ int main(int argc, char** argv) try {
   for (const std::string& prec : a.precisions) {
     const bool int4 = prec == "w4a8";
     for (const std::string& key : a.shapes) {
-      const moe::MoeShape& s = *moe::find_moe_shape(key);
+      const moe::MoeShape& s = *a.shape(key);
       const int E_loc = s.experts / P;  // this rank's experts [rank E/P, (rank + 1) E/P)
       Weights W(s, int4, a.seed * 1000 + std::hash<std::string>{}(key) % 997, rank * E_loc, E_loc);
       for (int T : a.tokens) {
