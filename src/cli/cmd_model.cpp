@@ -453,13 +453,9 @@ void add_moe_order(CLI::App* des) {
     if (q.world == 1 && !o->no_sim) {
       // auto at P = 1 follows the simulator (order_choice.hpp): both orders at the lead auto would run, the
       // kernel's staging slots (W8A8 1, W4A8 2), this tensor rate (or the one the measured L1 mainloop implies).
-      const auto first = xstage::moe::choose_moe_order(p, q);
-      const double rate = rate_per_sm > 0 ? rate_per_sm
-                                          : 2.0 * q.b_m * first.query.l1_cols * double(q.hidden) / q.t_l1_mma;
-      const auto so = xstage::moe::simulate_orders(p, q, first.lead, q.weight_bytes < 1 ? 2 : 1,
-                                                   parse_seed(o->seed, "--seed"), rate);
-      q.sim_wave_s = so.wave_us * 1e-6;
-      q.sim_interleaved_s = so.interleaved_us * 1e-6;
+      const int l1_cols = q.l1_cols > 0 ? q.l1_cols : q.b_n;
+      const double rate = rate_per_sm > 0 ? rate_per_sm : 2.0 * q.b_m * l1_cols * double(q.hidden) / q.t_l1_mma;
+      q = xstage::moe::with_simulated_orders(p, q, q.weight_bytes < 1 ? 2 : 1, parse_seed(o->seed, "--seed"), rate);
     }
     const auto ch = xstage::moe::choose_moe_order(p, q);
     if (o->json) {

@@ -24,4 +24,12 @@ SimOrders simulate_orders(const model::Platform& platform, const OrderQuery& q, 
   return {r.wave.sim.total_time * 1e6, r.interleaved.sim.total_time * 1e6, r.speedup()};
 }
 
+OrderQuery with_simulated_orders(const model::Platform& platform, OrderQuery q, int staging, std::uint64_t seed,
+                                 double rate_per_sm) {
+  const SimOrders so = simulate_orders(platform, q, choose_moe_order(platform, q).lead, staging, seed, rate_per_sm);
+  q.sim_wave_s = so.wave_us * 1e-6;
+  q.sim_interleaved_s = so.interleaved_us * 1e-6;
+  return q;
+}
+
 }  // namespace xstage::moe

@@ -134,13 +134,12 @@ TEST(MoeOrder, SimulatorPredictionsAtWorldOne) {
   auto with_sim = [](OrderQuery q) {
     q.world = 1;
     q.l1_cols = 256;
-    const OrderChoice c0 = choose_moe_order(h200(), q);
-    const xstage::moe::SimOrders so = xstage::moe::simulate_orders(h200(), q, c0.lead, 1, 1, kRatePerSm);
+    const xstage::moe::SimOrders so =
+        xstage::moe::simulate_orders(h200(), q, choose_moe_order(h200(), q).lead, 1, 1, kRatePerSm);
     EXPECT_GT(so.wave_us, 0);
     EXPECT_GT(so.interleaved_us, 0);
     EXPECT_NEAR(so.speedup, so.wave_us / so.interleaved_us, 1e-9);
-    q.sim_wave_s = so.wave_us * 1e-6;
-    q.sim_interleaved_s = so.interleaved_us * 1e-6;
+    q = xstage::moe::with_simulated_orders(h200(), q, 1, 1, kRatePerSm);
     return choose_moe_order(h200(), q);
   };
   const OrderChoice qw = with_sim(qwen30b(8192));

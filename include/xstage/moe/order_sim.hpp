@@ -25,4 +25,9 @@ struct SimOrders {
 SimOrders simulate_orders(const model::Platform& platform, const OrderQuery& q, int lead, int staging,
                           std::uint64_t seed, double rate_per_sm);
 
+// `q` with sim_wave_s / sim_interleaved_s filled in: simulate_orders at the lead choose_moe_order(q) runs
+// (q.lead, else D_knee of q's L1 tile width) -- what `auto` takes at P = 1.
+OrderQuery with_simulated_orders(const model::Platform& platform, OrderQuery q, int staging, std::uint64_t seed,
+                                 double rate_per_sm);
+
 }  // namespace xstage::moe
