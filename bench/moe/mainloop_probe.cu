@@ -73,7 +73,7 @@ __global__ void __launch_bounds__(C::kThreads, 1) probe_kernel(int kblocks, floa
   fill(b, kBBytes, blockIdx.x * 7 + 3);
   ptx::fence_proxy_async_shared_cta();  // generic writes before the tensor cores' (async proxy) reads
   __syncthreads();
-  const int warpgroup = threadIdx.x / 128, tid = threadIdx.x % 128;
+  const int warpgroup = ptx::warpgroup_idx_uniform(), tid = threadIdx.x % 128;
   __shared__ volatile int consumers_done;
   if (threadIdx.x == 0) consumers_done = 0;
   __syncthreads();
@@ -214,7 +214,7 @@ __global__ void __launch_bounds__(C::kThreads, 1) pipe_kernel(int kblocks, const
   extern __shared__ __align__(1024) uint8_t smem[];
   uint64_t* full = reinterpret_cast<uint64_t*>(smem + kPipeStages * kStageBytes);
   uint64_t* empty = full + kPipeStages;
-  const int warpgroup = threadIdx.x / 128, tid = threadIdx.x % 128;
+  const int warpgroup = ptx::warpgroup_idx_uniform(), tid = threadIdx.x % 128;
   if (threadIdx.x == 0) {
     for (int i = 0; i < kPipeStages; ++i) {
       ptx::mbar_init(&full[i], 1);
@@ -257,7 +257,7 @@ __global__ void __launch_bounds__(C::kThreads, 1) tma_kernel(const __grid_consta
   float* sa = reinterpret_cast<float*>(smem + kPipeStages * kStageBytes);  // [stage][128] row scales
   uint64_t* full = reinterpret_cast<uint64_t*>(sa + kPipeStages * 128);
   uint64_t* empty = full + kPipeStages;
-  const int warpgroup = threadIdx.x / 128, tid = threadIdx.x % 128;
+  const int warpgroup = ptx::warpgroup_idx_uniform(), tid = threadIdx.x % 128;
   if (threadIdx.x == 0) {
     for (int i = 0; i < kPipeStages; ++i) {
       ptx::mbar_init(&full[i], 1);

@@ -14,6 +14,17 @@ __device__ __forceinline__ uint64_t make_desc_sw128(uint32_t smem_addr, uint32_t
          (uint64_t(1) << 62);
 }
 
+// The descriptor of the same operand `bytes` further along K inside its 128-byte swizzle row (bytes: a multiple
+// of 16): the start-address field (bits 0-13, in 16-byte units) grows by bytes / 16 and cannot carry, since
+// shared-window addresses are below 2^18. One add instead of rebuilding the descriptor per k step.
+__device__ __forceinline__ uint64_t desc_advance(uint64_t desc, uint32_t bytes) { return desc + (bytes >> 4); }
+
+// This thread's warpgroup index, broadcast from lane 0 so the compiler knows it is warp-uniform: everything
+// derived from it (shared-memory operand addresses, hence wgmma descriptors) then lives in uniform registers
+// instead of being computed per thread and moved across by R2UR before every wgmma (CUTLASS's
+// canonical_warp_group_idx does the same).
+__device__ __forceinline__ int warpgroup_idx_uniform() { return __shfl_sync(0xffffffffu, int(threadIdx.x) / 128, 0); }
+
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 template <int N>

@@ -164,12 +164,17 @@ __device__ __forceinline__ void release_stage(uint64_t* empty, int cluster) {
 // (A ping-pong of the two warpgroups' batches through named barriers, FA3 style, was measured on the
 // H200: -4 % with 3 stages, 0.97-1.03x with 4; docs/MOE.md, "What was measured and not kept".)
 // kAcc = 64: m64n128 (a warpgroup's rows of a full tile); 32: m64n64 (its columns of a half tile).
+// Descriptors: built once per block, the k steps add constants (ptx::desc_advance); with a_wg and b warp-uniform
+// (ptx::warpgroup_idx_uniform, uniform tile descriptors) they stay in uniform registers (ncu, s21 call 16: the
+// per-step rebuild was ~150 dependent instructions per K block, 36 % of the consumer warps' samples).
 template <int kAcc>
 __device__ __forceinline__ void mma_block(float (&acc)[kAcc], const uint8_t* a_wg, const uint8_t* b) {
+  const uint64_t da = desc(a_wg, 0), db = desc(b, 0);
   fence_regs(acc);
   ptx::wgmma_fence();
 #pragma unroll
-  for (int k = 0; k < kBlockK / 32; ++k) ptx::WgmmaFp8<2 * kAcc>::ss(acc, desc(a_wg, k * 32), desc(b, k * 32), k > 0);
+  for (int k = 0; k < kBlockK / 32; ++k)
+    ptx::WgmmaFp8<2 * kAcc>::ss(acc, ptx::desc_advance(da, k * 32), ptx::desc_advance(db, k * 32), k > 0);
   ptx::wgmma_commit();
   ptx::wgmma_wait<0>();
   fence_regs(acc);
@@ -179,9 +184,10 @@ __device__ __forceinline__ void mma_block(float (&acc)[kAcc], const uint8_t* a_w
 // inside the 128-byte swizzled rows (the descriptors of mma_block). Issued only: the caller commits the
 // batch (one per stage, gate and up together in Linear-1) and waits for it when the stage must be released.
 __device__ __forceinline__ void mma_block_bf16(float (&acc)[64], const uint8_t* a_wg, const uint8_t* b) {
+  const uint64_t da = desc(a_wg, 0), db = desc(b, 0);
 #pragma unroll
   for (int k = 0; k < 4; ++k)
-    ptx::Wgmma<128, ptx::MmaType::kBF16>::ss(acc, desc(a_wg, k * 32), desc(b, k * 32), 1);
+    ptx::Wgmma<128, ptx::MmaType::kBF16>::ss(acc, ptx::desc_advance(da, k * 32), ptx::desc_advance(db, k * 32), 1);
 }
 
 // final += scratch * (a_scale[row] * b_scale): rows r0 (elements with (i/2)%2 == 0) and r0 + 8.
@@ -525,7 +531,13 @@ __device__ __forceinline__ void consume_bf16_tile(S& sh, kernel::PipeState<C::kS
 template <class S>
 __device__ __forceinline__ TileDesc read_tile(S& sh, kernel::PipeState<kTileRing>& ts, int lane) {
   ptx::mbar_wait_acquire_cta(&sh.tile_full[ts.stage], ts.phase);
-  const TileDesc d = sh.tiles[ts.stage];
+  TileDesc d = sh.tiles[ts.stage];
+  // Broadcast from lane 0: the same values, now known warp-uniform to the compiler (operand addresses derived
+  // from the tile stay in uniform registers; see mma_block).
+  d.kind_row = __shfl_sync(0xffffffffu, d.kind_row, 0);
+  d.n = __shfl_sync(0xffffffffu, d.n, 0);
+  d.expert = __shfl_sync(0xffffffffu, d.expert, 0);
+  d.valid = __shfl_sync(0xffffffffu, d.valid, 0);
   __syncwarp();
   if (lane == 0) ptx::mbar_arrive_release_cta(&sh.tile_empty[ts.stage]);
   ts.advance();
@@ -544,7 +556,7 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
   SharedStorage<C>& sh = *reinterpret_cast<SharedStorage<C>*>(smem_raw);
   const int g = blockIdx.x / p.ctas_per_rank, c = blockIdx.x % p.ctas_per_rank;
   const int rank = p.view.first_rank + g;
-  const int warpgroup = threadIdx.x / 128, tid = threadIdx.x % 128;
+  const int warpgroup = ptx::warpgroup_idx_uniform(), tid = threadIdx.x % 128;
   constexpr uint32_t kConsumerWarps = 4 * C::kConsumerWGs;
 
   if (threadIdx.x == 0) {
