@@ -20,6 +20,7 @@ BUILD=${XSTAGE_BUILD_DIR:-build}
 OUT=${OUT:-results/moe/study}
 RANKS=${RANKS:-}
 STEPS=${STEPS:-w8 w4 dsweep tiles merge}
+EXTRA=${EXTRA:-}  # more bench_moe arguments for the w8, w4 and big steps (e.g. --compare-single)
 PROTO=${PROTO:---block-s 0.05 --warmup-s 0.03}
 BIGPROTO=${BIGPROTO:---block-s 0.3 --warmup-s 0.3 --rounds 2 --min-calls 5}
 nccl_py=$(python3 -c "import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], 'lib'))" 2>/dev/null || true)
@@ -39,11 +40,11 @@ bench() {  # bench DIR ARGS...: one bench_moe run, real ranks when RANKS is set
 }
 for step in $STEPS; do
   case $step in
-    w8) bench "$OUT/w8" --precision w8a8 --orders wave,interleaved --check-tokens 1 --trace $PROTO ;;
-    w4) bench "$OUT/w4" --precision w4a8 --orders wave,interleaved --check-tokens 1 $PROTO ;;
+    w8) bench "$OUT/w8" --precision w8a8 --orders wave,interleaved --check-tokens 1 --trace $PROTO $EXTRA ;;
+    w4) bench "$OUT/w4" --precision w4a8 --orders wave,interleaved --check-tokens 1 $PROTO $EXTRA ;;
     big8|big4) p=w8a8; [ "$step" = big4 ] && p=w4a8
           bench "$OUT/$step" --precision $p --tokens 32768 --orders wave,interleaved --check-tokens 1 --worlds 1 \
-            $BIGPROTO ;;
+            $BIGPROTO $EXTRA ;;
     dsweep) bench "$OUT/dsweep" --shapes dit-moe-xl,qwen3-30b-a3b,deepseek-v4-flash --tokens 8192 \
               --orders wave,interleaved --leads 1,2,4,8,16,32,64 --check-tokens 1 $PROTO ;;
     tiles) mkdir -p "$OUT/tiles"  # every traced tile of two small configurations (the per-tile CSV, per rank)

@@ -7,11 +7,15 @@
 //             [--precision w8a8,w4a8] [--orders wave[,interleaved]] [--worlds 1,2,4,8] [--emulated-tokens 2048]
 //             [--block-s 0.1] [--warmup-s 0.05] [--rounds 1] [--min-calls 3] [--check-tokens 4] [--seed 1] [--no-time]
 //             [--trace] [--trace-csv FILE] [--ctas N] [--leads D1,D2,...] [--platform FILE]
-//             [--cluster 0|1|2] [--compare-single] [--prefetch D1,D2,...] [--custom NAME:H:I:E:K]
+//             [--cluster 0|1|2] [--compare-single] [--compare-pingpong] [--compare-l2-scratch] [--prefetch D1,D2,...] [--custom NAME:H:I:E:K]
 //
 // --cluster: MoeLayerParams::cluster of the fused kernel (0 = auto: CTA pairs sharing the A operand by TMA
 // multicast wherever the N-tile counts are even; 1 = single CTAs; 2 = pairs). --compare-single adds, per order,
 // the same kernel forced to single CTAs (backend fused_<order>_c1), checked bit-identical and timed beside it.
+// --compare-pingpong adds, per order, the kernel with its MMA warpgroups' batches alternating
+// (MoeLayerParams::pingpong = 1; backend fused_<order>_pp), checked bit-identical and timed beside it.
+// --compare-l2-scratch adds, per order, the kernel with two scratch accumulators in the W8A8 Linear-2 mainloop
+// (MoeLayerParams::l2_scratches = 2; backend fused_<order>_s2), checked bit-identical and timed beside it.
 //
 // The fused column (fused ms, fused_vs_unfused, ceiling_fraction; row key fused_backend) is the order `auto`
 // chose (moe::choose_moe_order; at P = 1 it follows the discrete-event simulator's prediction, which the harness
@@ -277,6 +281,8 @@ struct Args {
   std::vector<int> tokens{2048, 8192, 32768}, worlds{1};
   int emulated_tokens = 2048, check_tokens = 4, ctas = 0, cluster = 0;
   bool compare_single = false;
+  bool compare_pingpong = false;  // --compare-pingpong: also the orders with pingpong = 1
+  bool compare_l2_scratch = false;  // --compare-l2-scratch: also the orders with l2_scratches = 2
   double block_s = 0.1, warmup_s = 0.05;
   int rounds = 1;
   long min_calls = bench::kDefaultMinCalls;
@@ -370,6 +376,8 @@ Args parse(int argc, char** argv) {
       if (a.cluster < 0 || a.cluster > 2) throw UsageError(detail::concat("--cluster ", a.cluster, ": 0 (auto), 1 or 2"));
     }
     else if (k == "--compare-single") a.compare_single = true;
+    else if (k == "--compare-pingpong") a.compare_pingpong = true;
+    else if (k == "--compare-l2-scratch") a.compare_l2_scratch = true;
     else if (k == "--platform") a.platform = val();
     else if (k == "--leads") a.leads = split_int(val(), k.c_str());
     else if (k == "--prefetch") a.prefetch = split_int(val(), k.c_str());
@@ -689,6 +697,24 @@ int main(int argc, char** argv) try {
               names.push_back("fused_" + a.orders[i] + "_c1");
               fns.push_back([&, i](int) { moe_kernel::launch_moe_layer(*team1, ws, variant_prm[i], st); });
             }
+            if (a.compare_pingpong)  // the same orders with the MMA warpgroups' batches alternating
+              for (size_t i = 0; i < order_prm.size(); ++i) {
+                moe_kernel::MoeLayerParams p2 = order_prm[i];
+                p2.pingpong = 1;
+                variant_prm.push_back(p2);
+                names.push_back("fused_" + a.orders[i] + "_pp");
+                const size_t j = variant_prm.size() - 1;
+                fns.push_back([&, j](int) { moe_kernel::launch_moe_layer(*team1, ws, variant_prm[j], st); });
+              }
+            if (a.compare_l2_scratch)  // the same orders with two scratch accumulators in the W8A8 Linear-2 loop
+              for (size_t i = 0; i < order_prm.size(); ++i) {
+                moe_kernel::MoeLayerParams p2 = order_prm[i];
+                p2.l2_scratches = 2;
+                variant_prm.push_back(p2);
+                names.push_back("fused_" + a.orders[i] + "_s2");
+                const size_t j = variant_prm.size() - 1;
+                fns.push_back([&, j](int) { moe_kernel::launch_moe_layer(*team1, ws, variant_prm[j], st); });
+              }
             for (size_t i = 0; i < order_prm.size(); ++i)  // weight prefetch into L2 at these distances
               for (int d : a.prefetch) {
                 moe_kernel::MoeLayerParams p2 = order_prm[i];

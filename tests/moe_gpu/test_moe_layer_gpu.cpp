@@ -54,6 +54,9 @@ struct Case {
   // Also run the same call on single CTAs (cluster 1) and require it bit-identical to the first run: a CTA pair
   // computes every tile with the same math, only the A operand arrives by multicast.
   bool check_single = false;
+  // Also run it with the MMA warpgroups' batches alternating (MoeLayerParams::pingpong = 1) and with two Linear-2
+  // scratch accumulators (l2_scratches = 2), each required bit-identical: both only change when batches run.
+  bool check_batch_timing = false;
 };
 
 std::string name(const Case& c) {
@@ -280,18 +283,28 @@ void run_case(const Case& c) {
       outs.push_back(std::move(out));
     }
     check.finish(name(c) + " call " + std::to_string(call));
+    // The same call with other launch options: bit-identical to the first run.
+    std::vector<std::pair<moe_kernel::MoeLayerParams, std::string>> variants;
     if (c.check_single) {
-      moe_kernel::MoeLayerParams p1 = prm;
-      p1.cluster = 1;
+      variants.push_back({prm, "single CTAs (the first run: cluster " + std::to_string(c.cluster) + ")"});
+      variants.back().first.cluster = 1;
+    }
+    if (c.check_batch_timing) {
+      variants.push_back({prm, "alternating MMA warpgroups (pingpong 1)"});
+      variants.back().first.pingpong = 1;
+      variants.push_back({prm, "two Linear-2 scratch accumulators (l2_scratches 2)"});
+      variants.back().first.l2_scratches = 2;
+    }
+    for (const auto& [pv, what] : variants) {
       for (int r = 0; r < P; ++r) CUDA_CHECK(cudaMemset(d_out[r]->p, 0xFF, size_t(T) * H * 4));
       ws.poison(st);
-      moe_kernel::run_moe_layer(*team, ws, p1, st);
-      ws.check(*team, "moe layer test, single CTAs");
+      moe_kernel::run_moe_layer(*team, ws, pv, st);
+      ws.check(*team, "moe layer test, " + what);
       for (int r = 0; r < P; ++r) {
         std::vector<float> out(size_t(T) * H);
         CUDA_CHECK(cudaMemcpy(out.data(), d_out[r]->p, out.size() * 4, cudaMemcpyDeviceToHost));
         ASSERT_EQ(std::memcmp(out.data(), outs[size_t(r)].data(), out.size() * 4), 0)
-            << "rank " << r << ": single CTAs differ from the run with cluster " << c.cluster;
+            << "rank " << r << ": " << what << " differs from the first run";
       }
     }
   }
@@ -427,12 +440,13 @@ TEST(MoeLayerGpu, EmptyExpertsAndIdleRanks) {
 
 // Half tiles (at most 64 rows: the two consumer warpgroups split the N tile, m64n64) beside full ones in one
 // layer, every format and both orders, P = 1 and emulated P = 2 (the same rows per expert: tile_edges' counts
-// are over the global batch), with CTA pairs checked against single CTAs.
+// are over the global batch), with CTA pairs checked against single CTAs and the warpgroups' ping-pong against free-running ones.
 TEST(MoeLayerGpu, HalfAndFullTiles) {
   NEED_SM90();
   for (MoeOrder o : {MoeOrder::kExpertWave, MoeOrder::kInterleaved}) {
     Case c{1, 642, 512, 256, 8, 1, Route::kTileEdges, o};  // 64+65+1+129+0+192+63+128 = 642 rows
     c.check_single = true;
+    c.check_batch_timing = true;
     run_case(c);
     c.world = 2;
     c.tokens = 321;
@@ -740,6 +754,14 @@ TEST(MoeLayerGpu, RejectsBadClusters) {
                 moe_kernel::run_moe_layer(*team, ws2, r, team->stream());
               }).find("l2_prefetch must be in [0, 64] K blocks (0: off), got " + std::to_string(bad)),
               std::string::npos);
+  moe_kernel::MoeLayerParams pp = params(even);
+  pp.pingpong = 2;
+  EXPECT_NE(usage_error([&] { moe_kernel::run_moe_layer(*team, ws2, pp, team->stream()); }).find("pingpong must be 0 or 1, got 2"),
+            std::string::npos);
+  moe_kernel::MoeLayerParams sc = params(even);
+  sc.l2_scratches = 3;
+  EXPECT_NE(usage_error([&] { moe_kernel::run_moe_layer(*team, ws2, sc, team->stream()); }).find("l2_scratches must be 1 or 2, got 3"),
+            std::string::npos);
   CUDA_CHECK(cudaDeviceSynchronize());
 }
 

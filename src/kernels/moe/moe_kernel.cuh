@@ -72,7 +72,8 @@ inline constexpr int kTileRing = 4;  // descriptors the producer may run ahead
 
 // Named barriers (kernel/barrier.cuh; 0 is __syncthreads). kHalfTileAmax: the two consumer warpgroups (256
 // threads) exchange a half tile's row amax before quantizing h.
-enum class Bar : uint32_t { kHalfTileAmax = 1 };
+// kTurn + wg: "warpgroup wg may issue its next wgmma batch" (PingPong).
+enum class Bar : uint32_t { kHalfTileAmax = 1, kTurn = 2 };
 
 template <class C>
 struct SharedStorage {
@@ -164,20 +165,64 @@ __device__ __forceinline__ void release_stage(uint64_t* empty, int cluster) {
 // (A ping-pong of the two warpgroups' batches through named barriers, FA3 style, was measured on the
 // H200: -4 % with 3 stages, 0.97-1.03x with 4; docs/MOE.md, "What was measured and not kept".)
 // kAcc = 64: m64n128 (a warpgroup's rows of a full tile); 32: m64n64 (its columns of a half tile).
+// Strict alternation of the two consumer warpgroups' wgmma batches (FA3's ping-pong; MoeLayerParams::pingpong).
+// Each batch is followed by a wait for it and an fp32 promotion the tensor cores cannot overlap within the
+// warpgroup; left to themselves the two warpgroups drift into phase (both wait for the same stage) and promote
+// at the same time. With the turn, warpgroup wg issues only after the other has issued its previous batch, so one
+// promotes while the other's batch runs. Both walk the same tiles with the same batch count per tile (full and
+// half tiles alike), so the turns pair up: warpgroup 0 starts holding the turn; at the end it takes warpgroup 1's
+// last hand-off (finish), unless it never issued a batch (then neither did warpgroup 1).
+struct PingPong {
+  int wg;
+  bool on, held;
+  __device__ __forceinline__ PingPong(int wg_, bool on_) : wg(wg_), on(on_), held(wg_ == 0) {}
+  __device__ __forceinline__ void wait() {
+    if (!on) return;
+    if (!held) kernel::bar_sync(Bar::kTurn, 256, wg);
+    held = false;
+  }
+  __device__ __forceinline__ void pass() {
+    if (on) kernel::bar_arrive(Bar::kTurn, 256, 1 - wg);
+  }
+  __device__ __forceinline__ void finish() {
+    if (on && wg == 0 && !held) kernel::bar_sync(Bar::kTurn, 256, 0);
+  }
+};
+// No turn (the mainloop probe's free-running variants).
+struct NoTurn {
+  __device__ __forceinline__ void wait() {}
+  __device__ __forceinline__ void pass() {}
+};
+
 // Descriptors: built once per block, the k steps add constants (ptx::desc_advance); with a_wg and b warp-uniform
 // (ptx::warpgroup_idx_uniform, uniform tile descriptors) they stay in uniform registers (ncu, s21 call 16: the
 // per-step rebuild was ~150 dependent instructions per K block, 36 % of the consumer warps' samples).
-template <int kAcc>
-__device__ __forceinline__ void mma_block(float (&acc)[kAcc], const uint8_t* a_wg, const uint8_t* b) {
+// Issues one block's batch (4 k steps) into acc and commits it, without waiting (the caller waits with
+// wgmma_wait<N> and fences acc before reading it).
+template <int kAcc, class Turn>
+__device__ __forceinline__ void issue_block(float (&acc)[kAcc], const uint8_t* a_wg, const uint8_t* b, Turn& turn) {
   const uint64_t da = desc(a_wg, 0), db = desc(b, 0);
   fence_regs(acc);
+  turn.wait();
   ptx::wgmma_fence();
 #pragma unroll
   for (int k = 0; k < kBlockK / 32; ++k)
     ptx::WgmmaFp8<2 * kAcc>::ss(acc, ptx::desc_advance(da, k * 32), ptx::desc_advance(db, k * 32), k > 0);
   ptx::wgmma_commit();
+  turn.pass();
+  fence_regs(acc);
+}
+// `turn` (PingPong or NoTurn) is taken before the batch is issued and passed on once it is.
+template <int kAcc, class Turn>
+__device__ __forceinline__ void mma_block(float (&acc)[kAcc], const uint8_t* a_wg, const uint8_t* b, Turn& turn) {
+  issue_block(acc, a_wg, b, turn);
   ptx::wgmma_wait<0>();
   fence_regs(acc);
+}
+template <int kAcc>
+__device__ __forceinline__ void mma_block(float (&acc)[kAcc], const uint8_t* a_wg, const uint8_t* b) {
+  NoTurn free;
+  mma_block(acc, a_wg, b, free);
 }
 
 // bf16: acc += A_wg[64 x 64] * B[128 x 64]^T over one 64-deep block: 4 k steps of 16 elements = 32 bytes
@@ -345,7 +390,7 @@ __device__ __forceinline__ TilePart tile_part(bool half, int wg) { return half ?
 template <class C, int kAcc, class S, class WaitFull>
 __device__ __forceinline__ void l1_mainloop(S& sh, kernel::PipeState<C::kStages>& ps, float (&fg)[kAcc],
                                             float (&fu)[kAcc], TilePart pt, const float* s1g, const float* s1u,
-                                            int KB1, int tid, int cluster, WaitFull&& wait_full) {
+                                            int KB1, int tid, int cluster, PingPong& turn, WaitFull&& wait_full) {
   const bool warp_leader = (tid % 32) == 0;
   const int r0 = 16 * (tid / 32) + (tid % 32) / 4;
   float acc[kAcc];
@@ -356,18 +401,18 @@ __device__ __forceinline__ void l1_mainloop(S& sh, kernel::PipeState<C::kStages>
     const uint8_t* bg = sh.b[ps.stage] + pt.col0 * kBlockK;  // B rows = output columns; 8 KB steps keep the swizzle
     const uint8_t* bu = bg + C::kBBytes;
     if constexpr (C::kInt4) {
-      mma_block(acc, a, bg);
+      mma_block(acc, a, bg, turn);
       promote_cols(fg, acc, a0, a1, &sh.sb[ps.stage][pt.col0], tid);
-      mma_block(acc, a, bu);
+      mma_block(acc, a, bu, turn);
       promote_cols(fu, acc, a0, a1, &sh.sb[ps.stage][kBlockN + pt.col0], tid);
       __syncwarp();  // every lane's reads of the stage (sa, sb) before the release
       if (warp_leader) release_stage(&sh.empty[ps.stage], cluster);  // after the last scale read
       ps.advance();
     } else {
       const float gs = __ldg(s1g + kb), us = __ldg(s1u + kb);
-      mma_block(acc, a, bg);
+      mma_block(acc, a, bg, turn);
       promote(fg, acc, a0 * gs, a1 * gs);
-      mma_block(acc, a, bu);
+      mma_block(acc, a, bu, turn);
       __syncwarp();  // every lane's reads of the stage (sa, sb) before the release
       if (warp_leader) release_stage(&sh.empty[ps.stage], cluster);
       ps.advance();
@@ -376,32 +421,92 @@ __device__ __forceinline__ void l1_mainloop(S& sh, kernel::PipeState<C::kStages>
   }
 }
 
-// Linear-2 mainloop (W8A8 / W4A8): per K block one scratch batch of the part, promoted into fa.
+// Linear-2 mainloop (W4A8): per K block one scratch batch of the part, promoted into fa with per-column weight
+// scales from the stage (W8A8: l2_mainloop_fp8).
 template <class C, int kAcc, class S, class WaitFull>
 __device__ __forceinline__ void l2_mainloop(S& sh, kernel::PipeState<C::kStages>& ps, float (&fa)[kAcc], TilePart pt,
-                                            const float* s2, int KB2, int tid, int cluster, WaitFull&& wait_full) {
+                                            int KB2, int tid, int cluster, PingPong& turn, WaitFull&& wait_full) {
+  static_assert(C::kInt4, "W8A8 runs l2_mainloop_fp8");
   const bool warp_leader = (tid % 32) == 0;
   const int r0 = 16 * (tid / 32) + (tid % 32) / 4;
   float acc[kAcc];
   for (int kb = 0; kb < KB2; ++kb) {
     wait_full(kb);
     const float a0 = sh.sa[ps.stage][pt.row0 + r0], a1 = sh.sa[ps.stage][pt.row0 + r0 + 8];
-    const uint8_t* a = sh.a[ps.stage] + pt.row0 * kBlockK;
-    const uint8_t* b = sh.b[ps.stage] + pt.col0 * kBlockK;
-    if constexpr (C::kInt4) {
-      mma_block(acc, a, b);
-      promote_cols(fa, acc, a0, a1, &sh.sb[ps.stage][pt.col0], tid);
-      __syncwarp();  // every lane's reads of the stage (sa, sb) before the release
-      if (warp_leader) release_stage(&sh.empty[ps.stage], cluster);
-      ps.advance();
-    } else {
-      const float bs = __ldg(s2 + kb);
-      mma_block(acc, a, b);
-      __syncwarp();  // every lane's reads of the stage (sa, sb) before the release
-      if (warp_leader) release_stage(&sh.empty[ps.stage], cluster);
-      ps.advance();
-      promote(fa, acc, a0 * bs, a1 * bs);
-    }
+    mma_block(acc, sh.a[ps.stage] + pt.row0 * kBlockK, sh.b[ps.stage] + pt.col0 * kBlockK, turn);
+    promote_cols(fa, acc, a0, a1, &sh.sb[ps.stage][pt.col0], tid);
+    __syncwarp();  // every lane's reads of the stage (sa, sb) before the release
+    if (warp_leader) release_stage(&sh.empty[ps.stage], cluster);
+    ps.advance();
+  }
+}
+// W8A8 Linear-2 mainloop with one scratch accumulator (MoeLayerParams::l2_scratches = 1): issue, wait, promote.
+template <class C, int kAcc, class S, class WaitFull>
+__device__ __forceinline__ void l2_mainloop_fp8_one(S& sh, kernel::PipeState<C::kStages>& ps, float (&fa)[kAcc],
+                                                    TilePart pt, const float* s2, int KB2, int tid, int cluster,
+                                                    PingPong& turn, WaitFull&& wait_full) {
+  const bool warp_leader = (tid % 32) == 0;
+  const int r0 = 16 * (tid / 32) + (tid % 32) / 4;
+  float acc[kAcc];
+  for (int kb = 0; kb < KB2; ++kb) {
+    wait_full(kb);
+    const float a0 = sh.sa[ps.stage][pt.row0 + r0], a1 = sh.sa[ps.stage][pt.row0 + r0 + 8];
+    const float bs = __ldg(s2 + kb);
+    mma_block(acc, sh.a[ps.stage] + pt.row0 * kBlockK, sh.b[ps.stage] + pt.col0 * kBlockK, turn);
+    __syncwarp();  // every lane's reads of the stage (sa) before the release
+    if (warp_leader) release_stage(&sh.empty[ps.stage], cluster);
+    ps.advance();
+    promote(fa, acc, a0 * bs, a1 * bs);
+  }
+}
+// W8A8 Linear-2 mainloop with two scratch accumulators: block kb's batch is issued before block kb - 1's is
+// promoted, so one batch of this warpgroup is always in flight and its own promotion does not idle the tensor
+// cores (Linear-1 has no registers for this: gate, up and a scratch are 192 already). The promotion order (block
+// 0, 1, ...) is the single-scratch order, so the result is the same bit for bit. The stage of block kb - 1 is
+// released after block kb's batch is issued (the warpgroup holds two stages).
+template <class C, int kAcc, class S, class WaitFull>
+__device__ __forceinline__ void l2_mainloop_fp8(S& sh, kernel::PipeState<C::kStages>& ps, float (&fa)[kAcc],
+                                                TilePart pt, const float* s2, int KB2, int tid, int cluster,
+                                                PingPong& turn, WaitFull&& wait_full) {
+  const bool warp_leader = (tid % 32) == 0;
+  const int r0 = 16 * (tid / 32) + (tid % 32) / 4;
+  float acc0[kAcc], acc1[kAcc];
+  float sc[2][2];  // per scratch: its rows' a_scale * the block's b_scale
+  int stg[2];      // per scratch: the stage its batch reads
+  auto launch = [&](float (&d)[kAcc], int kb, int slot) {
+    wait_full(kb);
+    const float bs = __ldg(s2 + kb);
+    sc[slot][0] = sh.sa[ps.stage][pt.row0 + r0] * bs;
+    sc[slot][1] = sh.sa[ps.stage][pt.row0 + r0 + 8] * bs;
+    stg[slot] = ps.stage;
+    issue_block(d, sh.a[ps.stage] + pt.row0 * kBlockK, sh.b[ps.stage] + pt.col0 * kBlockK, turn);
+    ps.advance();
+  };
+  auto retire = [&](float (&d)[kAcc], int slot) {  // d's batch is complete (after a wgmma wait)
+    fence_regs(d);
+    __syncwarp();  // every lane's reads of the stage (sa) before the release
+    if (warp_leader) release_stage(&sh.empty[stg[slot]], cluster);
+    promote(fa, d, sc[slot][0], sc[slot][1]);
+  };
+  launch(acc0, 0, 0);
+  int kb = 1;
+  for (; kb + 1 < KB2; kb += 2) {
+    launch(acc1, kb, 1);
+    ptx::wgmma_wait<1>();
+    retire(acc0, 0);
+    launch(acc0, kb + 1, 0);
+    ptx::wgmma_wait<1>();
+    retire(acc1, 1);
+  }
+  if (kb < KB2) {
+    launch(acc1, kb, 1);
+    ptx::wgmma_wait<1>();
+    retire(acc0, 0);
+    ptx::wgmma_wait<0>();
+    retire(acc1, 1);
+  } else {
+    ptx::wgmma_wait<0>();
+    retire(acc0, 0);
   }
 }
 
@@ -798,6 +903,7 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
     kernel::PipeState<C::kStages> ps;
     kernel::PipeState<kTileRing> ts;
     EpiState es;
+    PingPong pp(wg, p.pingpong != 0);
     for (int tile_no = 0;; ++tile_no) {
       const TileDesc t = read_tile(sh, ts, tid % 32);
       if (t.end()) break;
@@ -852,7 +958,7 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
             float fg[64], fu[64];
 #pragma unroll
             for (int i = 0; i < 64; ++i) fg[i] = fu[i] = 0.f;
-            l1_mainloop<C>(sh, ps, fg, fu, pt, s1g, s1u, KB1, tid, p.cluster, wait_full);
+            l1_mainloop<C>(sh, ps, fg, fu, pt, s1g, s1u, KB1, tid, p.cluster, pp, wait_full);
             swiglu_amax(fg, fu, t.valid - pt.row0, tid, amax);
             mma_done();
             uint8_t* st = wait_slot();
@@ -862,7 +968,7 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
             float fg[32], fu[32];
 #pragma unroll
             for (int i = 0; i < 32; ++i) fg[i] = fu[i] = 0.f;
-            l1_mainloop<C>(sh, ps, fg, fu, pt, s1g, s1u, KB1, tid, p.cluster, wait_full);
+            l1_mainloop<C>(sh, ps, fg, fu, pt, s1g, s1u, KB1, tid, p.cluster, pp, wait_full);
             swiglu_amax(fg, fu, t.valid, tid, amax);
             mma_done();
             uint8_t* st = wait_slot();
@@ -898,14 +1004,24 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
             float fa[64];
 #pragma unroll
             for (int i = 0; i < 64; ++i) fa[i] = 0.f;
-            l2_mainloop<C>(sh, ps, fa, pt, s2, KB2, tid, p.cluster, wait_full);
+            if constexpr (C::kInt4)
+              l2_mainloop<C>(sh, ps, fa, pt, KB2, tid, p.cluster, pp, wait_full);
+            else if (p.l2_scratches == 2)
+              l2_mainloop_fp8<C>(sh, ps, fa, pt, s2, KB2, tid, p.cluster, pp, wait_full);
+            else
+              l2_mainloop_fp8_one<C>(sh, ps, fa, pt, s2, KB2, tid, p.cluster, pp, wait_full);
             mma_done();
             stage_l2_rows<C>(wait_slot(), fa, pt.row0, pt.col0, tid);
           } else {
             float fa[32];
 #pragma unroll
             for (int i = 0; i < 32; ++i) fa[i] = 0.f;
-            l2_mainloop<C>(sh, ps, fa, pt, s2, KB2, tid, p.cluster, wait_full);
+            if constexpr (C::kInt4)
+              l2_mainloop<C>(sh, ps, fa, pt, KB2, tid, p.cluster, pp, wait_full);
+            else if (p.l2_scratches == 2)
+              l2_mainloop_fp8<C>(sh, ps, fa, pt, s2, KB2, tid, p.cluster, pp, wait_full);
+            else
+              l2_mainloop_fp8_one<C>(sh, ps, fa, pt, s2, KB2, tid, p.cluster, pp, wait_full);
             mma_done();
             stage_l2_rows<C>(wait_slot(), fa, pt.row0, pt.col0, tid);
           }
@@ -916,6 +1032,7 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
       ptx::mbar_arrive_release_cta(&sh.stage_full[es.stage]);
       es.advance();
     }
+    pp.finish();
   }  // consumers
   // CTA pair: no CTA leaves while its peer may still arrive on its barriers (the peer's last stage releases).
   if (p.cluster > 1) {

@@ -70,6 +70,8 @@ void fill_common(KernelParams<Sched>& kp, runtime::Team& team, const MoeLayerPar
   kp.ctas_per_rank = ctas;
   kp.cluster = cluster;
   kp.l2_prefetch = prm.l2_prefetch;
+  kp.pingpong = prm.pingpong;
+  kp.l2_scratches = prm.l2_scratches;
   kp.hidden = prm.shape.hidden;
   kp.inter = prm.shape.inter;
   kp.topk = prm.shape.topk;
@@ -94,9 +96,12 @@ LaunchShape launch_shape(runtime::Team& team, const MoeLayerParams& prm) {
                    "Linear-1 has ", n1, " (inter ", prm.shape.inter, " / 128) and Linear-2 ", n2, " (hidden ",
                    prm.shape.hidden, " / 128)");
   LaunchShape ls;
-  // auto = single CTAs: on the H200 at P = 1, pairs were 1-10 % slower than single CTAs on every configuration
-  // measured (docs/MOE.md, "CTA pairs"): the mainloop is not bound by L2 reads of A.
-  ls.cluster = prm.cluster == 0 ? 1 : prm.cluster;
+  // auto = CTA pairs wherever both N-tile counts are even (and a given ctas_per_rank is even), else single CTAs
+  // (DiT-MoE-XL: H / 128 = 9). Once the mainloop no longer bound itself by its instruction issue (uniform wgmma
+  // descriptors), pairs measured 0.97-1.03x of single CTAs with Expert-Wave and 1.03-1.13x with Interleaved at P = 1
+  // (W8A8, results/moe/runs/s22/call7; before that change they were 1-10 % slower everywhere: docs/MOE.md).
+  const bool pairs_fit = n1 % 2 == 0 && n2 % 2 == 0 && (prm.ctas_per_rank <= 0 || prm.ctas_per_rank % 2 == 0);
+  ls.cluster = prm.cluster == 0 ? (pairs_fit ? 2 : 1) : prm.cluster;
   ls.ctas = prm.ctas_per_rank > 0 ? prm.ctas_per_rank : team.sms_per_rank();
   XSTAGE_REQUIRE(ls.ctas >= 1 && ls.ctas * ranks <= team.sm_count(), "moe layer: ", ls.ctas, " CTAs per rank x ",
                  ranks, " local ranks exceed the ", team.sm_count(), " SMs (one CTA per SM; all must be resident)");
@@ -104,6 +109,11 @@ LaunchShape launch_shape(runtime::Team& team, const MoeLayerParams& prm) {
     // Pairs never straddle two ranks (blocks 2i, 2i + 1 of one rank), and every pair must be resident at once.
     int resident = 0;
     ok(max_resident_pairs(prm.order, prm.weights, prm.trace, &resident), "cudaOccupancyMaxActiveClusters");
+    const int pair_ctas = prm.ctas_per_rank > 0 ? ls.ctas : std::min(ls.ctas - ls.ctas % 2, 2 * (resident / ranks));
+    if (prm.cluster == 0 && (pair_ctas < 2 || ranks * pair_ctas / 2 > resident)) {
+      ls.cluster = 1;  // auto: pairs do not fit this launch; single CTAs do
+      return ls;
+    }
     if (prm.ctas_per_rank > 0) {
       XSTAGE_REQUIRE(ls.ctas % 2 == 0, "moe layer: CTA pairs need an even ctas_per_rank, got ", ls.ctas);
     } else {
@@ -290,6 +300,9 @@ void MoeWorkspace::check_params(runtime::Team& team, const MoeLayerParams& prm) 
                  "order), or 0 for D_knee; got ", prm.lead);
   XSTAGE_REQUIRE(prm.l2_prefetch >= 0 && prm.l2_prefetch <= 64,
                  "moe layer: l2_prefetch must be in [0, 64] K blocks (0: off), got ", prm.l2_prefetch);
+  XSTAGE_REQUIRE(prm.pingpong == 0 || prm.pingpong == 1, "moe layer: pingpong must be 0 or 1, got ", prm.pingpong);
+  XSTAGE_REQUIRE(prm.l2_scratches == 1 || prm.l2_scratches == 2, "moe layer: l2_scratches must be 1 or 2, got ",
+                 prm.l2_scratches);
   launch_shape(team, prm);  // CTAs and pairs: named errors
   auto back_to_back = [](const std::unique_ptr<runtime::SymmetricBuffer>& b) {
     return b == nullptr || b->emulated_stride() == b->bytes();  // null: a bf16 workspace's scale buffers

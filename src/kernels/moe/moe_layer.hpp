@@ -88,13 +88,23 @@ struct MoeLayerParams {
   int ctas_per_rank = 0;     // 0: team.sms_per_rank() (even with CTA pairs, and as many as can be resident)
   // CTA pairs: 2 = clusters of two CTAs that take the same rows and neighbouring N tiles and load the shared A
   // operand once for both (TMA multicast: the pair reads A from L2 once, not twice); 1 = single CTAs;
-  // pairs need both N-tile counts (I/128 and H/128) even. 0 = auto = single CTAs (pairs measured slower on the
-  // H200 at P = 1: docs/MOE.md, "CTA pairs").
+  // pairs need both N-tile counts (I/128 and H/128) even. 0 = auto = pairs wherever they fit (even N-tile counts,
+  // an even ctas_per_rank if one is given, the pairs resident), else single CTAs (docs/MOE.md, "CTA pairs").
   int cluster = 0;
   // Weight prefetch into L2: the producer also asks L2 for the weight boxes of the K block this many blocks
   // beyond the one it loads (TMA prefetch, no shared memory), so the later load finds them there instead of in
   // HBM. 0 = off (the default: measured as an option, docs/MOE.md); at most 64.
   int l2_prefetch = 0;
+  // The two MMA warpgroups' wgmma batches strictly alternate (FA3's ping-pong, named barriers): a warpgroup issues
+  // its next batch once the other has issued, so each one's fp32 promotion runs under the other's batch instead
+  // of both promoting at once while the tensor cores idle (W8A8, W4A8; bf16 has no per-block promotion and
+  // ignores it). 1 = on, 0 = the warpgroups run free (the default: on measured a wash at P = 1, docs/MOE.md).
+  // Results are bit-identical either way.
+  int pingpong = 0;
+  // Scratch accumulators of the W8A8 Linear-2 mainloop: 1 = issue, wait, promote (the default); 2 = a block's
+  // batch is issued before the previous block's is promoted (one batch of the warpgroup always in flight; measured
+  // a wash at P = 1, docs/MOE.md). Bit-identical either way (the same promotion order); W4A8 and bf16 ignore it.
+  int l2_scratches = 1;
   // Per-tile instrumentation (W8A8 only): runs the traced instantiation and records every tile of the launch
   // in the workspace (MoeWorkspace::read_trace). The untraced kernels contain no trace code at all.
   bool trace = false;
