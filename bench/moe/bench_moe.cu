@@ -697,24 +697,19 @@ int main(int argc, char** argv) try {
               names.push_back("fused_" + a.orders[i] + "_c1");
               fns.push_back([&, i](int) { moe_kernel::launch_moe_layer(*team1, ws, variant_prm[i], st); });
             }
-            if (a.compare_pingpong)  // the same orders with the MMA warpgroups' batches alternating
+            // the same orders with one mainloop option changed (backend fused_<order><suffix>)
+            auto add_variants = [&](const char* suffix, const std::function<void(moe_kernel::MoeLayerParams&)>& set) {
               for (size_t i = 0; i < order_prm.size(); ++i) {
                 moe_kernel::MoeLayerParams p2 = order_prm[i];
-                p2.pingpong = 1;
+                set(p2);
                 variant_prm.push_back(p2);
-                names.push_back("fused_" + a.orders[i] + "_pp");
+                names.push_back("fused_" + a.orders[i] + suffix);
                 const size_t j = variant_prm.size() - 1;
                 fns.push_back([&, j](int) { moe_kernel::launch_moe_layer(*team1, ws, variant_prm[j], st); });
               }
-            if (a.compare_l2_scratch)  // the same orders with two scratch accumulators in the W8A8 Linear-2 loop
-              for (size_t i = 0; i < order_prm.size(); ++i) {
-                moe_kernel::MoeLayerParams p2 = order_prm[i];
-                p2.l2_scratches = 2;
-                variant_prm.push_back(p2);
-                names.push_back("fused_" + a.orders[i] + "_s2");
-                const size_t j = variant_prm.size() - 1;
-                fns.push_back([&, j](int) { moe_kernel::launch_moe_layer(*team1, ws, variant_prm[j], st); });
-              }
+            };
+            if (a.compare_pingpong) add_variants("_pp", [](moe_kernel::MoeLayerParams& q) { q.pingpong = 1; });
+            if (a.compare_l2_scratch) add_variants("_s2", [](moe_kernel::MoeLayerParams& q) { q.l2_scratches = 2; });
             for (size_t i = 0; i < order_prm.size(); ++i)  // weight prefetch into L2 at these distances
               for (int d : a.prefetch) {
                 moe_kernel::MoeLayerParams p2 = order_prm[i];

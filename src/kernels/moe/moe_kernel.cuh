@@ -421,42 +421,25 @@ __device__ __forceinline__ void l1_mainloop(S& sh, kernel::PipeState<C::kStages>
   }
 }
 
-// Linear-2 mainloop (W4A8): per K block one scratch batch of the part, promoted into fa with per-column weight
-// scales from the stage (W8A8: l2_mainloop_fp8).
+// Linear-2 mainloop, one scratch accumulator: per K block one batch of the part, waited for and promoted into fa
+// (W4A8: per-column weight scales from the stage; W8A8: the block's scale, MoeLayerParams::l2_scratches = 1).
 template <class C, int kAcc, class S, class WaitFull>
 __device__ __forceinline__ void l2_mainloop(S& sh, kernel::PipeState<C::kStages>& ps, float (&fa)[kAcc], TilePart pt,
-                                            int KB2, int tid, int cluster, PingPong& turn, WaitFull&& wait_full) {
-  static_assert(C::kInt4, "W8A8 runs l2_mainloop_fp8");
+                                            const float* s2, int KB2, int tid, int cluster, PingPong& turn,
+                                            WaitFull&& wait_full) {
   const bool warp_leader = (tid % 32) == 0;
   const int r0 = 16 * (tid / 32) + (tid % 32) / 4;
   float acc[kAcc];
   for (int kb = 0; kb < KB2; ++kb) {
     wait_full(kb);
     const float a0 = sh.sa[ps.stage][pt.row0 + r0], a1 = sh.sa[ps.stage][pt.row0 + r0 + 8];
+    const float bs = C::kInt4 ? 1.0f : __ldg(s2 + kb);
     mma_block(acc, sh.a[ps.stage] + pt.row0 * kBlockK, sh.b[ps.stage] + pt.col0 * kBlockK, turn);
-    promote_cols(fa, acc, a0, a1, &sh.sb[ps.stage][pt.col0], tid);
+    if constexpr (C::kInt4) promote_cols(fa, acc, a0, a1, &sh.sb[ps.stage][pt.col0], tid);  // reads sb
     __syncwarp();  // every lane's reads of the stage (sa, sb) before the release
     if (warp_leader) release_stage(&sh.empty[ps.stage], cluster);
     ps.advance();
-  }
-}
-// W8A8 Linear-2 mainloop with one scratch accumulator (MoeLayerParams::l2_scratches = 1): issue, wait, promote.
-template <class C, int kAcc, class S, class WaitFull>
-__device__ __forceinline__ void l2_mainloop_fp8_one(S& sh, kernel::PipeState<C::kStages>& ps, float (&fa)[kAcc],
-                                                    TilePart pt, const float* s2, int KB2, int tid, int cluster,
-                                                    PingPong& turn, WaitFull&& wait_full) {
-  const bool warp_leader = (tid % 32) == 0;
-  const int r0 = 16 * (tid / 32) + (tid % 32) / 4;
-  float acc[kAcc];
-  for (int kb = 0; kb < KB2; ++kb) {
-    wait_full(kb);
-    const float a0 = sh.sa[ps.stage][pt.row0 + r0], a1 = sh.sa[ps.stage][pt.row0 + r0 + 8];
-    const float bs = __ldg(s2 + kb);
-    mma_block(acc, sh.a[ps.stage] + pt.row0 * kBlockK, sh.b[ps.stage] + pt.col0 * kBlockK, turn);
-    __syncwarp();  // every lane's reads of the stage (sa) before the release
-    if (warp_leader) release_stage(&sh.empty[ps.stage], cluster);
-    ps.advance();
-    promote(fa, acc, a0 * bs, a1 * bs);
+    if constexpr (!C::kInt4) promote(fa, acc, a0 * bs, a1 * bs);
   }
 }
 // W8A8 Linear-2 mainloop with two scratch accumulators: block kb's batch is issued before block kb - 1's is
@@ -1004,24 +987,20 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
             float fa[64];
 #pragma unroll
             for (int i = 0; i < 64; ++i) fa[i] = 0.f;
-            if constexpr (C::kInt4)
-              l2_mainloop<C>(sh, ps, fa, pt, KB2, tid, p.cluster, pp, wait_full);
-            else if (p.l2_scratches == 2)
+            if (!C::kInt4 && p.l2_scratches == 2)
               l2_mainloop_fp8<C>(sh, ps, fa, pt, s2, KB2, tid, p.cluster, pp, wait_full);
             else
-              l2_mainloop_fp8_one<C>(sh, ps, fa, pt, s2, KB2, tid, p.cluster, pp, wait_full);
+              l2_mainloop<C>(sh, ps, fa, pt, s2, KB2, tid, p.cluster, pp, wait_full);
             mma_done();
             stage_l2_rows<C>(wait_slot(), fa, pt.row0, pt.col0, tid);
           } else {
             float fa[32];
 #pragma unroll
             for (int i = 0; i < 32; ++i) fa[i] = 0.f;
-            if constexpr (C::kInt4)
-              l2_mainloop<C>(sh, ps, fa, pt, KB2, tid, p.cluster, pp, wait_full);
-            else if (p.l2_scratches == 2)
+            if (!C::kInt4 && p.l2_scratches == 2)
               l2_mainloop_fp8<C>(sh, ps, fa, pt, s2, KB2, tid, p.cluster, pp, wait_full);
             else
-              l2_mainloop_fp8_one<C>(sh, ps, fa, pt, s2, KB2, tid, p.cluster, pp, wait_full);
+              l2_mainloop<C>(sh, ps, fa, pt, s2, KB2, tid, p.cluster, pp, wait_full);
             mma_done();
             stage_l2_rows<C>(wait_slot(), fa, pt.row0, pt.col0, tid);
           }
