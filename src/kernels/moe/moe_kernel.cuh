@@ -161,17 +161,15 @@ __device__ __forceinline__ void release_stage(uint64_t* empty, int cluster) {
   ptx::mbar_arrive_remote(empty, 1);
 }
 
-// scratch = A_wg[64 x 128] * B[128 x 128]^T over one 128-deep block (4 k steps of 32 bytes); waits for it.
-// (A ping-pong of the two warpgroups' batches through named barriers, FA3 style, was measured on the
-// H200: -4 % with 3 stages, 0.97-1.03x with 4; docs/MOE.md, "What was measured and not kept".)
-// kAcc = 64: m64n128 (a warpgroup's rows of a full tile); 32: m64n64 (its columns of a half tile).
 // Strict alternation of the two consumer warpgroups' wgmma batches (FA3's ping-pong; MoeLayerParams::pingpong).
 // Each batch is followed by a wait for it and an fp32 promotion the tensor cores cannot overlap within the
 // warpgroup; left to themselves the two warpgroups drift into phase (both wait for the same stage) and promote
 // at the same time. With the turn, warpgroup wg issues only after the other has issued its previous batch, so one
 // promotes while the other's batch runs. Both walk the same tiles with the same batch count per tile (full and
 // half tiles alike), so the turns pair up: warpgroup 0 starts holding the turn; at the end it takes warpgroup 1's
-// last hand-off (finish), unless it never issued a batch (then neither did warpgroup 1).
+// last hand-off (finish), unless it never issued a batch (then neither did warpgroup 1). Measured: no faster
+// than free-running warpgroups, before (s20: -4 % with 3 stages, 0.97-1.03x with 4) and after the uniform
+// descriptors (s22: 0.91-1.07x); off by default (docs/MOE.md, "The wgmma issue stream").
 struct PingPong {
   int wg;
   bool on, held;
@@ -194,11 +192,14 @@ struct NoTurn {
   __device__ __forceinline__ void pass() {}
 };
 
+// scratch = A_wg[64 x 128] * B[128 x 128]^T over one 128-deep block (4 k steps of 32 bytes).
+// kAcc = 64: m64n128 (a warpgroup's rows of a full tile); 32: m64n64 (its columns of a half tile).
 // Descriptors: built once per block, the k steps add constants (ptx::desc_advance); with a_wg and b warp-uniform
 // (ptx::warpgroup_idx_uniform, uniform tile descriptors) they stay in uniform registers (ncu, s21 call 16: the
 // per-step rebuild was ~150 dependent instructions per K block, 36 % of the consumer warps' samples).
-// Issues one block's batch (4 k steps) into acc and commits it, without waiting (the caller waits with
-// wgmma_wait<N> and fences acc before reading it).
+// issue_block issues the batch into acc and commits it without waiting (the caller waits with wgmma_wait<N>);
+// mma_block also waits for it. `turn` (PingPong or NoTurn) is taken before the batch is issued and passed on once
+// it is.
 template <int kAcc, class Turn>
 __device__ __forceinline__ void issue_block(float (&acc)[kAcc], const uint8_t* a_wg, const uint8_t* b, Turn& turn) {
   const uint64_t da = desc(a_wg, 0), db = desc(b, 0);
@@ -212,7 +213,6 @@ __device__ __forceinline__ void issue_block(float (&acc)[kAcc], const uint8_t* a
   turn.pass();
   fence_regs(acc);
 }
-// `turn` (PingPong or NoTurn) is taken before the batch is issued and passed on once it is.
 template <int kAcc, class Turn>
 __device__ __forceinline__ void mma_block(float (&acc)[kAcc], const uint8_t* a_wg, const uint8_t* b, Turn& turn) {
   issue_block(acc, a_wg, b, turn);
