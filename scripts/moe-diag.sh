@@ -9,13 +9,10 @@
 # Writes under $OUT: one folder per run (the harness's files) and ncu-*.txt.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+source scripts/moe-env.sh
 OUT=${OUT:-results/moe/diag}
 mkdir -p "$OUT"
 BUILD=${XSTAGE_BUILD_DIR:-build}
-for d in /usr/local/cuda/lib64 $(python3 -c "import nvidia.cublas, os; print(os.path.join(list(nvidia.cublas.__path__)[0], 'lib'))" 2>/dev/null); do
-  [ -e "$d/libcublasLt.so.13" ] && export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:-}:$d"
-done
 B="$BUILD/bench/moe/bench_moe"
 STEPS=${STEPS:-trace time ncu}
 SHAPES=${DIAG_SHAPES:---shapes deepseek-v3 --custom v3e1:7168:2048:1:1 --custom v3e8:7168:2048:8:8}

@@ -15,7 +15,7 @@
 # (commit them as results/moe[-pN] and results/moe-schedule[-pN]).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+source scripts/moe-env.sh
 BUILD=${XSTAGE_BUILD_DIR:-build}
 OUT=${OUT:-results/moe/study}
 RANKS=${RANKS:-}
@@ -23,11 +23,6 @@ STEPS=${STEPS:-w8 w4 dsweep tiles merge}
 EXTRA=${EXTRA:-}  # more bench_moe arguments for the w8, w4 and big steps (e.g. --compare-single)
 PROTO=${PROTO:---block-s 0.05 --warmup-s 0.03}
 BIGPROTO=${BIGPROTO:---block-s 0.3 --warmup-s 0.3 --rounds 2 --min-calls 5}
-nccl_py=$(python3 -c "import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], 'lib'))" 2>/dev/null || true)
-[ -n "$nccl_py" ] && export LD_LIBRARY_PATH="$nccl_py:${LD_LIBRARY_PATH:-}"
-for d in /usr/local/cuda/lib64 $(python3 -c "import nvidia.cublas, os; print(os.path.join(list(nvidia.cublas.__path__)[0], 'lib'))" 2>/dev/null); do
-  [ -e "$d/libcublasLt.so.13" ] && export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$d"
-done
 mkdir -p "$OUT"
 bench() {  # bench DIR ARGS...: one bench_moe run, real ranks when RANKS is set
   local dir=$1; shift
