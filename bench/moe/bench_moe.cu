@@ -687,17 +687,7 @@ int main(int argc, char** argv) try {
               names.push_back("fused_interleaved_D" + std::to_string(a.leads[i]));
               fns.push_back([&, i](int) { moe_kernel::launch_moe_layer(*team1, ws, lead_prm[i], st); });
             }
-            if (a.compare_single)  // the same orders on single CTAs (no A multicast)
-              for (size_t i = 0; i < order_prm.size(); ++i) {
-                moe_kernel::MoeLayerParams p2 = order_prm[i];
-                p2.cluster = 1;
-                variant_prm.push_back(p2);
-              }
-            for (size_t i = 0; i < variant_prm.size(); ++i) {
-              names.push_back("fused_" + a.orders[i] + "_c1");
-              fns.push_back([&, i](int) { moe_kernel::launch_moe_layer(*team1, ws, variant_prm[i], st); });
-            }
-            // the same orders with one mainloop option changed (backend fused_<order><suffix>)
+            // the same orders with one launch option changed (backend fused_<order><suffix>)
             auto add_variants = [&](const char* suffix, const std::function<void(moe_kernel::MoeLayerParams&)>& set) {
               for (size_t i = 0; i < order_prm.size(); ++i) {
                 moe_kernel::MoeLayerParams p2 = order_prm[i];
@@ -708,6 +698,7 @@ int main(int argc, char** argv) try {
                 fns.push_back([&, j](int) { moe_kernel::launch_moe_layer(*team1, ws, variant_prm[j], st); });
               }
             };
+            if (a.compare_single) add_variants("_c1", [](moe_kernel::MoeLayerParams& q) { q.cluster = 1; });  // no A multicast
             if (a.compare_pingpong) add_variants("_pp", [](moe_kernel::MoeLayerParams& q) { q.pingpong = 1; });
             if (a.compare_l2_scratch) add_variants("_s2", [](moe_kernel::MoeLayerParams& q) { q.l2_scratches = 2; });
             for (size_t i = 0; i < order_prm.size(); ++i)  // weight prefetch into L2 at these distances

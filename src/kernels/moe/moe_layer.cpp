@@ -114,11 +114,9 @@ LaunchShape launch_shape(runtime::Team& team, const MoeLayerParams& prm) {
       ls.cluster = 1;  // auto: pairs do not fit this launch; single CTAs do
       return ls;
     }
-    if (prm.ctas_per_rank > 0) {
-      XSTAGE_REQUIRE(ls.ctas % 2 == 0, "moe layer: CTA pairs need an even ctas_per_rank, got ", ls.ctas);
-    } else {
-      ls.ctas = std::min(ls.ctas - ls.ctas % 2, 2 * (resident / ranks));
-    }
+    XSTAGE_REQUIRE(prm.ctas_per_rank <= 0 || ls.ctas % 2 == 0, "moe layer: CTA pairs need an even ctas_per_rank, got ",
+                   ls.ctas);
+    ls.ctas = pair_ctas;
     XSTAGE_REQUIRE(ls.ctas >= 2 && ranks * ls.ctas / 2 <= resident, "moe layer: ", ranks * ls.ctas / 2,
                    " CTA pairs (", ls.ctas, " CTAs per rank x ", ranks, " local ranks) exceed the ", resident,
                    " pairs this GPU can hold at once");
