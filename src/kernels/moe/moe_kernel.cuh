@@ -385,15 +385,27 @@ struct TilePart {
 };
 __device__ __forceinline__ TilePart tile_part(bool half, int wg) { return half ? TilePart{0, 64 * wg} : TilePart{64 * wg, 0}; }
 
+// A consumer warp's release of the stage of the previous K block, issued in the shadow of the current block's first
+// batch (after its commit, before its wait): the warp is idle there, while a release after the wait sat between
+// a batch and the promotion the next batch waits for (ncu, s22 call 4: the cluster test, its constant load and
+// branch were ~4 % of the consumer warps' L1-loop samples). `held` < 0: nothing held.
+template <class S>
+__device__ __forceinline__ void release_held(S& sh, int held, int cluster, int tid) {
+  if (held < 0) return;
+  __syncwarp();  // every lane's reads of that stage (sa, sb) before the release
+  if ((tid % 32) == 0) release_stage(&sh.empty[held], cluster);
+}
+
 // Linear-1 mainloop (W8A8 / W4A8): per K block the gate and up scratch batches of the part, each promoted
-// (fp32) into fg / fu; the stage is released after the up batch (and its last scale read).
+// (fp32) into fg / fu; block kb's stage is released in the shadow of block kb + 1's gate batch (release_held),
+// the last one after the loop. The warp holds at most two stages, so 3 stages cannot deadlock the producer.
 template <class C, int kAcc, class S, class WaitFull>
 __device__ __forceinline__ void l1_mainloop(S& sh, kernel::PipeState<C::kStages>& ps, float (&fg)[kAcc],
                                             float (&fu)[kAcc], TilePart pt, const float* s1g, const float* s1u,
                                             int KB1, int tid, int cluster, PingPong& turn, WaitFull&& wait_full) {
-  const bool warp_leader = (tid % 32) == 0;
   const int r0 = 16 * (tid / 32) + (tid % 32) / 4;
   float acc[kAcc];
+  int held = -1;
   for (int kb = 0; kb < KB1; ++kb) {
     wait_full(kb);
     const float a0 = sh.sa[ps.stage][pt.row0 + r0], a1 = sh.sa[ps.stage][pt.row0 + r0 + 8];
@@ -401,46 +413,55 @@ __device__ __forceinline__ void l1_mainloop(S& sh, kernel::PipeState<C::kStages>
     const uint8_t* bg = sh.b[ps.stage] + pt.col0 * kBlockK;  // B rows = output columns; 8 KB steps keep the swizzle
     const uint8_t* bu = bg + C::kBBytes;
     if constexpr (C::kInt4) {
-      mma_block(acc, a, bg, turn);
+      issue_block(acc, a, bg, turn);
+      release_held(sh, held, cluster, tid);
+      ptx::wgmma_wait<0>();
+      fence_regs(acc);
       promote_cols(fg, acc, a0, a1, &sh.sb[ps.stage][pt.col0], tid);
       mma_block(acc, a, bu, turn);
       promote_cols(fu, acc, a0, a1, &sh.sb[ps.stage][kBlockN + pt.col0], tid);
-      __syncwarp();  // every lane's reads of the stage (sa, sb) before the release
-      if (warp_leader) release_stage(&sh.empty[ps.stage], cluster);  // after the last scale read
-      ps.advance();
     } else {
       const float gs = __ldg(s1g + kb), us = __ldg(s1u + kb);
-      mma_block(acc, a, bg, turn);
+      issue_block(acc, a, bg, turn);
+      release_held(sh, held, cluster, tid);
+      ptx::wgmma_wait<0>();
+      fence_regs(acc);
       promote(fg, acc, a0 * gs, a1 * gs);
       mma_block(acc, a, bu, turn);
-      __syncwarp();  // every lane's reads of the stage (sa, sb) before the release
-      if (warp_leader) release_stage(&sh.empty[ps.stage], cluster);
-      ps.advance();
       promote(fu, acc, a0 * us, a1 * us);
     }
+    held = ps.stage;
+    ps.advance();
   }
+  release_held(sh, held, cluster, tid);
 }
 
 // Linear-2 mainloop, one scratch accumulator: per K block one batch of the part, waited for and promoted into fa
-// (W4A8: per-column weight scales from the stage; W8A8: the block's scale, MoeLayerParams::l2_scratches = 1).
+// (W4A8: per-column weight scales from the stage; W8A8: the block's scale, MoeLayerParams::l2_scratches = 1);
+// block kb's stage is released in the shadow of block kb + 1's batch (release_held), the last after the loop.
 template <class C, int kAcc, class S, class WaitFull>
 __device__ __forceinline__ void l2_mainloop(S& sh, kernel::PipeState<C::kStages>& ps, float (&fa)[kAcc], TilePart pt,
                                             const float* s2, int KB2, int tid, int cluster, PingPong& turn,
                                             WaitFull&& wait_full) {
-  const bool warp_leader = (tid % 32) == 0;
   const int r0 = 16 * (tid / 32) + (tid % 32) / 4;
   float acc[kAcc];
+  int held = -1;
   for (int kb = 0; kb < KB2; ++kb) {
     wait_full(kb);
     const float a0 = sh.sa[ps.stage][pt.row0 + r0], a1 = sh.sa[ps.stage][pt.row0 + r0 + 8];
     const float bs = C::kInt4 ? 1.0f : __ldg(s2 + kb);
-    mma_block(acc, sh.a[ps.stage] + pt.row0 * kBlockK, sh.b[ps.stage] + pt.col0 * kBlockK, turn);
-    if constexpr (C::kInt4) promote_cols(fa, acc, a0, a1, &sh.sb[ps.stage][pt.col0], tid);  // reads sb
-    __syncwarp();  // every lane's reads of the stage (sa, sb) before the release
-    if (warp_leader) release_stage(&sh.empty[ps.stage], cluster);
+    issue_block(acc, sh.a[ps.stage] + pt.row0 * kBlockK, sh.b[ps.stage] + pt.col0 * kBlockK, turn);
+    release_held(sh, held, cluster, tid);
+    ptx::wgmma_wait<0>();
+    fence_regs(acc);
+    if constexpr (C::kInt4)
+      promote_cols(fa, acc, a0, a1, &sh.sb[ps.stage][pt.col0], tid);  // reads sb
+    else
+      promote(fa, acc, a0 * bs, a1 * bs);
+    held = ps.stage;
     ps.advance();
-    if constexpr (!C::kInt4) promote(fa, acc, a0 * bs, a1 * bs);
   }
+  release_held(sh, held, cluster, tid);
 }
 // W8A8 Linear-2 mainloop with two scratch accumulators: block kb's batch is issued before block kb - 1's is
 // promoted, so one batch of this warpgroup is always in flight and its own promotion does not idle the tensor
@@ -495,6 +516,10 @@ __device__ __forceinline__ void l2_mainloop_fp8(S& sh, kernel::PipeState<C::kSta
 
 // h = silu(g) * u into fg (rows at or past `valid` of the part: 0) and this thread's two rows' amax over the
 // part's columns (reduced over the quad that shares a row), floored at moe::kAmaxFloor.
+// silu by the hardware exp2 and reciprocal (__expf, __fdividef: a few ulp of fp32, far below the FP8 rounding of h
+// that follows): with expf and an IEEE division each element was a branchy ~25-instruction chain the compiler
+// could not interleave, ~5 % of the consumer warps' samples at the end of every Linear-1 tile while the tensor
+// cores idle (ncu, s22 call 4). Large negative g: exp overflows to inf, 1 / inf = 0, h = -0 as in fp32.
 template <int kAcc>
 __device__ __forceinline__ void swiglu_amax(float (&fg)[kAcc], const float (&fu)[kAcc], int valid, int tid,
                                             float (&amax)[2]) {
@@ -504,7 +529,7 @@ __device__ __forceinline__ void swiglu_amax(float (&fg)[kAcc], const float (&fu)
   for (int i = 0; i < kAcc; ++i) {
     const int r = r0 + 8 * ((i / 2) % 2);
     const float gt = fg[i];
-    const float h = r < valid ? gt / (1.0f + expf(-gt)) * fu[i] : 0.f;  // padding rows: zeros
+    const float h = r < valid ? __fdividef(gt, 1.0f + __expf(-gt)) * fu[i] : 0.f;  // padding rows: zeros
     fg[i] = h;
     amax[(i / 2) % 2] = fmaxf(amax[(i / 2) % 2], fabsf(h));
   }
@@ -1022,17 +1047,32 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
 
 // ---------------------------------------------------------------- the weighted sum
 // out[t][h] = sum_j weight[t][j] * combine[t][j][h], fp32, slot order, no contraction (as the reference).
-__global__ void __launch_bounds__(256) combine_kernel(const __grid_constant__ CombineParams p) {
+// Blocks walk tokens (grid-stride), threads 8-column chunks: one 16-byte load per slot and two 16-byte stores
+// per chunk, no 64-bit division per element (the first version, one thread per element with i / H and i % H in
+// 64 bits and 2-byte loads, was instruction-bound). H is a multiple of 128 (validated), so chunks never straddle.
+__global__ void __launch_bounds__(kCombineThreads) combine_kernel(const __grid_constant__ CombineParams p) {
   const int g = blockIdx.y, rank = p.view.first_rank + g;
-  const int64_t n = int64_t(p.tokens) * p.hidden;
+  const int chunks = p.hidden / 8;
   const __nv_bfloat16* comb = p.combine.at<const __nv_bfloat16>(rank);
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t t = i / p.hidden, h = i % p.hidden;
-    float acc = 0.f;
-    for (int j = 0; j < p.topk; ++j)
-      acc = __fadd_rn(acc, __fmul_rn(p.weight[g][t * p.topk + j],
-                                     __bfloat162float(comb[(t * p.topk + j) * p.hidden + h])));
-    p.out[g][i] = acc;
+  for (int t = blockIdx.x; t < p.tokens; t += gridDim.x) {
+    const float* w = p.weight[g] + int64_t(t) * p.topk;
+    const __nv_bfloat16* row = comb + int64_t(t) * p.topk * p.hidden;
+    float4* out = reinterpret_cast<float4*>(p.out[g] + int64_t(t) * p.hidden);
+    for (int c = threadIdx.x; c < chunks; c += blockDim.x) {
+      float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+      for (int j = 0; j < p.topk; ++j) {
+        const float wt = w[j];
+        const uint4 raw = *reinterpret_cast<const uint4*>(row + int64_t(j) * p.hidden + 8 * c);
+        const uint32_t v[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          acc[2 * i] = __fadd_rn(acc[2 * i], __fmul_rn(wt, __uint_as_float(v[i] << 16)));
+          acc[2 * i + 1] = __fadd_rn(acc[2 * i + 1], __fmul_rn(wt, __uint_as_float(v[i] & 0xFFFF0000u)));
+        }
+      }
+      out[2 * c] = make_float4(acc[0], acc[1], acc[2], acc[3]);
+      out[2 * c + 1] = make_float4(acc[4], acc[5], acc[6], acc[7]);
+    }
   }
 }
 

@@ -138,7 +138,7 @@ cudaError_t launch_int4_to_e4m3(const uint8_t* in, uint8_t* out, size_t bytes, c
   return cudaGetLastError();
 }
 cudaError_t launch_combine(const CombineParams& cp, int blocks, int ranks, cudaStream_t stream) {
-  combine_kernel<<<dim3(blocks, ranks), 256, 0, stream>>>(cp);
+  combine_kernel<<<dim3(blocks, ranks), kCombineThreads, 0, stream>>>(cp);
   return cudaGetLastError();
 }
 

@@ -513,8 +513,7 @@ void launch_moe_layer(runtime::Team& team, MoeWorkspace& ws, const MoeLayerParam
     cp.weight[g] = prm.rank[g].topk_weight;
     cp.out[g] = prm.rank[g].out;
   }
-  const int64_t n = int64_t(T) * H;
-  const int blocks = int(std::min<int64_t>((n + 255) / 256, 1024));
+  const int blocks = std::max(1, std::min(T, 4096));  // CTAs walk tokens (combine_kernel)
   ok(launch_combine(cp, blocks, ranks, stream), "combine kernel launch");
 }
 

@@ -133,6 +133,7 @@ enum TraceWord : int {
 };
 
 // ---------------------------------------------------------------- the weighted sum
+inline constexpr int kCombineThreads = 128;  // threads of a weighted-sum CTA (combine_kernel)
 struct CombineParams {
   runtime::TeamView view;
   int tokens, topk, hidden;
