@@ -7,7 +7,8 @@
 //             [--precision w8a8,w4a8] [--orders wave[,interleaved]] [--worlds 1,2,4,8] [--emulated-tokens 2048]
 //             [--block-s 0.1] [--warmup-s 0.05] [--rounds 1] [--min-calls 3] [--check-tokens 4] [--seed 1] [--no-time]
 //             [--trace] [--trace-csv FILE] [--ctas N] [--leads D1,D2,...] [--platform FILE]
-//             [--cluster 0|1|2] [--compare-single] [--compare-pingpong] [--compare-l2-scratch] [--prefetch D1,D2,...] [--custom NAME:H:I:E:K]
+//             [--cluster 0|1|2] [--compare-single] [--compare-pingpong] [--compare-l2-scratch] [--compare-hints M1,M2,...]
+//             [--prefetch D1,D2,...] [--custom NAME:H:I:E:K]
 //
 // --cluster: MoeLayerParams::cluster of the fused kernel (0 = auto: CTA pairs sharing the A operand by TMA
 // multicast wherever the N-tile counts are even; 1 = single CTAs; 2 = pairs). --compare-single adds, per order,
@@ -16,6 +17,9 @@
 // (MoeLayerParams::pingpong = 1; backend fused_<order>_pp), checked bit-identical and timed beside it.
 // --compare-l2-scratch adds, per order, the kernel with two scratch accumulators in the W8A8 Linear-2 mainloop
 // (MoeLayerParams::l2_scratches = 2; backend fused_<order>_s2), checked bit-identical and timed beside it.
+// --compare-hints M1,M2: adds, per order and mask M, the kernel with MoeLayerParams::l2_hints = M (L2 cache hints:
+// 1 combine stores evict_first, 2 Linear-2 weights evict_last, 4 Linear-1 weights evict_first; backend
+// fused_<order>_h<M>), checked bit-identical and timed beside it.
 //
 // The fused column (fused ms, fused_vs_unfused, ceiling_fraction; row key fused_backend) is the order `auto`
 // chose (moe::choose_moe_order; at P = 1 it follows the discrete-event simulator's prediction, which the harness
@@ -283,6 +287,7 @@ struct Args {
   bool compare_single = false;
   bool compare_pingpong = false;  // --compare-pingpong: also the orders with pingpong = 1
   bool compare_l2_scratch = false;  // --compare-l2-scratch: also the orders with l2_scratches = 2
+  std::vector<int> compare_hints;   // --compare-hints: also the orders with these l2_hints masks
   double block_s = 0.1, warmup_s = 0.05;
   int rounds = 1;
   long min_calls = bench::kDefaultMinCalls;
@@ -378,6 +383,7 @@ Args parse(int argc, char** argv) {
     else if (k == "--compare-single") a.compare_single = true;
     else if (k == "--compare-pingpong") a.compare_pingpong = true;
     else if (k == "--compare-l2-scratch") a.compare_l2_scratch = true;
+    else if (k == "--compare-hints") a.compare_hints = split_int(val(), k.c_str());
     else if (k == "--platform") a.platform = val();
     else if (k == "--leads") a.leads = split_int(val(), k.c_str());
     else if (k == "--prefetch") a.prefetch = split_int(val(), k.c_str());
@@ -688,7 +694,7 @@ int main(int argc, char** argv) try {
               fns.push_back([&, i](int) { moe_kernel::launch_moe_layer(*team1, ws, lead_prm[i], st); });
             }
             // the same orders with one launch option changed (backend fused_<order><suffix>)
-            auto add_variants = [&](const char* suffix, const std::function<void(moe_kernel::MoeLayerParams&)>& set) {
+            auto add_variants = [&](const std::string& suffix, const std::function<void(moe_kernel::MoeLayerParams&)>& set) {
               for (size_t i = 0; i < order_prm.size(); ++i) {
                 moe_kernel::MoeLayerParams p2 = order_prm[i];
                 set(p2);
@@ -701,6 +707,8 @@ int main(int argc, char** argv) try {
             if (a.compare_single) add_variants("_c1", [](moe_kernel::MoeLayerParams& q) { q.cluster = 1; });  // no A multicast
             if (a.compare_pingpong) add_variants("_pp", [](moe_kernel::MoeLayerParams& q) { q.pingpong = 1; });
             if (a.compare_l2_scratch) add_variants("_s2", [](moe_kernel::MoeLayerParams& q) { q.l2_scratches = 2; });
+            for (int m : a.compare_hints)
+              add_variants("_h" + std::to_string(m), [m](moe_kernel::MoeLayerParams& q) { q.l2_hints = m; });
             for (size_t i = 0; i < order_prm.size(); ++i)  // weight prefetch into L2 at these distances
               for (int d : a.prefetch) {
                 moe_kernel::MoeLayerParams p2 = order_prm[i];

@@ -54,8 +54,9 @@ struct Case {
   // Also run the same call on single CTAs (cluster 1) and require it bit-identical to the first run: a CTA pair
   // computes every tile with the same math, only the A operand arrives by multicast.
   bool check_single = false;
-  // Also run it with the MMA warpgroups' batches alternating (MoeLayerParams::pingpong = 1) and with two Linear-2
-  // scratch accumulators (l2_scratches = 2), each required bit-identical: both only change when batches run.
+  // Also run it with the MMA warpgroups' batches alternating (MoeLayerParams::pingpong = 1), with two Linear-2
+  // scratch accumulators (l2_scratches = 2) and with every L2 cache hint (l2_hints = kHintAll), each required
+  // bit-identical: the first two only change when batches run, the hints only where lines stay in L2.
   bool check_batch_timing = false;
 };
 
@@ -294,6 +295,8 @@ void run_case(const Case& c) {
       variants.back().first.pingpong = 1;
       variants.push_back({prm, "two Linear-2 scratch accumulators (l2_scratches 2)"});
       variants.back().first.l2_scratches = 2;
+      variants.push_back({prm, "every L2 cache hint (l2_hints 7)"});
+      variants.back().first.l2_hints = moe_kernel::kHintAll;
     }
     for (const auto& [pv, what] : variants) {
       for (int r = 0; r < P; ++r) CUDA_CHECK(cudaMemset(d_out[r]->p, 0xFF, size_t(T) * H * 4));
@@ -762,6 +765,13 @@ TEST(MoeLayerGpu, RejectsBadClusters) {
   sc.l2_scratches = 3;
   EXPECT_NE(usage_error([&] { moe_kernel::run_moe_layer(*team, ws2, sc, team->stream()); }).find("l2_scratches must be 1 or 2, got 3"),
             std::string::npos);
+  for (int bad : {-1, 8}) {
+    moe_kernel::MoeLayerParams h = params(even);
+    h.l2_hints = bad;
+    EXPECT_NE(usage_error([&] { moe_kernel::run_moe_layer(*team, ws2, h, team->stream()); })
+                  .find("l2_hints must be a set of MoeL2Hint bits in [0, 7], got " + std::to_string(bad)),
+              std::string::npos);
+  }
   CUDA_CHECK(cudaDeviceSynchronize());
 }
 

@@ -6,6 +6,25 @@
 
 namespace xstage::ptx {
 
+// L2 cache policies (createpolicy, fraction 1.0): a hint attached to a load or store about how long its lines
+// should stay in L2 relative to other lines (evict_first: streamed data; evict_last: data read again soon).
+__device__ __forceinline__ uint64_t l2_policy_evict_first() {
+  uint64_t p;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(p));
+  return p;
+}
+__device__ __forceinline__ uint64_t l2_policy_evict_last() {
+  uint64_t p;
+  asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(p));
+  return p;
+}
+
+// st_weak_v4 with an L2 cache policy (l2_policy_*).
+__device__ __forceinline__ void st_weak_v4_hint(void* ptr, uint4 v, uint64_t policy) {
+  asm volatile("st.global.L2::cache_hint.v4.u32 [%0], {%1, %2, %3, %4}, %5;" ::"l"(ptr), "r"(v.x), "r"(v.y), "r"(v.z),
+               "r"(v.w), "l"(policy)
+               : "memory");
+}
 // 16-byte weak store (the plain epilogue store); the address may be local or a peer (LSA) address.
 __device__ __forceinline__ void st_weak_v4(void* ptr, uint4 v) {
   asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(ptr), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w)

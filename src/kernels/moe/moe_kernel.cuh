@@ -112,6 +112,24 @@ __device__ __forceinline__ void tma_load_2d(const CUtensorMap* map, uint64_t* ba
       : "memory");
 }
 
+// tma_load_2d with an L2 cache policy (ptx::l2_policy_*; MoeLayerParams::l2_hints).
+__device__ __forceinline__ void tma_load_2d_hint(const CUtensorMap* map, uint64_t* bar, void* dst, int c0, int c1,
+                                                 uint64_t policy) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1, {%3, "
+      "%4}], [%2], %5;\n" ::"r"(ptx::smem_addr(dst)),
+      "l"(map), "r"(ptx::smem_addr(bar)), "r"(c0), "r"(c1), "l"(policy)
+      : "memory");
+}
+// A weight load: with the hint when one is asked for (policy != 0), else the plain load.
+__device__ __forceinline__ void tma_load_weights(const CUtensorMap* map, uint64_t* bar, void* dst, int c0, int c1,
+                                                 uint64_t policy) {
+  if (policy != 0)
+    tma_load_2d_hint(map, bar, dst, c0, c1, policy);
+  else
+    tma_load_2d(map, bar, dst, c0, c1);
+}
+
 __device__ __forceinline__ bool record_moe_error(MoeDeviceError* e, int code, int rank, int what, uint32_t expected,
                                                  uint32_t got) {
   if (e == nullptr || atomicCAS(&e->code, 0, code) != 0) return false;
@@ -718,6 +736,9 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
         kernel::PipeState<C::kStages> ps;
         kernel::PipeState<kTileRing> ts;
         uint32_t seen = 0;
+        // MoeLayerParams::l2_hints: L2 policies of the weight loads (0 = no hint, the plain load).
+        const uint64_t w1_policy = (p.l2_hints & kHintW1EvictFirst) ? ptx::l2_policy_evict_first() : 0;
+        const uint64_t w2_policy = (p.l2_hints & kHintW2EvictLast) ? ptx::l2_policy_evict_last() : 0;
         // A stage is free once the consumers of every CTA that receives its A operand have released it (in a
         // pair the empty barrier counts both CTAs' consumer warps).
         auto wait_empty = [&](const kernel::PipeState<C::kStages>& s) {
@@ -767,8 +788,9 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
               if constexpr (!C::kBf16)
                 tma_load_2d(&p.tma_sa, &sh.full[ps.stage], sh.sa[ps.stage], t.row * kBlockM, g * KB1 + kb);
               const int gate_row = ex * 2 * p.inter + t.n * kBlockN;
-              tma_load_2d(&p.tma_w1, &sh.full[ps.stage], sh.b[ps.stage], k0, gate_row);
-              tma_load_2d(&p.tma_w1, &sh.full[ps.stage], sh.b[ps.stage] + C::kBBytes, k0, gate_row + p.inter);
+              tma_load_weights(&p.tma_w1, &sh.full[ps.stage], sh.b[ps.stage], k0, gate_row, w1_policy);
+              tma_load_weights(&p.tma_w1, &sh.full[ps.stage], sh.b[ps.stage] + C::kBBytes, k0, gate_row + p.inter,
+                               w1_policy);
               if constexpr (C::kInt4) {  // per-column group scales of gate and up
                 tma_load_2d(&p.tma_s1, &sh.full[ps.stage], &sh.sb[ps.stage][0], t.n * kBlockN, ex * KB1 + kb);
                 tma_load_2d(&p.tma_s1, &sh.full[ps.stage], &sh.sb[ps.stage][kBlockN], p.inter + t.n * kBlockN,
@@ -793,7 +815,8 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
               load_a(&p.tma_ha, ps, k0, grow);
               if constexpr (!C::kBf16)
                 tma_load_2d(&p.tma_hs, &sh.full[ps.stage], sh.sa[ps.stage], t.row * kBlockM, g * KB2 + kb);
-              tma_load_2d(&p.tma_w2, &sh.full[ps.stage], sh.b[ps.stage], k0, ex * p.hidden + t.n * kBlockN);
+              tma_load_weights(&p.tma_w2, &sh.full[ps.stage], sh.b[ps.stage], k0, ex * p.hidden + t.n * kBlockN,
+                               w2_policy);
               if (p.l2_prefetch > 0 && kb + p.l2_prefetch < KB2)
                 ptx::tma_prefetch_l2_2d(&p.tma_w2, (kb + p.l2_prefetch) * C::kBlockKElems, ex * p.hidden + t.n * kBlockN);
               if constexpr (C::kInt4)
@@ -809,6 +832,9 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
     } else if (warp == kL1EpilogueWarp || warp == kL2EpilogueWarp) {
       // ---- epilogue warps: both walk every tile (staging slots in step); each stores its kind.
       const bool l1_role = warp == kL1EpilogueWarp;
+      // MoeLayerParams::l2_hints: the combine entries are read once, by the weighted sum after the kernel.
+      const bool combine_hint = (p.l2_hints & kHintCombineEvictFirst) != 0;
+      const uint64_t combine_policy = combine_hint ? ptx::l2_policy_evict_first() : 0;
       EpiState es;
       kernel::PipeState<kTileRing> ts;
       for (int tile_no = 0;; ++tile_no) {
@@ -879,7 +905,10 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
               const uint64_t d = __shfl_sync(0xffffffffu, dst[j], 2 * i + half);
               if (r < t.valid) {
                 const uint4 v = *reinterpret_cast<const uint4*>(st + r * C::kL2Pitch + ((chunk ^ (r % 8)) * 16));
-                ptx::st_weak_v4(reinterpret_cast<uint8_t*>(d) + chunk * 16, v);
+                if (combine_hint)
+                  ptx::st_weak_v4_hint(reinterpret_cast<uint8_t*>(d) + chunk * 16, v, combine_policy);
+                else
+                  ptx::st_weak_v4(reinterpret_cast<uint8_t*>(d) + chunk * 16, v);
               }
             }
           }

@@ -70,6 +70,7 @@ void fill_common(KernelParams<Sched>& kp, runtime::Team& team, const MoeLayerPar
   kp.ctas_per_rank = ctas;
   kp.cluster = cluster;
   kp.l2_prefetch = prm.l2_prefetch;
+  kp.l2_hints = prm.l2_hints;
   kp.pingpong = prm.pingpong;
   kp.l2_scratches = prm.l2_scratches;
   kp.hidden = prm.shape.hidden;
@@ -301,6 +302,8 @@ void MoeWorkspace::check_params(runtime::Team& team, const MoeLayerParams& prm) 
   XSTAGE_REQUIRE(prm.pingpong == 0 || prm.pingpong == 1, "moe layer: pingpong must be 0 or 1, got ", prm.pingpong);
   XSTAGE_REQUIRE(prm.l2_scratches == 1 || prm.l2_scratches == 2, "moe layer: l2_scratches must be 1 or 2, got ",
                  prm.l2_scratches);
+  XSTAGE_REQUIRE(prm.l2_hints >= 0 && prm.l2_hints <= kHintAll, "moe layer: l2_hints must be a set of MoeL2Hint bits in [0, ",
+                 int(kHintAll), "], got ", prm.l2_hints);
   launch_shape(team, prm);  // CTAs and pairs: named errors
   auto back_to_back = [](const std::unique_ptr<runtime::SymmetricBuffer>& b) {
     return b == nullptr || b->emulated_stride() == b->bytes();  // null: a bf16 workspace's scale buffers

@@ -28,6 +28,8 @@ namespace xstage::moe_kernel {
 // (Linear-1: 128 gate + 128 up columns -> 128 h columns), 128-deep K blocks (= the FP8 scale block; bf16
 // uses 64-deep blocks of the same 128 bytes per row, moe_params.hpp says why).
 inline constexpr int kBlockM = 128;
+// MoeLayerParams::l2_hints bits.
+enum MoeL2Hint : int { kHintCombineEvictFirst = 1, kHintW2EvictLast = 2, kHintW1EvictFirst = 4, kHintAll = 7 };
 inline constexpr int kBlockN = 128;
 inline constexpr int kBlockK = 128;
 
@@ -105,6 +107,11 @@ struct MoeLayerParams {
   // batch is issued before the previous block's is promoted (one batch of the warpgroup always in flight; measured
   // a wash at P = 1, docs/MOE.md). Bit-identical either way (the same promotion order); W4A8 and bf16 ignore it.
   int l2_scratches = 1;
+  // L2 cache hints (a bit set of MoeL2Hint; 0 = none, the default): evict_first on the combine stores (each entry
+  // is read once, by the weighted sum after the kernel), evict_last on the Linear-2 weight loads (an expert's W2
+  // serves all its row blocks, which Interleaved spreads over time), evict_first on the Linear-1 weight loads.
+  // Results are bit-identical either way; measured as options (docs/MOE.md, "L2 cache hints").
+  int l2_hints = 0;
   // Per-tile instrumentation (W8A8 only): runs the traced instantiation and records every tile of the launch
   // in the workspace (MoeWorkspace::read_trace). The untraced kernels contain no trace code at all.
   bool trace = false;

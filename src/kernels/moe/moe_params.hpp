@@ -94,6 +94,7 @@ struct KernelParams {
   int l2_prefetch;  // MoeLayerParams::l2_prefetch: weight K blocks prefetched into L2 ahead of the loads (0: off)
   int pingpong;     // MoeLayerParams::pingpong: the consumer warpgroups' wgmma batches strictly alternate (1) or not (0)
   int l2_scratches;  // MoeLayerParams::l2_scratches: W8A8 Linear-2 scratch accumulators (1 or 2)
+  int l2_hints;      // MoeLayerParams::l2_hints: kHint* bits
   int hidden, inter, topk, tokens, rows_cap;
   moe::DispatchLayout dl;  // tables in device memory
   typename Sched::Params sched[runtime::kMaxRanks];  // per local rank; layout rebased onto device tables
