@@ -6,6 +6,8 @@
 #          the kernel's code path
 #   time   the untraced layers above timed against the unfused path and the cuBLASLt ceiling (short blocks)
 #   ncu    DRAM bytes and the L2 hit rate of one fused launch per order (ncu, clocks locked by ncu)
+#   ktime  the duration of the fused kernel and of the weighted sum beside the unfused path's weighted sum (ncu
+#          gpu__time_duration of their first launches; DIAG_NCU_SHAPES, first order of DIAG_NCU_ORDERS)
 # Writes under $OUT: one folder per run (the harness's files) and ncu-*.txt.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -14,7 +16,7 @@ OUT=${OUT:-results/moe/diag}
 mkdir -p "$OUT"
 BUILD=${XSTAGE_BUILD_DIR:-build}
 B="$BUILD/bench/moe/bench_moe"
-STEPS=${STEPS:-trace time ncu}
+STEPS=${STEPS:-trace time ncu ktime}
 SHAPES=${DIAG_SHAPES:---shapes deepseek-v3 --custom v3e1:7168:2048:1:1 --custom v3e8:7168:2048:8:8}
 COMMON="--tokens 32768 --routing balanced --precision w8a8 --check-tokens 1 ${DIAG_ARGS:-}"
 for s in $STEPS; do
@@ -38,6 +40,15 @@ for s in $STEPS; do
           > "$OUT/ncu-$o.txt" 2>&1
         grep -E "dram__|lts__|gpu__time" "$OUT/ncu-$o.txt"
       done
+      ;;
+    ktime)
+      NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
+      o=$(echo ${DIAG_NCU_ORDERS:-interleaved} | cut -d' ' -f1)
+      echo "== ktime $o"
+      timeout 200 "$NCU" -k "regex:moe_fused_kernel|combine_kernel" -c 4 --metrics gpu__time_duration.sum \
+        $B --out "$OUT/ktime" ${DIAG_NCU_SHAPES:---shapes deepseek-v3} $COMMON --orders "$o" --worlds 1 --no-time \
+        > "$OUT/ktime.txt" 2>&1
+      grep -E "moe_fused_kernel|combine_kernel|gpu__time" "$OUT/ktime.txt" | sed 's/(moe_kernel::KernelParams.*//'
       ;;
     *) echo "unknown step $s"; exit 2 ;;
   esac
