@@ -7,7 +7,8 @@
 #   time   the untraced layers above timed against the unfused path and the cuBLASLt ceiling (short blocks)
 #   ncu    DRAM bytes and the L2 hit rate of one fused launch per order (ncu, clocks locked by ncu)
 #   ktime  the duration of the fused kernel and of the weighted sum beside the unfused path's weighted sum (ncu
-#          gpu__time_duration of their first launches; DIAG_NCU_SHAPES, first order of DIAG_NCU_ORDERS)
+#          gpu__time_duration of their first launches; DIAG_NCU_SHAPES, first order of DIAG_NCU_ORDERS; DIAG_KT_REGEX
+#          and DIAG_KT_COUNT widen it, e.g. to the W4A8 pre-pass: "moe_fused|combine|int4")
 # Writes under $OUT: one folder per run (the harness's files) and ncu-*.txt.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -45,10 +46,11 @@ for s in $STEPS; do
       NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
       o=$(echo ${DIAG_NCU_ORDERS:-interleaved} | cut -d' ' -f1)
       echo "== ktime $o"
-      timeout 200 "$NCU" -k "regex:moe_fused_kernel|combine_kernel" -c 4 --metrics gpu__time_duration.sum \
+      timeout 200 "$NCU" -k "regex:${DIAG_KT_REGEX:-moe_fused_kernel|combine_kernel}" -c ${DIAG_KT_COUNT:-4} \
+        --metrics gpu__time_duration.sum \
         $B --out "$OUT/ktime" ${DIAG_NCU_SHAPES:---shapes deepseek-v3} $COMMON --orders "$o" --worlds 1 --no-time \
         > "$OUT/ktime.txt" 2>&1
-      grep -E "moe_fused_kernel|combine_kernel|gpu__time" "$OUT/ktime.txt" | sed 's/(moe_kernel::KernelParams.*//'
+      grep -E "${DIAG_KT_REGEX:-moe_fused_kernel|combine_kernel}|gpu__time" "$OUT/ktime.txt" | sed 's/(moe_kernel::KernelParams.*//'
       ;;
     *) echo "unknown step $s"; exit 2 ;;
   esac

@@ -311,33 +311,34 @@ __global__ void __launch_bounds__(256) int4_to_e4m3_kernel(const uint4* __restri
 
 // ---------------------------------------------------------------- phase 1: dispatch
 // Rows of H elements: H bytes of e4m3 codes plus H/128 scales, or (bf16) 2H bytes and no scales.
+// One warp per routed row (token, slot): its destination is computed once (lane 0, broadcast), the lanes copy the
+// row's 16-byte chunks and its K-block scales. (The first version walked (row, chunk) pairs with a 64-bit division
+// and a destination lookup per 16-byte chunk: instruction-bound.)
 template <class C, class P>
 __device__ void dispatch(const P& p, int g, int c) {
   const int s = p.view.first_rank + g, H = p.hidden, K = p.topk, KB = H / kBlockK;
   const int row_bytes = H * C::kElemBytes;
   const int32_t* idx = p.topk_index[g];
   const int32_t* pos = p.topk_pos[g];
-  const int64_t stride = int64_t(p.ctas_per_rank) * blockDim.x, first = int64_t(c) * blockDim.x + threadIdx.x;
-  const int chunks = row_bytes / 16;
+  const int lane = threadIdx.x % 32, warps = blockDim.x / 32;
   const int64_t rows = int64_t(p.tokens) * K;
-  for (int64_t i = first; i < rows * chunks; i += stride) {
-    const int q = int(i / chunks), ch = int(i % chunks), t = q / K;
-    const moe::DispatchDest d = p.dl.dest(s, idx[q], pos[q]);
-    const uint4 v = *reinterpret_cast<const uint4*>(p.x[g] + int64_t(t) * row_bytes + ch * 16);
-    ptx::st_weak_v4(p.recv_x.template at<uint8_t>(d.rank, (size_t(d.recv_row) * row_bytes + size_t(ch) * 16)), v);
-  }
-  if constexpr (!C::kBf16) {
-    for (int64_t i = first; i < rows * KB; i += stride) {
-      const int q = int(i / KB), kb = int(i % KB), t = q / K;
-      const moe::DispatchDest d = p.dl.dest(s, idx[q], pos[q]);
-      *p.recv_sa.template at<float>(d.rank, (size_t(kb) * p.rows_cap + d.recv_row) * sizeof(float)) =
-          p.x_scale[g][int64_t(t) * KB + kb];
+  const int chunks = row_bytes / 16;
+  for (int64_t q = int64_t(c) * warps + threadIdx.x / 32; q < rows; q += int64_t(p.ctas_per_rank) * warps) {
+    moe::DispatchDest d{};
+    if (lane == 0) d = p.dl.dest(s, idx[q], pos[q]);
+    d.rank = __shfl_sync(0xffffffffu, d.rank, 0);
+    d.recv_row = __shfl_sync(0xffffffffu, d.recv_row, 0);
+    const int t = int(q / K);
+    const uint4* src = reinterpret_cast<const uint4*>(p.x[g] + int64_t(t) * row_bytes);
+    uint8_t* dst = p.recv_x.template at<uint8_t>(d.rank, size_t(d.recv_row) * row_bytes);
+    for (int ch = lane; ch < chunks; ch += 32) ptx::st_weak_v4(dst + size_t(ch) * 16, src[ch]);
+    if constexpr (!C::kBf16) {
+      for (int kb = lane; kb < KB; kb += 32)
+        *p.recv_sa.template at<float>(d.rank, (size_t(kb) * p.rows_cap + d.recv_row) * sizeof(float)) =
+            p.x_scale[g][int64_t(t) * KB + kb];
     }
-  }
-  for (int64_t q = first; q < rows; q += stride) {
-    const moe::DispatchDest d = p.dl.dest(s, idx[q], pos[q]);
-    *p.recv_meta.template at<RecvMeta>(d.rank, size_t(d.recv_row) * sizeof(RecvMeta)) =
-        RecvMeta{s, int(q / K), int(q % K), 0};
+    if (lane == 0)
+      *p.recv_meta.template at<RecvMeta>(d.rank, size_t(d.recv_row) * sizeof(RecvMeta)) = RecvMeta{s, t, int(q % K), 0};
   }
   __threadfence_system();  // this thread's stores are performed before the CTA's release below
   __syncthreads();
