@@ -73,7 +73,8 @@ inline constexpr int kTileRing = 4;  // descriptors the producer may run ahead
 // Named barriers (kernel/barrier.cuh; 0 is __syncthreads). kHalfTileAmax: the two consumer warpgroups (256
 // threads) exchange a half tile's row amax before quantizing h.
 // kTurn + wg: "warpgroup wg may issue its next wgmma batch" (PingPong).
-enum class Bar : uint32_t { kHalfTileAmax = 1, kTurn = 2 };
+// kEpilogueDone: the epilogue warps, after their last combine stores, before the completion signal.
+enum class Bar : uint32_t { kHalfTileAmax = 1, kTurn = 2, kEpilogueDone = 4 };
 
 template <class C>
 struct SharedStorage {
@@ -101,7 +102,8 @@ static_assert(sizeof(SharedStorage<ConfigT<MoeWeightFormat::kInt4>>) <= 227 * 10
 static_assert(sizeof(SharedStorage<ConfigT<MoeWeightFormat::kBf16>>) <= 227 * 1024, "shared memory of one CTA per SM");
 
 // Warp roles of warpgroup 0 (the consumers are warpgroups 1 and 2).
-enum Warp : int { kProducerWarp = 0, kL1EpilogueWarp = 1, kL2EpilogueWarp = 2 };
+enum Warp : int { kProducerWarp = 0, kL1EpilogueWarp = 1 };
+inline constexpr int kEpilogueWarps = 3;  // warps 1-3 of warpgroup 0
 
 // ---------------------------------------------------------------- small device helpers
 __device__ __forceinline__ void tma_load_2d(const CUtensorMap* map, uint64_t* bar, void* dst, int c0, int c1) {
@@ -700,11 +702,11 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
       // Every thread that writes (the MMA warpgroups) or reads (the L2 epilogue warp, by generic loads) a
       // slot arrives itself: no ordering rests on a __syncwarp before one lane's release.
       ptx::mbar_init(&sh.stage_full[s], 256);
-      ptx::mbar_init(&sh.stage_empty[s], 1 + 32);  // L1 epilogue warp's lane 0 + every lane of the L2 one
+      ptx::mbar_init(&sh.stage_empty[s], 32 * kEpilogueWarps);  // every lane of every epilogue warp
     }
     for (int s = 0; s < kTileRing; ++s) {
       ptx::mbar_init(&sh.tile_full[s], 1);
-      ptx::mbar_init(&sh.tile_empty[s], kConsumerWarps + 2);  // readers: the consumer warps, both epilogue warps
+      ptx::mbar_init(&sh.tile_empty[s], kConsumerWarps + kEpilogueWarps);  // readers: consumer and epilogue warps
     }
     ptx::fence_mbar_init_release_cluster();
   }
@@ -830,9 +832,12 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
           valid = next_valid;
         }
       }  // lane 0
-    } else if (warp == kL1EpilogueWarp || warp == kL2EpilogueWarp) {
-      // ---- epilogue warps: both walk every tile (staging slots in step); each stores its kind.
-      const bool l1_role = warp == kL1EpilogueWarp;
+    } else {
+      // ---- epilogue warps 1-3 (kEpilogueWarps): all walk every tile (staging slots in step). An L1 tile is stored
+      // by warp 1 alone (one TMA store of h, one bulk store of its scales); an L2 tile's rows are split over the
+      // three warps (contiguous ranges of row pairs), so the slot is read and its combine stores issued three
+      // times as fast as by one warp (s23: one warp took 5.1-5.7 us per 32 KB tile at 32K tokens).
+      const int ew = warp - kL1EpilogueWarp;  // 0, 1, 2
       // MoeLayerParams::l2_hints: the combine entries are read once, by the weighted sum after the kernel.
       const bool combine_hint = (p.l2_hints & kHintCombineEvictFirst) != 0;
       const uint64_t combine_policy = combine_hint ? ptx::l2_policy_evict_first() : 0;
@@ -841,24 +846,19 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
       for (int tile_no = 0;; ++tile_no) {
         const TileDesc t = read_tile(sh, ts, lane);
         if (t.end()) break;
-        const bool mine = !t.l2() == l1_role;
         ptx::mbar_wait_acquire_cta(&sh.stage_full[es.stage], es.phase);
-        uint64_t* tr = mine && lane == 0 ? trace_rec<kTrace>(p, tile_no) : nullptr;
+        // Trace: warp 1 records every tile (an L2 tile's T_RS: the longest span of the three warps, below).
+        uint64_t* tr = ew == 0 && lane == 0 ? trace_rec<kTrace>(p, tile_no) : nullptr;
         uint64_t c0 = 0;
         if (kTrace && tr) {
           tr[kTrEpiStart] = ptx::globaltimer_ns();
           c0 = clock_now();
         }
         uint8_t* st = sh.stage[es.stage];
-        if (!mine) {
-          if (lane == 0 || !l1_role) ptx::mbar_arrive_release_cta(&sh.stage_empty[es.stage]);
-          es.advance();
-          continue;
-        }
-        if (l1_role) {
-          // h codes by one 2-d TMA store, the 128 row scales by one bulk store; the row's readiness only
-          // after both are complete (the consumers of h are other CTAs' TMA loads).
-          if (lane == 0) {
+        if (!t.l2()) {
+          if (ew == 0 && lane == 0) {
+            // h codes by one 2-d TMA store, the 128 row scales by one bulk store; the row's readiness only
+            // after both are complete (the consumers of h are other CTAs' TMA loads).
             if constexpr (C::kBf16) {
               // bf16 h: the tile's 128 columns are two boxes of 64 (128 bytes per row each); no scales.
               tma_store_2d(&p.tma_h, st, t.n * kBlockN, g * p.rows_cap + t.row() * kBlockM);
@@ -877,18 +877,23 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
             ptx::fence_proxy_async_global();
             __threadfence();
             kernel::signal_add_release(p.row_ready + g * row_tiles + t.row(), 1);
+          } else {
+            ptx::mbar_arrive_release_cta(&sh.stage_empty[es.stage]);  // reads nothing of an L1 tile
           }
         } else {
           // combine: every valid row's 256 bytes to entry (token, slot) of its source rank (peer memory), by
-          // 16-byte stores, half a warp per row (coalesced). Lane l first finds the destinations of rows l,
-          // l + 32, l + 64, l + 96; each row's then goes round by shuffle. The slot is free once the stores
-          // are issued (their data left in registers); the X-Stage drains them behind the MMA.
-          uint64_t dst[4];
+          // 16-byte stores, half a warp per row (coalesced). Warp ew takes row pairs [ew P, (ew + 1) P) of the
+          // tile's (valid + 1) / 2; lane l first finds the destinations of its rows lo + l and lo + 32 + l, each
+          // row's then goes round by shuffle. The slot is free once the stores are issued (their data left in
+          // registers); the X-Stage drains them behind the MMA.
+          const int pairs = (t.valid + 1) / 2, per = (pairs + kEpilogueWarps - 1) / kEpilogueWarps;
+          const int lo = 2 * min(ew * per, pairs), hi = min(2 * (ew + 1) * per, t.valid);  // rows [lo, hi)
+          uint64_t dst[2];
 #pragma unroll
-          for (int j = 0; j < 4; ++j) {
-            const int r = lane + 32 * j;
+          for (int j = 0; j < 2; ++j) {
+            const int r = lo + lane + 32 * j;
             dst[j] = 0;
-            if (r < t.valid) {
+            if (r < hi) {
               const RecvMeta m = *p.recv_meta.template at<const RecvMeta>(
                   rank, size_t(int64_t(t.row()) * kBlockM + r) * sizeof(RecvMeta));
               dst[j] = reinterpret_cast<uint64_t>(p.combine.template at<__nv_bfloat16>(
@@ -896,41 +901,36 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
             }
           }
           const int chunk = lane % 16, half = lane / 16;
-          if (kTrace && tr) c0 = clock_now();  // T_RS: the store issue span (backpressure stalls it)
-#pragma unroll
-          for (int j = 0; j < 4; ++j) {
-            if (32 * j >= t.valid) break;
+          // T_RS: the store issue span (backpressure stalls it), the longest of the three warps' (they start together).
+          uint64_t* trs = kTrace && lane == 0 ? trace_rec<kTrace>(p, tile_no) : nullptr;
+          if (kTrace && trs) c0 = clock_now();
 #pragma unroll 4
-            for (int i = 0; i < 16; ++i) {
-              const int r = 32 * j + 2 * i + half;
-              const uint64_t d = __shfl_sync(0xffffffffu, dst[j], 2 * i + half);
-              if (r < t.valid) {
-                const uint4 v = *reinterpret_cast<const uint4*>(st + r * C::kL2Pitch + ((chunk ^ (r % 8)) * 16));
-                if (combine_hint)
-                  ptx::st_weak_v4_hint(reinterpret_cast<uint8_t*>(d) + chunk * 16, v, combine_policy);
-                else
-                  ptx::st_weak_v4(reinterpret_cast<uint8_t*>(d) + chunk * 16, v);
-              }
+          for (int i = 0; lo + 2 * i < hi; ++i) {
+            const int li = 2 * i + half, r = lo + li;  // li < 64; both halves of the warp use the same dst[li / 32]
+            const uint64_t d = __shfl_sync(0xffffffffu, li < 32 ? dst[0] : dst[1], li % 32);
+            if (r < hi) {
+              const uint4 v = *reinterpret_cast<const uint4*>(st + r * C::kL2Pitch + ((chunk ^ (r % 8)) * 16));
+              if (combine_hint)
+                ptx::st_weak_v4_hint(reinterpret_cast<uint8_t*>(d) + chunk * 16, v, combine_policy);
+              else
+                ptx::st_weak_v4(reinterpret_cast<uint8_t*>(d) + chunk * 16, v);
             }
           }
           __syncwarp();
-          if (kTrace && tr) {
-            tr[kTrEpiRead] = clock_now() - c0;  // every store issued
-            tr[kTrEpiDone] = 0;
-          }
+          if (kTrace && trs)  // every store of this warp's share issued; the record was zeroed at launch
+            atomicMax(reinterpret_cast<unsigned long long*>(&trs[kTrEpiRead]), (unsigned long long)(clock_now() - c0));
           ptx::mbar_arrive_release_cta(&sh.stage_empty[es.stage]);  // every lane: its reads are done
         }
         es.advance();
       }
-      if (!l1_role) {
-        // Per-CTA completion of the combine stores (docs/FOUNDATION.md: release only after completion).
-        __threadfence_system();
-        __syncwarp();
-        if (lane == 0)
-          for (int d = 0; d < p.view.world; ++d)
-            kernel::signal_add_release(
-                p.signal.template at<uint32_t>(d, runtime::signal_offset(p.view.world, kSlotCombine, rank)));
-      }
+      // Per-CTA completion of the combine stores (docs/FOUNDATION.md: release only after completion): every
+      // storing thread's stores are performed (system fence), then the three warps meet and one lane releases.
+      __threadfence_system();
+      kernel::bar_sync(Bar::kEpilogueDone, 32 * kEpilogueWarps);
+      if (ew == 0 && lane == 0)
+        for (int d = 0; d < p.view.world; ++d)
+          kernel::signal_add_release(
+              p.signal.template at<uint32_t>(d, runtime::signal_offset(p.view.world, kSlotCombine, rank)));
     }
   } else {
     // ---- consumers: warpgroup wg owns rows [64 wg, 64 wg + 64) of every full tile, columns [64 wg, 64 wg + 64)
