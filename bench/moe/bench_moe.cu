@@ -7,7 +7,8 @@
 //             [--precision w8a8,w4a8] [--orders wave[,interleaved]] [--worlds 1,2,4,8] [--emulated-tokens 2048]
 //             [--block-s 0.1] [--warmup-s 0.05] [--rounds 1] [--min-calls 3] [--check-tokens 4] [--seed 1] [--no-time]
 //             [--trace] [--trace-csv FILE] [--ctas N] [--leads D1,D2,...] [--platform FILE]
-//             [--cluster 0|1|2] [--compare-single] [--compare-pingpong] [--compare-l2-scratch] [--compare-hints M1,M2,...]
+//             [--cluster 0|1|2] [--l2-cols 128|256] [--compare-single] [--compare-pingpong] [--compare-l2-scratch]
+//             [--compare-l2-wide] [--compare-hints M1,M2,...]
 //             [--prefetch D1,D2,...] [--custom NAME:H:I:E:K]
 //
 // --cluster: MoeLayerParams::cluster of the fused kernel (0 = auto: CTA pairs sharing the A operand by TMA
@@ -17,6 +18,9 @@
 // (MoeLayerParams::pingpong = 1; backend fused_<order>_pp), checked bit-identical and timed beside it.
 // --compare-l2-scratch adds, per order, the kernel with two scratch accumulators in the W8A8 Linear-2 mainloop
 // (MoeLayerParams::l2_scratches = 2; backend fused_<order>_s2), checked bit-identical and timed beside it.
+// --l2-cols: MoeLayerParams::l2_cols of every fused backend (128, the default, or 256-column Linear-2 tiles where
+// the hidden size allows them; elsewhere 128 with a note). --compare-l2-wide adds, per order, the kernel with
+// l2_cols = 256 (backend fused_<order>_w, where the hidden size allows it), checked bit-identical and timed beside it.
 // --compare-hints M1,M2: adds, per order and mask M, the kernel with MoeLayerParams::l2_hints = M (L2 cache hints:
 // 1 combine stores evict_first, 2 Linear-2 weights evict_last, 4 Linear-1 weights evict_first; backend
 // fused_<order>_h<M>), checked bit-identical and timed beside it.
@@ -288,6 +292,8 @@ struct Args {
   bool compare_pingpong = false;  // --compare-pingpong: also the orders with pingpong = 1
   bool compare_l2_scratch = false;  // --compare-l2-scratch: also the orders with l2_scratches = 2
   std::vector<int> compare_hints;   // --compare-hints: also the orders with these l2_hints masks
+  int l2_cols = 128;                // --l2-cols: MoeLayerParams::l2_cols of the fused backends
+  bool compare_l2_wide = false;     // --compare-l2-wide: also the orders with l2_cols = 256
   double block_s = 0.1, warmup_s = 0.05;
   int rounds = 1;
   long min_calls = bench::kDefaultMinCalls;
@@ -384,6 +390,11 @@ Args parse(int argc, char** argv) {
     else if (k == "--compare-pingpong") a.compare_pingpong = true;
     else if (k == "--compare-l2-scratch") a.compare_l2_scratch = true;
     else if (k == "--compare-hints") a.compare_hints = split_int(val(), k.c_str());
+    else if (k == "--compare-l2-wide") a.compare_l2_wide = true;
+    else if (k == "--l2-cols") {
+      a.l2_cols = std::stoi(val());
+      if (a.l2_cols != 128 && a.l2_cols != 256) throw UsageError(detail::concat("--l2-cols ", a.l2_cols, ": 128 or 256"));
+    }
     else if (k == "--platform") a.platform = val();
     else if (k == "--leads") a.leads = split_int(val(), k.c_str());
     else if (k == "--prefetch") a.prefetch = split_int(val(), k.c_str());
@@ -477,7 +488,7 @@ double med(std::vector<double> v) {
 }
 
 // Summary of one traced launch (see --trace in the header).
-json trace_summary(const std::vector<moe_kernel::MoeTileTrace>& tr, int ctas, int hidden, int inter) {
+json trace_summary(const std::vector<moe_kernel::MoeTileTrace>& tr, int ctas, int hidden, int inter, int l2_cols) {
   std::vector<double> ghz, l1_us, l2_us, l1_first, l2_first, slot, trs, l1_done, gap;
   double busy_ns = 0, cyc = 0, full = 0;
   uint64_t t0 = UINT64_MAX, t1 = 0;
@@ -505,7 +516,7 @@ json trace_summary(const std::vector<moe_kernel::MoeTileTrace>& tr, int ctas, in
     else l1_done.push_back(t.epi_done_cycles / f / 1e3);
   }
   const double span = double(t1 - t0);
-  const double l1_flop = 2.0 * 128 * 256 * hidden, l2_flop = 2.0 * 128 * 128 * inter;  // per tile, 128 rows
+  const double l1_flop = 2.0 * 128 * 256 * hidden, l2_flop = 2.0 * 128 * l2_cols * inter;  // per tile, 128 rows
   return {{"tiles", tr.size()}, {"half_tiles", half}, {"clock_ghz", f}, {"makespan_us", span / 1e3},
           {"mma_busy", span > 0 ? busy_ns / (double(ctas) * span) : NAN}, {"starved", cyc > 0 ? full / cyc : NAN},
           {"l1_mma_us", med(l1_us)}, {"l2_mma_us", med(l2_us)},
@@ -664,6 +675,11 @@ int main(int argc, char** argv) try {
           prm.experts_per_wave = 0;  // auto: waves that fill the SMs
           prm.ctas_per_rank = a.ctas;  // 0: every SM (diagnostics only: fewer CTAs)
           prm.cluster = a.cluster;
+          // 256-column Linear-2 tiles where the shape allows them (W8A8 / W4A8, hidden % 256, and % 512 for pairs)
+          const bool wide_ok = s.hidden % 256 == 0 && (s.hidden / 256) % 2 == 0;
+          prm.l2_cols = a.l2_cols == 256 && wide_ok ? 256 : 128;
+          if (a.l2_cols == 256 && !wide_ok)
+            std::printf("    note: %s keeps 128-column Linear-2 tiles (hidden %d)\n", key.c_str(), s.hidden);
           const bool fused_ok = true;
           json row = {{"shape", key}, {"hidden", s.hidden}, {"inter", s.inter}, {"experts", s.experts},
                       {"topk", s.topk}, {"tokens", T}, {"routing", rname}, {"precision", prec}, {"flops", flops}};
@@ -707,6 +723,8 @@ int main(int argc, char** argv) try {
             if (a.compare_single) add_variants("_c1", [](moe_kernel::MoeLayerParams& q) { q.cluster = 1; });  // no A multicast
             if (a.compare_pingpong) add_variants("_pp", [](moe_kernel::MoeLayerParams& q) { q.pingpong = 1; });
             if (a.compare_l2_scratch) add_variants("_s2", [](moe_kernel::MoeLayerParams& q) { q.l2_scratches = 2; });
+            if (a.compare_l2_wide && wide_ok && prm.l2_cols == 128)
+              add_variants("_w", [](moe_kernel::MoeLayerParams& q) { q.l2_cols = 256; });
             for (int m : a.compare_hints)
               add_variants("_h" + std::to_string(m), [m](moe_kernel::MoeLayerParams& q) { q.l2_hints = m; });
             for (size_t i = 0; i < order_prm.size(); ++i)  // weight prefetch into L2 at these distances
@@ -968,7 +986,7 @@ int main(int argc, char** argv) try {
               moe_kernel::launch_moe_layer(*team1, ws, p2, st);
               ws.check(*team1, "traced fused MoE (" + key + ")");
               const std::vector<moe_kernel::MoeTileTrace> tr = ws.read_trace(*team1);
-              json js = trace_summary(tr, a.ctas > 0 ? a.ctas : team1->sms_per_rank(), s.hidden, s.inter);
+              json js = trace_summary(tr, a.ctas > 0 ? a.ctas : team1->sms_per_rank(), s.hidden, s.inter, p2.l2_cols);
               if (real)  // the mean over the ranks of each rank's summary (each rank's tiles: its --trace-csv.rankR)
                 for (auto& [k, v] : js.items()) v = rmean(v.get<double>());
               row["trace_" + a.orders[i]] = js;

@@ -55,8 +55,9 @@ struct Case {
   // computes every tile with the same math, only the A operand arrives by multicast.
   bool check_single = false;
   // Also run it with the MMA warpgroups' batches alternating (MoeLayerParams::pingpong = 1), with two Linear-2
-  // scratch accumulators (l2_scratches = 2) and with every L2 cache hint (l2_hints = kHintAll), each required
-  // bit-identical: the first two only change when batches run, the hints only where lines stay in L2.
+  // scratch accumulators (l2_scratches = 2), with every L2 cache hint (l2_hints = kHintAll) and (W8A8, W4A8 with
+  // hidden % 512 == 0) with 256-column Linear-2 tiles (l2_cols = 256), each required bit-identical: the first two
+  // only change when batches run, the hints only where lines stay in L2, the wide tiles which CTA computes a block.
   bool check_batch_timing = false;
 };
 
@@ -297,6 +298,10 @@ void run_case(const Case& c) {
       variants.back().first.l2_scratches = 2;
       variants.push_back({prm, "every L2 cache hint (l2_hints 7)"});
       variants.back().first.l2_hints = moe_kernel::kHintAll;
+      if (!c.bf16 && H % 512 == 0) {  // 256-column Linear-2 tiles (an even count of them, for CTA pairs)
+        variants.push_back({prm, "256-column Linear-2 tiles (l2_cols 256)"});
+        variants.back().first.l2_cols = 256;
+      }
     }
     for (const auto& [pv, what] : variants) {
       for (int r = 0; r < P; ++r) CUDA_CHECK(cudaMemset(d_out[r]->p, 0xFF, size_t(T) * H * 4));
@@ -772,6 +777,15 @@ TEST(MoeLayerGpu, RejectsBadClusters) {
                   .find("l2_hints must be a set of MoeL2Hint bits in [0, 7], got " + std::to_string(bad)),
               std::string::npos);
   }
+  moe_kernel::MoeLayerParams w = params(even);
+  w.l2_cols = 192;
+  EXPECT_NE(usage_error([&] { moe_kernel::run_moe_layer(*team, ws2, w, team->stream()); }).find("l2_cols must be 128 or 256, got 192"),
+            std::string::npos);
+  moe_kernel::MoeLayerParams wo = params(odd);  // hidden 1152: not a multiple of 256
+  wo.l2_cols = 256;
+  EXPECT_NE(usage_error([&] { moe_kernel::run_moe_layer(*team, ws, wo, team->stream()); })
+                .find("l2_cols 256 needs hidden a multiple of it, got hidden 1152"),
+            std::string::npos);
   CUDA_CHECK(cudaDeviceSynchronize());
 }
 

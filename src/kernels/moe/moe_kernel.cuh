@@ -811,19 +811,24 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
             wait_row_ready(p.row_ready + g * row_tiles + t.row, uint32_t(layout.l1_ntiles), p.timeout_ns, p.err, rank,
                            t.row);
             ptx::fence_proxy_async_global();
+            // l2_wide: the tile is N blocks 2n and 2n + 1 (256 columns), two B boxes per stage as in Linear-1.
+            const bool wide = p.l2_wide != 0;
+            const int col0 = t.n * (wide ? 2 : 1) * kBlockN, w2_row = ex * p.hidden + col0;
             for (int kb = 0; kb < KB2; ++kb) {
               wait_empty(ps);
-              ptx::mbar_arrive_expect_tx_release_cta(&sh.full[ps.stage], C::kL2TxBytes);
+              ptx::mbar_arrive_expect_tx_release_cta(&sh.full[ps.stage], wide ? C::kL2WideTxBytes : C::kL2TxBytes);
               const int k0 = kb * C::kBlockKElems;
               load_a(&p.tma_ha, ps, k0, grow);
               if constexpr (!C::kBf16)
                 tma_load_2d(&p.tma_hs, &sh.full[ps.stage], sh.sa[ps.stage], t.row * kBlockM, g * KB2 + kb);
-              tma_load_weights(&p.tma_w2, &sh.full[ps.stage], sh.b[ps.stage], k0, ex * p.hidden + t.n * kBlockN,
-                               w2_policy);
+              tma_load_weights(&p.tma_w2, &sh.full[ps.stage], sh.b[ps.stage], k0, w2_row, w2_policy);
+              if (wide) tma_load_weights(&p.tma_w2, &sh.full[ps.stage], sh.b[ps.stage] + C::kBBytes, k0, w2_row + kBlockN, w2_policy);
               if (p.l2_prefetch > 0 && kb + p.l2_prefetch < KB2)
-                ptx::tma_prefetch_l2_2d(&p.tma_w2, (kb + p.l2_prefetch) * C::kBlockKElems, ex * p.hidden + t.n * kBlockN);
-              if constexpr (C::kInt4)
-                tma_load_2d(&p.tma_s2, &sh.full[ps.stage], &sh.sb[ps.stage][0], t.n * kBlockN, ex * KB2 + kb);
+                ptx::tma_prefetch_l2_2d(&p.tma_w2, (kb + p.l2_prefetch) * C::kBlockKElems, w2_row);  // (box 0 only)
+              if constexpr (C::kInt4) {
+                tma_load_2d(&p.tma_s2, &sh.full[ps.stage], &sh.sb[ps.stage][0], col0, ex * KB2 + kb);
+                if (wide) tma_load_2d(&p.tma_s2, &sh.full[ps.stage], &sh.sb[ps.stage][kBlockN], col0 + kBlockN, ex * KB2 + kb);
+              }
               ps.advance();
               if (kb == 0) look_ahead();
             }
@@ -885,10 +890,12 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
           // 16-byte stores, half a warp per row (coalesced). Warp ew takes row pairs [ew P, (ew + 1) P) of the
           // tile's (valid + 1) / 2; lane l first finds the destinations of its rows lo + l and lo + 32 + l, each
           // row's then goes round by shuffle. The slot is free once the stores are issued (their data left in
-          // registers); the X-Stage drains them behind the MMA.
+          // registers); the X-Stage drains them behind the MMA. A 256-column tile (l2_wide) arrives as two
+          // hand-offs, N blocks 2n and 2n + 1.
           const int pairs = (t.valid + 1) / 2, per = (pairs + kEpilogueWarps - 1) / kEpilogueWarps;
           const int lo = 2 * min(ew * per, pairs), hi = min(2 * (ew + 1) * per, t.valid);  // rows [lo, hi)
-          uint64_t dst[2];
+          const int blocks = p.l2_wide ? 2 : 1;
+          uint64_t dst[2];  // the row's combine entry at the tile's first column
 #pragma unroll
           for (int j = 0; j < 2; ++j) {
             const int r = lo + lane + 32 * j;
@@ -897,29 +904,37 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
               const RecvMeta m = *p.recv_meta.template at<const RecvMeta>(
                   rank, size_t(int64_t(t.row()) * kBlockM + r) * sizeof(RecvMeta));
               dst[j] = reinterpret_cast<uint64_t>(p.combine.template at<__nv_bfloat16>(
-                  m.src, ((size_t(m.token) * p.topk + m.slot) * p.hidden + size_t(t.n) * kBlockN) * sizeof(__nv_bfloat16)));
+                  m.src, ((size_t(m.token) * p.topk + m.slot) * p.hidden + size_t(t.n) * blocks * kBlockN) *
+                             sizeof(__nv_bfloat16)));
             }
           }
           const int chunk = lane % 16, half = lane / 16;
           // T_RS: the store issue span (backpressure stalls it), the longest of the three warps' (they start together).
           uint64_t* trs = kTrace && lane == 0 ? trace_rec<kTrace>(p, tile_no) : nullptr;
           if (kTrace && trs) c0 = clock_now();
-#pragma unroll 4
-          for (int i = 0; lo + 2 * i < hi; ++i) {
-            const int li = 2 * i + half, r = lo + li;  // li < 64; both halves of the warp use the same dst[li / 32]
-            const uint64_t d = __shfl_sync(0xffffffffu, li < 32 ? dst[0] : dst[1], li % 32);
-            if (r < hi) {
-              const uint4 v = *reinterpret_cast<const uint4*>(st + r * C::kL2Pitch + ((chunk ^ (r % 8)) * 16));
-              if (combine_hint)
-                ptx::st_weak_v4_hint(reinterpret_cast<uint8_t*>(d) + chunk * 16, v, combine_policy);
-              else
-                ptx::st_weak_v4(reinterpret_cast<uint8_t*>(d) + chunk * 16, v);
+          for (int b = 0; b < blocks; ++b) {
+            if (b > 0) {  // the second hand-off of a 256-column tile
+              es.advance();
+              ptx::mbar_wait_acquire_cta(&sh.stage_full[es.stage], es.phase);
+              st = sh.stage[es.stage];
             }
+#pragma unroll 4
+            for (int i = 0; lo + 2 * i < hi; ++i) {
+              const int li = 2 * i + half, r = lo + li;  // li < 64; both halves of the warp use the same dst[li / 32]
+              const uint64_t d = __shfl_sync(0xffffffffu, li < 32 ? dst[0] : dst[1], li % 32) + b * kBlockN * 2;
+              if (r < hi) {
+                const uint4 v = *reinterpret_cast<const uint4*>(st + r * C::kL2Pitch + ((chunk ^ (r % 8)) * 16));
+                if (combine_hint)
+                  ptx::st_weak_v4_hint(reinterpret_cast<uint8_t*>(d) + chunk * 16, v, combine_policy);
+                else
+                  ptx::st_weak_v4(reinterpret_cast<uint8_t*>(d) + chunk * 16, v);
+              }
+            }
+            __syncwarp();
+            ptx::mbar_arrive_release_cta(&sh.stage_empty[es.stage]);  // every lane: its reads are done
           }
-          __syncwarp();
           if (kTrace && trs)  // every store of this warp's share issued; the record was zeroed at launch
             atomicMax(reinterpret_cast<unsigned long long*>(&trs[kTrEpiRead]), (unsigned long long)(clock_now() - c0));
-          ptx::mbar_arrive_release_cta(&sh.stage_empty[es.stage]);  // every lane: its reads are done
         }
         es.advance();
       }
@@ -1035,6 +1050,43 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
           if (hs != nullptr && tid % 4 == 0) {
             hs[pt.row0 + r0] = amax[0] / 448.0f;
             hs[pt.row0 + r0 + 8] = amax[1] / 448.0f;
+          }
+        } else if (p.l2_wide) {
+          // 256 columns: N blocks 2n (b = 0) and 2n + 1 (b = 1), their W8A8 block scales KB2 apart; the output goes
+          // to the epilogue as two hand-offs of 128 columns (the slot holds one), in b order.
+          const float* s2 = p.w2_scale + (int64_t(ex) * (p.hidden / kBlockN) + 2 * t.n) * KB2;
+          auto hand_off = [&] {  // this thread's part of the slot is written (or it writes none of this one)
+            ptx::fence_proxy_async_shared_cta();
+            ptx::mbar_arrive_release_cta(&sh.stage_full[es.stage]);
+            es.advance();
+          };
+          if (!half) {
+            // Linear-1's structure: per K block two batches (blocks 0 and 1) into one scratch, promoted into f0, f1.
+            float f0[64], f1[64];
+#pragma unroll
+            for (int i = 0; i < 64; ++i) f0[i] = f1[i] = 0.f;
+            l1_mainloop<C>(sh, ps, f0, f1, pt, s2, s2 + KB2, KB2, tid, p.cluster, pp, wait_full);
+            mma_done();
+            stage_l2_rows<C>(wait_slot(), f0, pt.row0, 0, tid);
+            hand_off();
+            stage_l2_rows<C>(wait_slot(), f1, pt.row0, 0, tid);
+          } else {
+            // At most 64 rows: warpgroup wg computes block wg (rows [0, 64), m64n128 batches) and writes hand-off wg;
+            // every consumer thread waits for each hand-off's slot and arrives (the barrier counts all 256).
+            float fa[64];
+#pragma unroll
+            for (int i = 0; i < 64; ++i) fa[i] = 0.f;
+            const TilePart pw{0, kBlockN * wg};
+            if (!C::kInt4 && p.l2_scratches == 2)
+              l2_mainloop_fp8<C>(sh, ps, fa, pw, s2 + wg * KB2, KB2, tid, p.cluster, pp, wait_full);
+            else
+              l2_mainloop<C>(sh, ps, fa, pw, s2 + wg * KB2, KB2, tid, p.cluster, pp, wait_full);
+            mma_done();
+            uint8_t* st0 = wait_slot();
+            if (wg == 0) stage_l2_rows<C>(st0, fa, 0, 0, tid);
+            hand_off();
+            uint8_t* st1 = wait_slot();
+            if (wg == 1) stage_l2_rows<C>(st1, fa, 0, 0, tid);
           }
         } else {
           const float* s2 = p.w2_scale + (int64_t(ex) * (p.hidden / kBlockN) + t.n) * KB2;  // W8A8 block scales

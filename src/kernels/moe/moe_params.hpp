@@ -55,6 +55,7 @@ struct ConfigT {
   static constexpr uint32_t kSbBytes = kInt4 ? kBlockN * sizeof(float) : 0;  // per-column weight scales per box
   static constexpr uint32_t kL1TxBytes = kABytes + 2 * (kBBytes + kSbBytes) + kSaBytes;  // gate + up boxes
   static constexpr uint32_t kL2TxBytes = kABytes + kBBytes + kSbBytes + kSaBytes;
+  static constexpr uint32_t kL2WideTxBytes = kABytes + 2 * (kBBytes + kSbBytes) + kSaBytes;  // l2_wide: two boxes
   static_assert(kBlockK == 128 && kBlockM == 128 && kBlockN == 128, "one tile configuration");
   static_assert(kBlockKElems * kElemBytes == 128, "a K block row is one 128 B swizzle row");
   static_assert(kHPanelBytes * 2 == kStageBytes, "a bf16 h tile fills one staging slot");
@@ -95,6 +96,7 @@ struct KernelParams {
   int pingpong;     // MoeLayerParams::pingpong: the consumer warpgroups' wgmma batches strictly alternate (1) or not (0)
   int l2_scratches;  // MoeLayerParams::l2_scratches: W8A8 Linear-2 scratch accumulators (1 or 2)
   int l2_hints;      // MoeLayerParams::l2_hints: kHint* bits
+  int l2_wide;       // MoeLayerParams::l2_cols == 256: a Linear-2 tile is N-blocks 2n and 2n + 1
   int hidden, inter, topk, tokens, rows_cap;
   moe::DispatchLayout dl;  // tables in device memory
   typename Sched::Params sched[runtime::kMaxRanks];  // per local rank; layout rebased onto device tables
