@@ -45,6 +45,7 @@
 #include "xstage/kernel/pipeline.cuh"
 #include "xstage/kernel/signal.cuh"
 #include "xstage/moe/dispatch_layout.hpp"
+#include "xstage/moe/epilogue_rows.hpp"
 #include "xstage/ptx/cluster.cuh"
 #include "xstage/ptx/store.cuh"
 #include "xstage/ptx/sync.cuh"
@@ -892,8 +893,8 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
           // row's then goes round by shuffle. The slot is free once the stores are issued (their data left in
           // registers); the X-Stage drains them behind the MMA. A 256-column tile (l2_wide) arrives as two
           // hand-offs, N blocks 2n and 2n + 1.
-          const int pairs = (t.valid + 1) / 2, per = (pairs + kEpilogueWarps - 1) / kEpilogueWarps;
-          const int lo = 2 * min(ew * per, pairs), hi = min(2 * (ew + 1) * per, t.valid);  // rows [lo, hi)
+          const moe::RowRange rows = moe::epilogue_rows(t.valid, ew, kEpilogueWarps);
+          const int lo = rows.lo, hi = rows.hi;
           const int blocks = p.l2_wide ? 2 : 1;
           uint64_t dst[2];  // the row's combine entry at the tile's first column
 #pragma unroll
