@@ -38,6 +38,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <type_traits>
 
 #include "moe_params.hpp"
 #include "xstage/kernel/barrier.cuh"
@@ -131,6 +132,14 @@ __device__ __forceinline__ void tma_load_weights(const CUtensorMap* map, uint64_
     tma_load_2d_hint(map, bar, dst, c0, c1, policy);
   else
     tma_load_2d(map, bar, dst, c0, c1);
+}
+
+// A combine store: with the hint when one is asked for (policy != 0), else the plain store.
+__device__ __forceinline__ void store_combine(void* dst, uint4 v, uint64_t policy) {
+  if (policy != 0)
+    ptx::st_weak_v4_hint(dst, v, policy);
+  else
+    ptx::st_weak_v4(dst, v);
 }
 
 __device__ __forceinline__ bool record_moe_error(MoeDeviceError* e, int code, int rank, int what, uint32_t expected,
@@ -845,8 +854,7 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
       // times as fast as by one warp (s23: one warp took 5.1-5.7 us per 32 KB tile at 32K tokens).
       const int ew = warp - kL1EpilogueWarp;  // 0, 1, 2
       // MoeLayerParams::l2_hints: the combine entries are read once, by the weighted sum after the kernel.
-      const bool combine_hint = (p.l2_hints & kHintCombineEvictFirst) != 0;
-      const uint64_t combine_policy = combine_hint ? ptx::l2_policy_evict_first() : 0;
+      const uint64_t combine_policy = (p.l2_hints & kHintCombineEvictFirst) ? ptx::l2_policy_evict_first() : 0;
       EpiState es;
       kernel::PipeState<kTileRing> ts;
       for (int tile_no = 0;; ++tile_no) {
@@ -925,10 +933,7 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
               const uint64_t d = __shfl_sync(0xffffffffu, li < 32 ? dst[0] : dst[1], li % 32) + b * kBlockN * 2;
               if (r < hi) {
                 const uint4 v = *reinterpret_cast<const uint4*>(st + r * C::kL2Pitch + ((chunk ^ (r % 8)) * 16));
-                if (combine_hint)
-                  ptx::st_weak_v4_hint(reinterpret_cast<uint8_t*>(d) + chunk * 16, v, combine_policy);
-                else
-                  ptx::st_weak_v4(reinterpret_cast<uint8_t*>(d) + chunk * 16, v);
+                store_combine(reinterpret_cast<uint8_t*>(d) + chunk * 16, v, combine_policy);
               }
             }
             __syncwarp();
@@ -1091,27 +1096,23 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
           }
         } else {
           const float* s2 = p.w2_scale + (int64_t(ex) * (p.hidden / kBlockN) + t.n) * KB2;  // W8A8 block scales
-          if (!half) {
-            float fa[64];
+          // The part's accumulators: 64 (full tile) or 32 (half tile) per thread, the same code otherwise.
+          auto l2_part = [&](auto acc_count) {
+            constexpr int kAcc = decltype(acc_count)::value;
+            float fa[kAcc];
 #pragma unroll
-            for (int i = 0; i < 64; ++i) fa[i] = 0.f;
+            for (int i = 0; i < kAcc; ++i) fa[i] = 0.f;
             if (!C::kInt4 && p.l2_scratches == 2)
               l2_mainloop_fp8<C>(sh, ps, fa, pt, s2, KB2, tid, p.cluster, pp, wait_full);
             else
               l2_mainloop<C>(sh, ps, fa, pt, s2, KB2, tid, p.cluster, pp, wait_full);
             mma_done();
             stage_l2_rows<C>(wait_slot(), fa, pt.row0, pt.col0, tid);
-          } else {
-            float fa[32];
-#pragma unroll
-            for (int i = 0; i < 32; ++i) fa[i] = 0.f;
-            if (!C::kInt4 && p.l2_scratches == 2)
-              l2_mainloop_fp8<C>(sh, ps, fa, pt, s2, KB2, tid, p.cluster, pp, wait_full);
-            else
-              l2_mainloop<C>(sh, ps, fa, pt, s2, KB2, tid, p.cluster, pp, wait_full);
-            mma_done();
-            stage_l2_rows<C>(wait_slot(), fa, pt.row0, pt.col0, tid);
-          }
+          };
+          if (!half)
+            l2_part(std::integral_constant<int, 64>{});
+          else
+            l2_part(std::integral_constant<int, 32>{});
         }
       }
       // Hand the slot to the epilogue warps: generic-proxy smem writes before their bulk/TMA reads.
