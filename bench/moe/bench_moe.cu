@@ -7,8 +7,8 @@
 //             [--precision w8a8,w4a8] [--orders wave[,interleaved]] [--worlds 1,2,4,8] [--emulated-tokens 2048]
 //             [--block-s 0.1] [--warmup-s 0.05] [--rounds 1] [--min-calls 3] [--check-tokens 4] [--seed 1] [--no-time]
 //             [--trace] [--trace-csv FILE] [--ctas N] [--leads D1,D2,...] [--platform FILE]
-//             [--cluster 0|1|2] [--l2-cols 128|256] [--compare-single] [--compare-pingpong] [--compare-l2-scratch]
-//             [--compare-l2-wide] [--compare-hints M1,M2,...]
+//             [--cluster 0|1|2] [--l2-cols 0|128|256] [--compare-single] [--compare-pingpong] [--compare-l2-scratch]
+//             [--compare-l2-cols] [--compare-hints M1,M2,...]
 //             [--prefetch D1,D2,...] [--custom NAME:H:I:E:K]
 //
 // --cluster: MoeLayerParams::cluster of the fused kernel (0 = auto: CTA pairs sharing the A operand by TMA
@@ -18,9 +18,10 @@
 // (MoeLayerParams::pingpong = 1; backend fused_<order>_pp), checked bit-identical and timed beside it.
 // --compare-l2-scratch adds, per order, the kernel with two scratch accumulators in the W8A8 Linear-2 mainloop
 // (MoeLayerParams::l2_scratches = 2; backend fused_<order>_s2), checked bit-identical and timed beside it.
-// --l2-cols: MoeLayerParams::l2_cols of every fused backend (128, the default, or 256-column Linear-2 tiles where
-// the hidden size allows them; elsewhere 128 with a note). --compare-l2-wide adds, per order, the kernel with
-// l2_cols = 256 (backend fused_<order>_w, where the hidden size allows it), checked bit-identical and timed beside it.
+// --l2-cols: MoeLayerParams::l2_cols of every fused backend (0, the default: auto, 256-column Linear-2 tiles where
+// hidden % 512 == 0; 128; or 256 where the hidden size allows it, elsewhere 128 with a note). --compare-l2-cols adds,
+// per order, the kernel with the other Linear-2 width (backend fused_<order>_n: 128 columns beside 256;
+// fused_<order>_w: 256 beside 128; where the hidden size allows 256), checked bit-identical and timed beside it.
 // --compare-hints M1,M2: adds, per order and mask M, the kernel with MoeLayerParams::l2_hints = M (L2 cache hints:
 // 1 combine stores evict_first, 2 Linear-2 weights evict_last, 4 Linear-1 weights evict_first; backend
 // fused_<order>_h<M>), checked bit-identical and timed beside it.
@@ -292,8 +293,8 @@ struct Args {
   bool compare_pingpong = false;  // --compare-pingpong: also the orders with pingpong = 1
   bool compare_l2_scratch = false;  // --compare-l2-scratch: also the orders with l2_scratches = 2
   std::vector<int> compare_hints;   // --compare-hints: also the orders with these l2_hints masks
-  int l2_cols = 128;                // --l2-cols: MoeLayerParams::l2_cols of the fused backends
-  bool compare_l2_wide = false;     // --compare-l2-wide: also the orders with l2_cols = 256
+  int l2_cols = 0;                  // --l2-cols: MoeLayerParams::l2_cols of the fused backends (0: auto)
+  bool compare_l2_cols = false;     // --compare-l2-cols: also the orders with the other Linear-2 width
   double block_s = 0.1, warmup_s = 0.05;
   int rounds = 1;
   long min_calls = bench::kDefaultMinCalls;
@@ -390,10 +391,11 @@ Args parse(int argc, char** argv) {
     else if (k == "--compare-pingpong") a.compare_pingpong = true;
     else if (k == "--compare-l2-scratch") a.compare_l2_scratch = true;
     else if (k == "--compare-hints") a.compare_hints = split_int(val(), k.c_str());
-    else if (k == "--compare-l2-wide") a.compare_l2_wide = true;
+    else if (k == "--compare-l2-cols") a.compare_l2_cols = true;
     else if (k == "--l2-cols") {
       a.l2_cols = std::stoi(val());
-      if (a.l2_cols != 128 && a.l2_cols != 256) throw UsageError(detail::concat("--l2-cols ", a.l2_cols, ": 128 or 256"));
+      if (a.l2_cols != 0 && a.l2_cols != 128 && a.l2_cols != 256)
+        throw UsageError(detail::concat("--l2-cols ", a.l2_cols, ": 0 (auto), 128 or 256"));
     }
     else if (k == "--platform") a.platform = val();
     else if (k == "--leads") a.leads = split_int(val(), k.c_str());
@@ -677,12 +679,14 @@ int main(int argc, char** argv) try {
           prm.cluster = a.cluster;
           // 256-column Linear-2 tiles where the shape allows them (W8A8 / W4A8, hidden % 256, and % 512 for pairs)
           const bool wide_ok = s.hidden % 256 == 0 && (s.hidden / 256) % 2 == 0;
-          prm.l2_cols = a.l2_cols == 256 && wide_ok ? 256 : 128;
+          prm.l2_cols = a.l2_cols == 256 && !wide_ok ? 128 : a.l2_cols;
+          prm.l2_cols = moe_kernel::moe_l2_cols(prm);  // the width this row runs (written to moe.csv)
           if (a.l2_cols == 256 && !wide_ok)
             std::printf("    note: %s keeps 128-column Linear-2 tiles (hidden %d)\n", key.c_str(), s.hidden);
           const bool fused_ok = true;
           json row = {{"shape", key}, {"hidden", s.hidden}, {"inter", s.inter}, {"experts", s.experts},
-                      {"topk", s.topk}, {"tokens", T}, {"routing", rname}, {"precision", prec}, {"flops", flops}};
+                      {"topk", s.topk}, {"tokens", T}, {"routing", rname}, {"precision", prec}, {"flops", flops},
+                      {"l2_cols", prm.l2_cols}};
           bool good = true;
           std::vector<std::string> names;
           std::vector<std::function<void(int)>> fns;
@@ -723,8 +727,8 @@ int main(int argc, char** argv) try {
             if (a.compare_single) add_variants("_c1", [](moe_kernel::MoeLayerParams& q) { q.cluster = 1; });  // no A multicast
             if (a.compare_pingpong) add_variants("_pp", [](moe_kernel::MoeLayerParams& q) { q.pingpong = 1; });
             if (a.compare_l2_scratch) add_variants("_s2", [](moe_kernel::MoeLayerParams& q) { q.l2_scratches = 2; });
-            if (a.compare_l2_wide && wide_ok && prm.l2_cols == 128)
-              add_variants("_w", [](moe_kernel::MoeLayerParams& q) { q.l2_cols = 256; });
+            if (a.compare_l2_cols && wide_ok)
+              add_variants(prm.l2_cols == 256 ? "_n" : "_w", [](moe_kernel::MoeLayerParams& q) { q.l2_cols = 384 - q.l2_cols; });
             for (int m : a.compare_hints)
               add_variants("_h" + std::to_string(m), [m](moe_kernel::MoeLayerParams& q) { q.l2_hints = m; });
             for (size_t i = 0; i < order_prm.size(); ++i)  // weight prefetch into L2 at these distances

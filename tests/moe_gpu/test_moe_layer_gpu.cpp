@@ -56,8 +56,9 @@ struct Case {
   bool check_single = false;
   // Also run it with the MMA warpgroups' batches alternating (MoeLayerParams::pingpong = 1), with two Linear-2
   // scratch accumulators (l2_scratches = 2), with every L2 cache hint (l2_hints = kHintAll) and (W8A8, W4A8 with
-  // hidden % 512 == 0) with 256-column Linear-2 tiles (l2_cols = 256), each required bit-identical: the first two
-  // only change when batches run, the hints only where lines stay in L2, the wide tiles which CTA computes a block.
+  // hidden % 512 == 0) with 128- and with 256-column Linear-2 tiles (l2_cols; auto picks 256 there), each required
+  // bit-identical: the first two only change when batches run, the hints only where lines stay in L2, the widths
+  // which CTA computes a block.
   bool check_batch_timing = false;
 };
 
@@ -298,9 +299,12 @@ void run_case(const Case& c) {
       variants.back().first.l2_scratches = 2;
       variants.push_back({prm, "every L2 cache hint (l2_hints 7)"});
       variants.back().first.l2_hints = moe_kernel::kHintAll;
-      if (!c.bf16 && H % 512 == 0) {  // 256-column Linear-2 tiles (an even count of them, for CTA pairs)
-        variants.push_back({prm, "256-column Linear-2 tiles (l2_cols 256)"});
-        variants.back().first.l2_cols = 256;
+      if (!c.bf16 && H % 512 == 0) {  // both Linear-2 widths (an even count of 256-column tiles, for CTA pairs)
+        for (int cols : {128, 256}) {
+          variants.push_back({prm, std::to_string(cols) + "-column Linear-2 tiles (l2_cols " + std::to_string(cols) +
+                                       "; the first run: auto = " + std::to_string(moe_kernel::moe_l2_cols(prm)) + ")"});
+          variants.back().first.l2_cols = cols;
+        }
       }
     }
     for (const auto& [pv, what] : variants) {
@@ -779,7 +783,7 @@ TEST(MoeLayerGpu, RejectsBadClusters) {
   }
   moe_kernel::MoeLayerParams w = params(even);
   w.l2_cols = 192;
-  EXPECT_NE(usage_error([&] { moe_kernel::run_moe_layer(*team, ws2, w, team->stream()); }).find("l2_cols must be 128 or 256, got 192"),
+  EXPECT_NE(usage_error([&] { moe_kernel::run_moe_layer(*team, ws2, w, team->stream()); }).find("l2_cols must be 0 (auto), 128 or 256, got 192"),
             std::string::npos);
   moe_kernel::MoeLayerParams wo = params(odd);  // hidden 1152: not a multiple of 256
   wo.l2_cols = 256;

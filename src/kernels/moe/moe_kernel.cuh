@@ -1041,6 +1041,10 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
             kernel::bar_sync(Bar::kHalfTileAmax, 256);
             amax[0] = fmaxf(amax[0], xch[(1 - wg) * 64 + r0]);
             amax[1] = fmaxf(amax[1], xch[(1 - wg) * 64 + r0 + 8]);
+            // The other warpgroup writes these words again in the slot's next half tile: order that write after
+            // these reads here, not only through the epilogue's stage_full -> stage_empty chain (racecheck: 12
+            // hazards on HalfAndFullTiles without this barrier, s24 call 2).
+            kernel::bar_sync(Bar::kHalfTileAmax, 256);
             quantize_h(st, fg, amax, pt, tid);
             // Rows [64, 128) are padding: zero codes (8 KB, half per warpgroup) and the floor's scale, what a full
             // tile writes for its padding rows.

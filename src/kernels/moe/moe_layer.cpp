@@ -71,7 +71,7 @@ void fill_common(KernelParams<Sched>& kp, runtime::Team& team, const MoeLayerPar
   kp.cluster = cluster;
   kp.l2_prefetch = prm.l2_prefetch;
   kp.l2_hints = prm.l2_hints;
-  kp.l2_wide = prm.l2_cols == 256 ? 1 : 0;
+  kp.l2_wide = moe_l2_cols(prm) == 256 ? 1 : 0;
   kp.pingpong = prm.pingpong;
   kp.l2_scratches = prm.l2_scratches;
   kp.hidden = prm.shape.hidden;
@@ -84,19 +84,29 @@ void fill_common(KernelParams<Sched>& kp, runtime::Team& team, const MoeLayerPar
   kp.team_err = team.error_record();
 }
 
+}  // namespace
+
+int moe_l2_cols(const MoeLayerParams& prm) {
+  if (prm.l2_cols != 0) return prm.l2_cols;
+  // 256 only where CTA pairs stay possible (an even count of 256-column tiles): the shapes it was measured on.
+  return prm.weights != MoeWeightFormat::kBf16 && prm.shape.hidden % 512 == 0 ? 256 : 128;
+}
+
+namespace {
+
 // CTAs per rank and CTAs per cluster of a launch (MoeLayerParams::ctas_per_rank and ::cluster, resolved).
 struct LaunchShape {
   int ctas = 0, cluster = 1;
 };
 LaunchShape launch_shape(runtime::Team& team, const MoeLayerParams& prm) {
   const int ranks = team.local_ranks();
-  const int n1 = prm.shape.inter / kBlockN, n2 = prm.shape.hidden / prm.l2_cols;  // N tiles (l2_cols: validated)
+  const int n1 = prm.shape.inter / kBlockN, n2 = prm.shape.hidden / moe_l2_cols(prm);  // N tiles (l2_cols: validated)
   XSTAGE_REQUIRE(prm.cluster >= 0 && prm.cluster <= 2, "moe layer: cluster must be 0 (auto), 1 or 2 CTAs, got ",
                  prm.cluster);
   if (prm.cluster == 2)
     XSTAGE_REQUIRE(n1 % 2 == 0 && n2 % 2 == 0, "moe layer: CTA pairs take N tiles 2j and 2j + 1: they need even N-tile counts, but "
                    "Linear-1 has ", n1, " (inter ", prm.shape.inter, " / 128) and Linear-2 ", n2, " (hidden ",
-                   prm.shape.hidden, " / ", prm.l2_cols, ")");
+                   prm.shape.hidden, " / ", moe_l2_cols(prm), ")");
   LaunchShape ls;
   // auto = CTA pairs wherever both N-tile counts are even (and a given ctas_per_rank is even), else single CTAs
   // (DiT-MoE-XL: H / 128 = 9). Once the mainloop no longer bound itself by its instruction issue (uniform wgmma
@@ -303,10 +313,12 @@ void MoeWorkspace::check_params(runtime::Team& team, const MoeLayerParams& prm) 
   XSTAGE_REQUIRE(prm.pingpong == 0 || prm.pingpong == 1, "moe layer: pingpong must be 0 or 1, got ", prm.pingpong);
   XSTAGE_REQUIRE(prm.l2_scratches == 1 || prm.l2_scratches == 2, "moe layer: l2_scratches must be 1 or 2, got ",
                  prm.l2_scratches);
-  XSTAGE_REQUIRE(prm.l2_cols == 128 || prm.l2_cols == 256, "moe layer: l2_cols must be 128 or 256, got ", prm.l2_cols);
-  XSTAGE_REQUIRE(prm.l2_cols == 128 || prm.weights != MoeWeightFormat::kBf16,
+  XSTAGE_REQUIRE(prm.l2_cols == 0 || prm.l2_cols == 128 || prm.l2_cols == 256,
+                 "moe layer: l2_cols must be 0 (auto), 128 or 256, got ", prm.l2_cols);
+  const int l2_cols = moe_l2_cols(prm);
+  XSTAGE_REQUIRE(l2_cols == 128 || prm.weights != MoeWeightFormat::kBf16,
                  "moe layer: l2_cols 256 is for W8A8 and W4A8 (bf16 reference runs use 128-column Linear-2 tiles)");
-  XSTAGE_REQUIRE(prm.shape.hidden % prm.l2_cols == 0, "moe layer: l2_cols ", prm.l2_cols,
+  XSTAGE_REQUIRE(prm.shape.hidden % l2_cols == 0, "moe layer: l2_cols ", l2_cols,
                  " needs hidden a multiple of it, got hidden ", prm.shape.hidden);
   XSTAGE_REQUIRE(prm.l2_hints >= 0 && prm.l2_hints <= kHintAll, "moe layer: l2_hints must be a set of MoeL2Hint bits in [0, ",
                  int(kHintAll), "], got ", prm.l2_hints);
@@ -443,7 +455,7 @@ void launch_moe_layer(runtime::Team& team, MoeWorkspace& ws, const MoeLayerParam
       l.row_offset = dt + o_off + size_t(r) * (El + 1);
       l.tokens = dt + o_tok + size_t(g) * El;
       l.l1_ntiles = I / kBlockN;  // one L1 tile = 128 gate + 128 up columns -> 128 h columns
-      l.l2_ntiles = H / prm.l2_cols;  // one L2 tile = 128 or 256 output columns (MoeLayerParams::l2_cols)
+      l.l2_ntiles = H / moe_l2_cols(prm);  // one L2 tile = 128 or 256 output columns (MoeLayerParams::l2_cols)
       l.b_m = kBlockM;
       const sched::MoeLayoutStorage& host = pr.layouts[g];
       typename Sched::Params sp;
@@ -485,7 +497,7 @@ void launch_moe_layer(runtime::Team& team, MoeWorkspace& ws, const MoeLayerParam
       int cap = 1;
       for (int g = 0; g < ranks; ++g) {
         const long long rows = pr.layouts[g].view().rows();
-        cap = std::max<long long>(cap, (rows * (I / kBlockN) + ctas - 1) / ctas + (rows * (H / prm.l2_cols) + ctas - 1) / ctas + 1);
+        cap = std::max<long long>(cap, (rows * (I / kBlockN) + ctas - 1) / ctas + (rows * (H / moe_l2_cols(prm)) + ctas - 1) / ctas + 1);
       }
       const size_t bytes = size_t(ranks) * ctas * cap * kTraceWords * sizeof(uint64_t);
       if (bytes > ws.trace_bytes_) {

@@ -112,16 +112,22 @@ struct MoeLayerParams {
   // serves all its row blocks, which Interleaved spreads over time), evict_first on the Linear-1 weight loads.
   // Results are bit-identical either way; measured as options (docs/MOE.md, "L2 cache hints").
   int l2_hints = 0;
-  // Columns of a Linear-2 tile: 128 (the default) or 256 (W8A8 / W4A8, hidden a multiple of 256, and of 512 with CTA
-  // pairs): a 256-column tile computes two 128-column blocks from one A operand per K block, two batches per 48 KB
-  // stage as a Linear-1 tile does (Linear-2 tiles of 128 columns run one batch per stage, at 0.44-0.47 of the
-  // tensor rate against Linear-1's 0.68, s23), and hands its output to the epilogue as two 128-column halves.
-  // Results are bit-identical either way (every element's promotion sequence is the same).
-  int l2_cols = 128;
+  // Columns of a Linear-2 tile: 0 = auto (the default: 256 for W8A8 / W4A8 where hidden is a multiple of 512, else
+  // 128; moe_l2_cols), 128, or 256 (W8A8 / W4A8, hidden a multiple of 256, and of 512 with CTA pairs). A 256-column
+  // tile computes two 128-column blocks from one A operand per K block, two batches per 48 KB stage as a Linear-1
+  // tile does (128-column tiles run one batch per stage, at 0.44-0.47 of the tensor rate against Linear-1's 0.68,
+  // s23), and hands its output to the epilogue as two 128-column halves. Measured 1.01-1.11x faster than 128 at
+  // every W8A8 / W4A8 point of the grid with hidden % 512 == 0 (s24, docs/MOE.md). Bit-identical either way (every
+  // element's promotion sequence is the same).
+  int l2_cols = 0;
   // Per-tile instrumentation (W8A8 only): runs the traced instantiation and records every tile of the launch
   // in the workspace (MoeWorkspace::read_trace). The untraced kernels contain no trace code at all.
   bool trace = false;
 };
+
+// MoeLayerParams::l2_cols resolved: 0 (auto) -> 256 for W8A8 / W4A8 with hidden % 512 == 0, else 128; any other
+// value as given (run_moe_layer validates it).
+int moe_l2_cols(const MoeLayerParams& prm);
 
 // One traced tile. Stamps are %globaltimer ns (common to all SMs); spans are clock64 cycles of one SM.
 struct MoeTileTrace {

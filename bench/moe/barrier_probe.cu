@@ -1,0 +1,65 @@
+// barrier_probe: does compute-sanitizer racecheck order shared-memory traffic across a named barrier of part of the
+// block? The fused MoE kernel's half tiles exchange row amax between its two consumer warpgroups (threads
+// [128, 384) of 384) through one word per row and `bar.sync 1, 256` (moe_kernel.cuh, Bar::kHalfTileAmax); racecheck
+// reports hazards there (s24). This program runs that exchange alone, three ways, so racecheck can be asked:
+//   named     warpgroups 1-2 exchange through bar.sync 1, 256 (warpgroup 0 idle), as the kernel does
+//   named-all the same exchange with all 384 threads at bar.sync 1, 384
+//   sync      the same exchange with __syncthreads
+//   compute-sanitizer --tool racecheck barrier_probe named|named-all|sync
+// It checks every exchanged value and exits 1 on a wrong one; a program, not a test (a tool's behaviour).
+#include <cstdio>
+#include <cstring>
+
+#include <cuda_runtime.h>
+
+namespace {
+
+constexpr int kIters = 64;
+
+template <int kMode>  // 0 named (256 threads), 1 named with all 384, 2 __syncthreads
+__global__ void exchange(int* bad) {
+  __shared__ float x[128];
+  const int t = threadIdx.x;
+  const bool consumer = t >= 128;
+  const int tid = (t - 128) % 128, wg = (t - 128) / 128, r0 = 16 * (tid / 32) + (tid % 32) / 4;
+  auto sync = [&] {
+    if constexpr (kMode == 0) {
+      if (consumer) asm volatile("bar.sync 1, 256;\n" ::: "memory");
+    } else if constexpr (kMode == 1) {
+      asm volatile("bar.sync 1, 384;\n" ::: "memory");
+    } else {
+      __syncthreads();
+    }
+  };
+  for (int it = 0; it < kIters; ++it) {
+    if (consumer && tid % 4 == 0) x[wg * 64 + r0] = float(it * 1000 + wg * 64 + r0);
+    sync();
+    if (consumer && x[(1 - wg) * 64 + r0] != float(it * 1000 + (1 - wg) * 64 + r0)) atomicAdd(bad, 1);
+    sync();  // the next iteration's writes after these reads
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const char* mode = argc > 1 ? argv[1] : "";
+  void (*k)(int*) = std::strcmp(mode, "named") == 0       ? exchange<0>
+                    : std::strcmp(mode, "named-all") == 0 ? exchange<1>
+                    : std::strcmp(mode, "sync") == 0      ? exchange<2>
+                                                          : nullptr;
+  if (k == nullptr) {
+    std::fprintf(stderr, "barrier_probe: mode must be named, named-all or sync, got '%s'\n", mode);
+    return 2;
+  }
+  int* bad = nullptr;
+  if (cudaMalloc(&bad, sizeof(int)) != cudaSuccess || cudaMemset(bad, 0, sizeof(int)) != cudaSuccess) return 3;
+  k<<<4, 384>>>(bad);
+  int h = -1;
+  const cudaError_t e = cudaMemcpy(&h, bad, sizeof(int), cudaMemcpyDeviceToHost);
+  if (e != cudaSuccess) {
+    std::fprintf(stderr, "barrier_probe: %s\n", cudaGetErrorString(e));
+    return 3;
+  }
+  std::printf("barrier_probe %s: %d wrong values\n", mode, h);
+  return h == 0 ? 0 : 1;
+}
