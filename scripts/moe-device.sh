@@ -34,6 +34,9 @@ rm -f "$OUT/one.log"
 grep -cE " rc=0 " "$OUT/moe-tests.log" | sed 's/^/passed: /'
 grep -E " rc=[1-9]" "$OUT/moe-tests.log" | sed 's/^/FAILED: /'
 
+# racecheck on tests that run MoeLayerParams::pingpong = 1 (HalfAndFullTiles' batch-timing variants) reports the
+# half-tile amax exchange: a racecheck limitation with the turn's bar.arrive, reproduced by bench/moe/barrier_probe
+# pingpong on an exchange that is correct (s24 calls 4-6; docs/MOE.md). The default filter has no pingpong runs.
 if [ "${MOE_SANITIZE:-1}" = 1 ]; then
   echo "== compute-sanitizer"
   SAN=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)

@@ -50,8 +50,8 @@ for step in $STEPS; do
            python3 scripts/moe-summary.py --runs "$OUT/w8" "$OUT/w4" $sw --out-moe "$OUT/moe" \
              --out-schedule "$OUT/moe-schedule"
            big=""; for d in big8 big4; do [ -e "$OUT/$d/summary.json" ] && big="$big $OUT/$d"; done
-           [ -n "$big" ] && python3 scripts/moe-summary.py --runs $big --out-moe "$OUT/moe-big" \
-             --out-schedule "$OUT/moe-schedule-big" ;;
+           if [ -n "$big" ]; then python3 scripts/moe-summary.py --runs $big --out-moe "$OUT/moe-big" \
+             --out-schedule "$OUT/moe-schedule-big"; fi ;;
     *) echo "unknown step $step"; exit 2 ;;
   esac
 done

@@ -5,7 +5,9 @@
 //   named     warpgroups 1-2 exchange through bar.sync 1, 256 (warpgroup 0 idle), as the kernel does
 //   named-all the same exchange with all 384 threads at bar.sync 1, 384
 //   sync      the same exchange with __syncthreads
-//   compute-sanitizer --tool racecheck barrier_probe named|named-all|sync
+//   pingpong  as named, with the kernel's PingPong turn around each iteration (MoeLayerParams::pingpong: warpgroup
+//             wg waits at bar.sync 2 + wg, 256 for the other's bar.arrive, warpgroup 0 starts holding the turn)
+//   compute-sanitizer --tool racecheck barrier_probe named|named-all|sync|pingpong
 // It checks every exchanged value and exits 1 on a wrong one; a program, not a test (a tool's behaviour).
 #include <cstdio>
 #include <cstring>
@@ -16,14 +18,14 @@ namespace {
 
 constexpr int kIters = 64;
 
-template <int kMode>  // 0 named (256 threads), 1 named with all 384, 2 __syncthreads
+template <int kMode>  // 0 named (256 threads), 1 named with all 384, 2 __syncthreads, 3 named + the turn
 __global__ void exchange(int* bad) {
   __shared__ float x[128];
   const int t = threadIdx.x;
   const bool consumer = t >= 128;
   const int tid = (t - 128) % 128, wg = (t - 128) / 128, r0 = 16 * (tid / 32) + (tid % 32) / 4;
   auto sync = [&] {
-    if constexpr (kMode == 0) {
+    if constexpr (kMode == 0 || kMode == 3) {
       if (consumer) asm volatile("bar.sync 1, 256;\n" ::: "memory");
     } else if constexpr (kMode == 1) {
       asm volatile("bar.sync 1, 384;\n" ::: "memory");
@@ -32,11 +34,16 @@ __global__ void exchange(int* bad) {
     }
   };
   for (int it = 0; it < kIters; ++it) {
+    if (kMode == 3 && consumer) {  // the turn: wait for it (warpgroup 0 holds it first), then pass it on
+      if (wg == 1 || it > 0) asm volatile("bar.sync %0, 256;\n" ::"r"(2 + wg) : "memory");
+      asm volatile("bar.arrive %0, 256;\n" ::"r"(3 - wg) : "memory");
+    }
     if (consumer && tid % 4 == 0) x[wg * 64 + r0] = float(it * 1000 + wg * 64 + r0);
     sync();
     if (consumer && x[(1 - wg) * 64 + r0] != float(it * 1000 + (1 - wg) * 64 + r0)) atomicAdd(bad, 1);
     sync();  // the next iteration's writes after these reads
   }
+  if (kMode == 3 && consumer && wg == 0) asm volatile("bar.sync 2, 256;\n" ::: "memory");  // the last hand-off
 }
 
 }  // namespace
@@ -46,9 +53,10 @@ int main(int argc, char** argv) {
   void (*k)(int*) = std::strcmp(mode, "named") == 0       ? exchange<0>
                     : std::strcmp(mode, "named-all") == 0 ? exchange<1>
                     : std::strcmp(mode, "sync") == 0      ? exchange<2>
+                    : std::strcmp(mode, "pingpong") == 0  ? exchange<3>
                                                           : nullptr;
   if (k == nullptr) {
-    std::fprintf(stderr, "barrier_probe: mode must be named, named-all or sync, got '%s'\n", mode);
+    std::fprintf(stderr, "barrier_probe: mode must be named, named-all, sync or pingpong, got '%s'\n", mode);
     return 2;
   }
   int* bad = nullptr;

@@ -1041,9 +1041,11 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
             kernel::bar_sync(Bar::kHalfTileAmax, 256);
             amax[0] = fmaxf(amax[0], xch[(1 - wg) * 64 + r0]);
             amax[1] = fmaxf(amax[1], xch[(1 - wg) * 64 + r0 + 8]);
-            // The other warpgroup writes these words again in the slot's next half tile: order that write after
-            // these reads here, not only through the epilogue's stage_full -> stage_empty chain (racecheck: 12
-            // hazards on HalfAndFullTiles without this barrier, s24 call 2).
+            // The other warpgroup writes these words again in the slot's next half tile: that write is ordered
+            // after these reads by the epilogue's stage_full -> stage_empty chain already; this barrier orders it
+            // here too, so the exchange does not depend on how the epilogue releases a slot (one barrier per half
+            // tile). racecheck reports hazards on this exchange only with pingpong = 1 (the turn's bar.arrive):
+            // bench/moe/barrier_probe reproduces them on a 40-line exchange that is correct (s24 calls 4-6).
             kernel::bar_sync(Bar::kHalfTileAmax, 256);
             quantize_h(st, fg, amax, pt, tid);
             // Rows [64, 128) are padding: zero codes (8 KB, half per warpgroup) and the floor's scale, what a full
