@@ -877,6 +877,7 @@ int main(int argc, char** argv) try {
             q.world = P;
             q.weight_bytes = int4 ? 0.5 : 1.0;
             q.l1_cols = 256;  // the kernel's L1 tile: 128 gate + 128 up columns
+            q.l2_cols = prm.l2_cols;  // and its L2 tile (MoeLayerParams::l2_cols, resolved above)
             q.sms = a.ctas > 0 ? a.ctas : team1->sms_per_rank();
             q.l2_bytes = double(prop.l2CacheSize);
             q.routing = rk;
@@ -885,8 +886,8 @@ int main(int argc, char** argv) try {
             q.t_l2_mma = mt.t_l2;
             // The discrete-event simulator's prediction of both orders (docs/SIMULATOR.md), beside the measurement
             // and, at P = 1, what auto follows: the most loaded rank's tiles on this many CTAs, the kernel's lead and
-            // waves, M_X of --platform, the same tensor-core rate as the model above; its L1 tiles are 128 of the 2I
-            // columns (the kernel's are 128 gate + 128 up: the same work per row in twice the tiles). Nothing in it
+            // waves, M_X of --platform, the same tensor-core rate as the model above, the kernel's tile widths (L1:
+            // 128 gate + 128 up columns; L2: l2_cols; until s24 it simulated 128-column tiles of both). Nothing in it
             // is fitted to these runs.
             try {
               // the kernel's lead and epilogue slots; the routing's seed (skewed: generate_routing's stream)

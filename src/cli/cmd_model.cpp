@@ -339,7 +339,7 @@ std::vector<MoeOpts> paper_moe_shapes() {
 // ---------------------------------------------------------------- design moe-order (`auto`)
 struct OrderOpts {
   std::string platform = "h200-nvlink4", shape, hidden, inter, experts, topk, tokens = "4096", P, K, l2 = "60MiB",
-              tile = "128x128", l1_cols, tflops, t_l1, t_l2, precision = "w8a8", routing = "balanced", staging = "0",
+              tile = "128x128", l1_cols, l2_cols, tflops, t_l1, t_l2, precision = "w8a8", routing = "balanced", staging = "0",
               min_gain = "0.05", lead = "0", seed = "1";
   bool json = false, no_sim = false;
 };
@@ -394,6 +394,7 @@ xstage::moe::OrderQuery order_query(const Platform& p, const OrderOpts& o, doubl
   q.l2_bytes = parse_size(o.l2, "--l2");
   parse_tile(o.tile, q.b_m, q.b_n);
   q.l1_cols = o.l1_cols.empty() ? 0 : parse_count(o.l1_cols, "--l1-cols");
+  q.l2_cols = o.l2_cols.empty() ? 0 : parse_count(o.l2_cols, "--l2-cols");
   XSTAGE_REQUIRE(o.precision == "w8a8" || o.precision == "w4a8", "--precision must be w8a8 or w4a8, got '",
                  o.precision, "'");
   q.weight_bytes = o.precision == "w8a8" ? 1.0 : 0.5;
@@ -434,6 +435,8 @@ void add_moe_order(CLI::App* des) {
   c->add_option("--l2", o->l2, "L2 cache size (K/M suffix = 1024; H200: 60 MB, PLATFORM.md)")->capture_default_str();
   c->add_option("--tile", o->tile, "Tile b_m x b_n")->capture_default_str();
   c->add_option("--l1-cols", o->l1_cols, "Output columns of one L1 tile (default b_n, SPEC §5; the xstage kernel: 2*b_n)");
+  c->add_option("--l2-cols", o->l2_cols,
+                "Output columns of one L2 tile (default b_n; the xstage kernel: 2*b_n where hidden % 512 == 0, W8A8/W4A8)");
   c->add_option("--precision", o->precision, "Weights: w8a8 (1 B) | w4a8 (0.5 B)")->capture_default_str();
   c->add_option("--tflops", o->tflops, "Dense fp8 tensor-core rate per GPU, TFLOP/s (default: the platform's)");
   c->add_option("--t-l1", o->t_l1, "Measured L1 tile mainloop (ns|us; plain = us); with --t-l2, replaces --tflops");
@@ -473,13 +476,14 @@ void add_moe_order(CLI::App* des) {
        << r.inter << ", " << r.experts << " experts (" << ch.local_experts << " per rank), top-" << r.topk << ", "
        << r.tokens << " tokens per rank, P = " << r.world << ", " << o->precision << " (" << fmt(r.weight_bytes, 1)
        << " B per weight), " << xstage::moe::to_string(r.routing) << " routing\n"
-       << "tiles " << r.b_m << "x" << r.b_n << ", L1 tile " << r.l1_cols << " columns: " << ch.n1_per_row << " L1 / "
+       << "tiles " << r.b_m << "x" << r.b_n << ", L1 / L2 tiles of " << r.l1_cols << " / " << r.l2_cols << " columns: "
+       << ch.n1_per_row << " L1 / "
        << ch.n2_per_row << " L2 tiles per row, " << ch.rows_per_expert << " rows per expert ("
        << fmt(ch.tokens_per_expert, 1) << " tokens); K = " << r.sms << " CTAs per rank; T_L1 = " << us(r.t_l1_mma)
        << " us, T_L2 = " << us(r.t_l2_mma) << " us"
        << (rate_per_sm > 0 ? " (" + fmt(rate_per_sm / 1e12, 2) + " TFLOP/s per SM)" : std::string(" (given)")) << "\n";
     if (r.world > 1) {
-      os << "combine burst per L2 tile: B = " << fmt(ch.tile_rows, 1) << " rows x " << r.b_n << " x " << r.out_bytes
+      os << "combine burst per L2 tile: B = " << fmt(ch.tile_rows, 1) << " rows x " << r.l2_cols << " x " << r.out_bytes
          << " B = " << fmt(ch.B, 0) << " B per CTA, V = K*B*(P-1)/P = " << mb(ch.wave.V) << " MB; T_iss^0 = "
          << us(ch.wave.tiss0, 3) << " us, V/R = " << us(ch.wave.V / ch.wave.R) << " us, q_peak " << mb(ch.wave.q_peak)
          << " MB vs Q " << mb(ch.wave.Q) << " MB\n";

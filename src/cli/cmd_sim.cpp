@@ -50,6 +50,7 @@ struct SimMoeOpts {
   std::string platform = "h200-nvlink4";
   std::string hidden, inter, tokens = "4096", tile = "128x128", dtype = "fp8", routing = "balanced";
   std::string staging = "0", lead;  // lead empty: D_knee
+  std::string l1_cols, l2_cols;     // empty: b_n
   int experts = 0, topk = 0, out_bytes = 2, roles = 1, depth = 2, experts_per_wave = 0;
   int K = 0, P = 0;
   double tflops = 0, skew = 1.0;
@@ -71,7 +72,7 @@ void print_report(std::ostream& os, const sim::MoeSimReport& r) {
   os << "\n";
   os << "rank " << r.rank << " (most loaded): " << rank_pairs << " token-expert pairs (mean "
      << fmt(r.mean_rank_tokens, 0) << "), " << r.rows << " rows of " << c.b_m << ", N-tiles per row L1 "
-     << r.l1_ntiles << " / L2 " << r.l2_ntiles << "\n";
+     << r.l1_ntiles << " / L2 " << r.l2_ntiles << " (" << c.l1_cols << " / " << c.l2_cols << " columns)\n";
   os << "tiles: T_mma L1 " << us(r.t_l1) << " us, L2 " << us(r.t_l2) << " us at " << fmt(c.tc_rate / 1e12, 0)
      << " TFLOP/s; L2 remote bytes " << fmt(r.l2_bytes / 1024, 1) << " KB per full tile (remote fraction "
      << fmt(double(c.world - 1) / c.world, 2) << "); K = " << c.sms << " producers, " << c.roles
@@ -105,6 +106,9 @@ void add_simulate_moe(CLI::App* sim) {
   c->add_option("--skew", o->skew, "Zipf exponent of expert popularity (skewed routing)")->capture_default_str();
   c->add_option("--seed", o->seed, "Seed of the skewed routing (0 .. 2^64-1)")->capture_default_str();
   c->add_option("--tile", o->tile, "Tile b_m x b_n")->capture_default_str();
+  c->add_option("--l1-cols", o->l1_cols, "Output columns of one L1 tile (default b_n; the xstage kernel: 2*b_n)");
+  c->add_option("--l2-cols", o->l2_cols, "Output columns of one L2 tile (default b_n; the xstage kernel: 2*b_n where "
+                "hidden % 512 == 0, W8A8/W4A8)");
   c->add_option("--dtype", o->dtype, "MMA dtype: fp8 | bf16 (picks the platform's tensor-core rate)")
       ->capture_default_str();
   c->add_option("--out-bytes", o->out_bytes, "Combine output element size")->capture_default_str();
@@ -136,6 +140,8 @@ void add_simulate_moe(CLI::App* sim) {
     XSTAGE_REQUIRE(x != std::string::npos, "--tile must look like 128x128, got '", o->tile, "'");
     m.b_m = count(o->tile.substr(0, x), "--tile rows");
     m.b_n = count(o->tile.substr(x + 1), "--tile columns");
+    m.l1_cols = o->l1_cols.empty() ? 0 : count(o->l1_cols, "--l1-cols");
+    m.l2_cols = o->l2_cols.empty() ? 0 : count(o->l2_cols, "--l2-cols");
     XSTAGE_REQUIRE(o->dtype == "fp8" || o->dtype == "bf16", "--dtype must be fp8 or bf16, got '", o->dtype, "'");
     m.dtype_bytes = o->dtype == "fp8" ? 1 : 2;
     m.out_bytes = o->out_bytes;

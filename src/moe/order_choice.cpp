@@ -27,8 +27,11 @@ std::string gbps(double r) { return num(r / 1e9, 1) + " GB/s"; }
 
 bool finite_pos(double v) { return std::isfinite(v) && v > 0; }
 
-// The shape checks shared by estimate_mma_times and choose_moe_order; returns l1_cols resolved.
-int check_shape(const OrderQuery& q) {
+// The shape checks shared by estimate_mma_times and choose_moe_order; returns the L1 / L2 tile widths resolved.
+struct TileCols {
+  int l1, l2;
+};
+TileCols check_shape(const OrderQuery& q) {
   XSTAGE_REQUIRE(q.hidden > 0, "moe order: hidden size must be positive, got ", q.hidden);
   XSTAGE_REQUIRE(q.inter > 0, "moe order: expert intermediate size must be positive, got ", q.inter);
   XSTAGE_REQUIRE(q.b_m > 0, "moe order: tile rows b_m must be positive, got ", q.b_m);
@@ -41,7 +44,11 @@ int check_shape(const OrderQuery& q) {
   const int l1 = q.l1_cols > 0 ? q.l1_cols : q.b_n;
   XSTAGE_REQUIRE((2 * q.inter) % l1 == 0, "moe order: 2 x intermediate size ", 2 * q.inter,
                  " is not a multiple of the L1 tile width ", l1);
-  return l1;
+  XSTAGE_REQUIRE(q.l2_cols >= 0, "moe order: L2 tile columns must be positive (0: b_n), got ", q.l2_cols);
+  const int l2 = q.l2_cols > 0 ? q.l2_cols : q.b_n;
+  XSTAGE_REQUIRE(q.hidden % l2 == 0, "moe order: hidden size ", q.hidden, " is not a multiple of the L2 tile width ",
+                 l2);
+  return {l1, l2};
 }
 
 void check_query(const OrderQuery& q) {
@@ -81,25 +88,27 @@ const char* to_string(OrderChoice::Order o) {
 }
 
 MmaTimes estimate_mma_times(const OrderQuery& q, double flops_per_sm) {
-  const int l1 = check_shape(q);
+  const TileCols tc = check_shape(q);
   XSTAGE_REQUIRE(finite_pos(flops_per_sm), "moe order: tensor-core rate must be a positive FLOP/s per SM, got ",
                  flops_per_sm);
   // 2 FLOP per multiply-add: a b_m x N output tile over inner dimension k costs 2 b_m N k FLOP.
-  return {2.0 * q.b_m * l1 * double(q.hidden) / flops_per_sm, 2.0 * q.b_m * q.b_n * double(q.inter) / flops_per_sm};
+  return {2.0 * q.b_m * tc.l1 * double(q.hidden) / flops_per_sm, 2.0 * q.b_m * tc.l2 * double(q.inter) / flops_per_sm};
 }
 
 OrderChoice choose_moe_order(const model::Platform& mx, const OrderQuery& query) {
   OrderChoice c;
   c.query = query;
   OrderQuery& q = c.query;
-  q.l1_cols = check_shape(query);
+  const TileCols tc = check_shape(query);
+  q.l1_cols = tc.l1;
+  q.l2_cols = tc.l2;
   check_query(q);
   mx.validate();
   const long long K = q.sms;
 
   // Tiles per row, lead, rows per expert (balanced mean: the formula of model::design_moe).
   c.n1_per_row = 2 * q.inter / q.l1_cols;
-  c.n2_per_row = q.hidden / q.b_n;
+  c.n2_per_row = q.hidden / q.l2_cols;
   c.d_knee = bg::d_knee(q.l1_cols, K, q.inter);  // = ceil(K / n1_per_row)
   c.lead = int(q.lead > 0 ? q.lead : c.d_knee);
   c.experts_per_wave = 0;
@@ -153,7 +162,7 @@ OrderChoice choose_moe_order(const model::Platform& mx, const OrderQuery& query)
   }
 
   // Per-L2-tile bursts under both orders: model::design_test with G = T_L2 and G = G_int.
-  c.B = c.tile_rows * q.b_n * q.out_bytes;
+  c.B = c.tile_rows * q.l2_cols * q.out_bytes;
   c.wave = model::design_test(mx, {q.sms, c.B, q.world, q.t_l2_mma});
   c.g_int = bg::interleave_gap(double(c.n1_per_row), double(c.n2_per_row), q.t_l1_mma, q.t_l2_mma);
   c.interleaved = model::design_test(mx, {q.sms, c.B, q.world, c.g_int});
@@ -205,7 +214,7 @@ nlohmann::json OrderChoice::to_json() const {
       {"sim_wave_us", query.sim_wave_s * 1e6}, {"sim_interleaved_us", query.sim_interleaved_s * 1e6},
       {"query", {{"hidden", query.hidden}, {"inter", query.inter}, {"experts", query.experts}, {"topk", query.topk},
                  {"tokens_per_rank", query.tokens}, {"world", query.world}, {"weight_bytes", query.weight_bytes},
-                 {"b_m", query.b_m}, {"b_n", query.b_n}, {"l1_cols", query.l1_cols}, {"sms", query.sms},
+                 {"b_m", query.b_m}, {"b_n", query.b_n}, {"l1_cols", query.l1_cols}, {"l2_cols", query.l2_cols}, {"sms", query.sms},
                  {"t_l1_mma_us", query.t_l1_mma * 1e6}, {"t_l2_mma_us", query.t_l2_mma * 1e6},
                  {"routing", to_string(query.routing)}, {"out_bytes", query.out_bytes},
                  {"staging_us", query.staging * 1e6}, {"min_gain", query.min_gain}, {"lead", query.lead}}},

@@ -16,6 +16,10 @@ SimOrders simulate_orders(const model::Platform& platform, const OrderQuery& q, 
   sc.seed = seed;
   sc.world = q.world;
   sc.sms = q.sms;
+  sc.b_m = q.b_m;
+  sc.b_n = q.b_n;
+  sc.l1_cols = q.l1_cols;  // the kernel's tile widths (0: b_n)
+  sc.l2_cols = q.l2_cols;
   sc.tc_rate = rate_per_sm * q.sms;
   sc.lead = lead;
   sc.staging = staging;

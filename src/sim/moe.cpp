@@ -44,6 +44,12 @@ void validate(const MoeLayerConfig& c) {
   XSTAGE_REQUIRE(c.hidden % c.b_n == 0, "hidden size ", c.hidden, " is not a multiple of b_n = ", c.b_n);
   XSTAGE_REQUIRE((2LL * c.h_inter) % c.b_n == 0, "2 * h_inter = ", 2LL * c.h_inter,
                  " is not a multiple of b_n = ", c.b_n);
+  XSTAGE_REQUIRE(c.l1_cols >= 0 && c.l2_cols >= 0, "L1 / L2 tile columns must be positive (0: b_n), got ",
+                 c.l1_cols, " / ", c.l2_cols);
+  const int l1 = c.l1_cols > 0 ? c.l1_cols : c.b_n, l2 = c.l2_cols > 0 ? c.l2_cols : c.b_n;
+  XSTAGE_REQUIRE(c.hidden % l2 == 0, "hidden size ", c.hidden, " is not a multiple of the L2 tile width ", l2);
+  XSTAGE_REQUIRE((2LL * c.h_inter) % l1 == 0, "2 * h_inter = ", 2LL * c.h_inter,
+                 " is not a multiple of the L1 tile width ", l1);
   XSTAGE_REQUIRE(c.dtype_bytes == 1 || c.dtype_bytes == 2, "dtype bytes must be 1 (fp8) or 2 (bf16), got ",
                  c.dtype_bytes);
   XSTAGE_REQUIRE(c.out_bytes > 0, "output bytes per element must be positive, got ", c.out_bytes);
@@ -53,8 +59,8 @@ void validate(const MoeLayerConfig& c) {
   XSTAGE_REQUIRE(c.sms > 0, "SM count must be positive, got ", c.sms);
   XSTAGE_REQUIRE(c.sms % c.roles == 0, "SM count ", c.sms, " is not a multiple of the roles per instance ",
                  c.roles);
-  XSTAGE_REQUIRE((c.hidden / c.b_n) % c.roles == 0 && (2 * c.h_inter / c.b_n) % c.roles == 0,
-                 "N-tiles per row (", 2 * c.h_inter / c.b_n, " for L1, ", c.hidden / c.b_n,
+  XSTAGE_REQUIRE((c.hidden / l2) % c.roles == 0 && (2 * c.h_inter / l1) % c.roles == 0,
+                 "N-tiles per row (", 2 * c.h_inter / l1, " for L1, ", c.hidden / l2,
                  " for L2) must be multiples of the roles per instance ", c.roles);
   XSTAGE_REQUIRE(c.lead >= 1 || c.lead == -1, "lead D must be >= 1, got ", c.lead,
                  " (D = 0 lets an instance emit L2 of a row before its own L1 tiles of that row: an in-order "
@@ -104,11 +110,13 @@ MoeSimReport simulate_moe(const model::Platform& platform, MoeLayerConfig c) {
                    c.dtype_bytes == 1 ? "fp8" : "bf16", " tensor-core rate: give one explicitly");
   }
   validate(c);
+  if (c.l1_cols == 0) c.l1_cols = c.b_n;
+  if (c.l2_cols == 0) c.l2_cols = c.b_n;
   MoeSimReport rep;
   rep.platform = platform.name;
-  rep.l1_ntiles = 2 * c.h_inter / c.b_n;
-  rep.l2_ntiles = c.hidden / c.b_n;
-  rep.d_knee = int(std::max<long long>(1, model::bg::d_knee(c.b_n, c.sms, c.h_inter)));
+  rep.l1_ntiles = 2 * c.h_inter / c.l1_cols;
+  rep.l2_ntiles = c.hidden / c.l2_cols;
+  rep.d_knee = int(std::max<long long>(1, model::bg::d_knee(c.l1_cols, c.sms, c.h_inter)));
   if (c.lead == -1) c.lead = rep.d_knee;
 
   const std::vector<int> routed = route_tokens(c);
@@ -134,10 +142,10 @@ MoeSimReport simulate_moe(const model::Platform& platform, MoeLayerConfig c) {
 
   // Mainloops from the per-SM share of the GPU's dense rate (measured with every SM busy).
   const double per_sm = c.tc_rate / platform.sm_count;
-  rep.t_l1 = 2.0 * c.b_m * c.b_n * c.hidden / per_sm;
-  rep.t_l2 = 2.0 * c.b_m * c.b_n * c.h_inter / per_sm;
+  rep.t_l1 = 2.0 * c.b_m * c.l1_cols * c.hidden / per_sm;
+  rep.t_l2 = 2.0 * c.b_m * c.l2_cols * c.h_inter / per_sm;
   const double remote_fraction = double(c.world - 1) / c.world;
-  const double bytes_per_token = double(c.b_n) * c.out_bytes * remote_fraction;
+  const double bytes_per_token = double(c.l2_cols) * c.out_bytes * remote_fraction;
   rep.l2_bytes = bytes_per_token * c.b_m;
 
   SimConfig sc = SimConfig::from_platform(platform, c.sms, c.staging);
@@ -189,6 +197,7 @@ nlohmann::json MoeSimReport::to_json(bool with_tiles) const {
                  {"topk", c.topk},             {"routing", c.routing},
                  {"skew", c.skew},             {"seed", c.seed},
                  {"b_m", c.b_m},               {"b_n", c.b_n},
+                 {"l1_cols", c.l1_cols},       {"l2_cols", c.l2_cols},
                  {"dtype_bytes", c.dtype_bytes}, {"out_bytes", c.out_bytes},
                  {"tc_tflops", c.tc_rate / 1e12}, {"world", c.world},
                  {"sms", c.sms},               {"roles", c.roles},

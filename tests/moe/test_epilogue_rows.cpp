@@ -18,7 +18,9 @@ TEST(MoeEpilogueRows, EveryRowOnceEvenStartsAtMost64) {
         if (r.hi <= r.lo) continue;
         EXPECT_EQ(r.lo % 2, 0) << "valid " << valid << " warp " << w;
         EXPECT_LE(r.hi, valid);
-        if (warps >= 2) EXPECT_LE(r.hi - r.lo, 64) << "valid " << valid << " warp " << w << " of " << warps;
+        if (warps >= 2) {
+          EXPECT_LE(r.hi - r.lo, 64) << "valid " << valid << " warp " << w << " of " << warps;
+        }
         for (int i = r.lo; i < r.hi; ++i) {
           EXPECT_EQ(owner[i], -1) << "row " << i << " twice (valid " << valid << ", " << warps << " warps)";
           owner[i] = w;

@@ -66,6 +66,10 @@ TEST(MoeOrder, EstimatedMmaTimesAreTileFlopsOverTheRate) {
   k.l1_cols = 256;
   EXPECT_NEAR(estimate_mma_times(k, kRatePerSm).t_l1, 2 * q.t_l1_mma, 1e-18);
   EXPECT_NEAR(estimate_mma_times(k, kRatePerSm).t_l2, q.t_l2_mma, 1e-18);
+  // Its 256-column L2 tile (moe_kernel::moe_l2_cols): twice the L2 mainloop, the L1 one unchanged.
+  k.l2_cols = 256;
+  EXPECT_NEAR(estimate_mma_times(k, kRatePerSm).t_l2, 2 * q.t_l2_mma, 1e-18);
+  EXPECT_NEAR(estimate_mma_times(k, kRatePerSm).t_l1, 2 * q.t_l1_mma, 1e-18);
 }
 
 TEST(MoeOrder, WorldOfOneWithoutASimulationIsExpertWave) {
@@ -341,6 +345,22 @@ TEST(MoeOrder, TileFillRoutingStagingLeadAndKernelLayout) {
   EXPECT_EQ(c.order, Order::kInterleaved);
   EXPECT_EQ(c.rows_in_flight, 22 + 22);
   EXPECT_EQ(c.experts_in_flight, 3);  // 1 + ceil(43 / 32)
+
+  // And its 256-column L2 tile: 8 L2 tiles per row (hidden 2048), each a burst of twice the bytes after twice
+  // the mainloop: B = 32 rows x 256 x 2 (balanced, 8192 tokens: 512 tokens per expert in 4 full rows of 128),
+  // V = K B 7/8; G_int = T_L2 + (6/8) T_L1.
+  q.l2_cols = 256;
+  const auto t2 = estimate_mma_times(q, kRatePerSm);
+  q.t_l2_mma = t2.t_l2;
+  c = choose_moe_order(h200(), q);
+  EXPECT_EQ(c.query.l2_cols, 256);
+  EXPECT_EQ(c.n2_per_row, 8);
+  EXPECT_DOUBLE_EQ(c.B, c.tile_rows * 256 * 2);
+  EXPECT_DOUBLE_EQ(c.wave.V, 132 * c.B * 7.0 / 8);
+  EXPECT_NEAR(c.g_int, q.t_l2_mma + 6.0 / 8 * q.t_l1_mma, 1e-15);
+  EXPECT_EQ(c.to_json()["query"]["l2_cols"], 256);
+  // The default resolves to b_n.
+  EXPECT_EQ(choose_moe_order(h200(), qwen30b(8192)).query.l2_cols, 128);
 }
 
 TEST(MoeOrder, InvalidQueriesNameTheValue) {
@@ -368,6 +388,9 @@ TEST(MoeOrder, InvalidQueriesNameTheValue) {
   EXPECT_EQ(bad([](OrderQuery& q) { q.lead = -1; }), "moe order: lead D must be >= 1 (0: D_knee), got -1");
   EXPECT_EQ(bad([](OrderQuery& q) { q.l1_cols = 1000; }),
             "moe order: 2 x intermediate size 1536 is not a multiple of the L1 tile width 1000");
+  EXPECT_EQ(bad([](OrderQuery& q) { q.l2_cols = -256; }), "moe order: L2 tile columns must be positive (0: b_n), got -256");
+  EXPECT_EQ(bad([](OrderQuery& q) { q.l2_cols = 384; }),
+            "moe order: hidden size 2048 is not a multiple of the L2 tile width 384");
   EXPECT_EQ(bad([](OrderQuery& q) { q.b_n = 0; }), "moe order: N-tile width b_n must be positive, got 0");
   EXPECT_EQ(bad([](OrderQuery& q) { q.min_gain = -0.1; }), "moe order: min_gain must be >= 0, got -0.1");
   EXPECT_EQ(bad([](OrderQuery& q) { q.sim_wave_s = -1e-3; q.sim_interleaved_s = 1e-3; }),

@@ -367,6 +367,30 @@ TEST(MoeSimulate, BothSchedulesRunAndInterleavedRelievesBackpressure) {
   EXPECT_NEAR(j["speedup_wave_over_interleaved"].get<double>(), r.speedup(), 1e-12);
 }
 
+TEST(MoeSimulate, KernelTileWidths) {
+  // The xstage kernel's tiles: L1 of 256 columns (128 gate + 128 up), L2 of 256: half the tiles of 128-column
+  // ones, each twice the mainloop, L2 bursts of twice the bytes, D_knee of the wider L1 tile.
+  const H200 h;
+  MoeLayerConfig c = small_moe();
+  const MoeSimReport n = simulate_moe(h.p, c);
+  c.l1_cols = 256;
+  c.l2_cols = 256;
+  const MoeSimReport w = simulate_moe(h.p, c);
+  EXPECT_EQ(n.config.l1_cols, 128);  // 0 resolves to b_n
+  EXPECT_EQ(n.config.l2_cols, 128);
+  EXPECT_EQ(w.l1_ntiles, n.l1_ntiles / 2);
+  EXPECT_EQ(w.l2_ntiles, n.l2_ntiles / 2);
+  EXPECT_DOUBLE_EQ(w.t_l1, 2 * n.t_l1);
+  EXPECT_DOUBLE_EQ(w.t_l2, 2 * n.t_l2);
+  EXPECT_DOUBLE_EQ(w.l2_bytes, 2 * n.l2_bytes);
+  EXPECT_EQ(w.d_knee, int(bg::d_knee(256, w.config.sms, c.h_inter)));
+  for (const auto* run : {&w.wave, &w.interleaved}) {
+    EXPECT_EQ(run->sim.kinds.at(0).tiles, w.rows * w.l1_ntiles);
+    EXPECT_EQ(run->sim.kinds.at(1).tiles, w.rows * w.l2_ntiles);
+  }
+  EXPECT_EQ(w.to_json()["config"]["l2_cols"], 256);
+}
+
 TEST(MoeSimulate, RejectsImpossibleShapes) {
   const H200 h;
   auto expect_bad = [&](auto&& edit) {
@@ -384,6 +408,8 @@ TEST(MoeSimulate, RejectsImpossibleShapes) {
   expect_bad([](MoeLayerConfig& c) { c.roles = 2, c.sms = 33; });
   expect_bad([](MoeLayerConfig& c) { c.sms = -1; });
   expect_bad([](MoeLayerConfig& c) { c.dtype_bytes = 4; });
+  expect_bad([](MoeLayerConfig& c) { c.l2_cols = 384; });  // hidden 4096 is not a multiple
+  expect_bad([](MoeLayerConfig& c) { c.l1_cols = -1; });
 }
 
 }  // namespace

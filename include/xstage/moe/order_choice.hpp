@@ -12,7 +12,7 @@
 //     (q.sim_wave_s, q.sim_interleaved_s; moe::simulate_orders in order_sim.hpp runs it) and `auto` takes
 //     Interleaved when the simulator predicts it strictly faster; without them (or a tie), Expert-Wave.
 //  2. P > 1. Per L2 tile each of the K CTAs stores its output tile to the token's rank:
-//     B = r_t * b_n * out_bytes bytes (r_t = the tile's filled rows: balanced routing, the mean
+//     B = r_t * l2_cols * out_bytes bytes (r_t = the tile's filled rows: balanced routing, the mean
 //     T*P*k/E / ceil(T*P*k/(E*b_m)); skewed, b_m, the hot experts' full tiles; out_bytes = 2, bf16),
 //     remote with probability (P-1)/P, so the aligned burst is V = K*B*(P-1)/P (issue time T_iss^0(K, K*B),
 //     capacity Q(K): model::design_test's assumptions).
@@ -56,6 +56,9 @@ struct OrderQuery {
   // D_knee = ceil(b_n K / (2 inter))). The kernel in src/kernels/moe computes b_n gate and the matching b_n
   // up columns in one L1 tile (l1_ntiles = inter/b_n): it passes 2*b_n, so D_knee = ceil(b_n K / inter).
   int l1_cols = 0;
+  // Output columns of one L2 tile; 0: b_n. The kernel's: moe_kernel::moe_l2_cols (256 for W8A8 / W4A8 where
+  // hidden % 512 == 0): n2 = hidden / l2_cols L2 tiles per row, T_L2^mma and the combine burst B scale with it.
+  int l2_cols = 0;
   int sms = 0;           // participating SMs = CTAs per rank (K), read from the device by the caller
   double l2_bytes = 0;   // L2 cache bytes, read from the device by the caller
   double t_l1_mma = 0;   // mainloop of one L1 tile, seconds (measured, or estimate_mma_times)
@@ -70,7 +73,7 @@ struct OrderQuery {
   double sim_wave_s = 0, sim_interleaved_s = 0;
 };
 
-// T_L1^mma = 2 b_m l1_cols h / rate, T_L2^mma = 2 b_m b_n h_inter / rate (one b_m x N tile over its inner
+// T_L1^mma = 2 b_m l1_cols h / rate, T_L2^mma = 2 b_m l2_cols h_inter / rate (one b_m x N tile over its inner
 // dimension on one SM; the formula of model::design_moe), from a dense tensor-core rate in FLOP/s per SM.
 // W4A8 dequantizes to FP8 in the kernel: pass the FP8 rate (or a measured one). UsageError on bad input.
 struct MmaTimes {
@@ -87,7 +90,7 @@ struct OrderChoice {
   std::string reason;                   // one line, with the numbers
 
   // The numbers behind the choice (SI units). P = 1 leaves the burst fields at 0.
-  OrderQuery query;  // with l1_cols resolved
+  OrderQuery query;  // with l1_cols and l2_cols resolved
   long long d_knee = 0;
   int local_experts = 0;
   double tokens_per_expert = 0;    // balanced mean T*P*k/E

@@ -5,7 +5,7 @@
 // One rank is simulated: the most loaded one after routing (the layer ends when it ends). Its K
 // producers are CTAs, one per SM; `roles` CTAs form one scheduler instance. L1 tiles (hidden ->
 // 2*h_inter, gate/up) write locally and complete their row's dependency group; L2 tiles (h_inter ->
-// hidden) wait for their row's L1 tiles and issue the combine: tokens_in_row * b_n * out_bytes bytes,
+// hidden) wait for their row's L1 tiles and issue the combine: tokens_in_row * l2_cols * out_bytes bytes,
 // of which the remote fraction (P-1)/P goes over NVLink.
 #include <cstdint>
 #include <string>
@@ -32,6 +32,9 @@ struct MoeLayerConfig {
   double skew = 1.0;                 // Zipf exponent of expert popularity for skewed routing
   std::uint64_t seed = 1;            // skewed routing: popularity order and sampling
   int b_m = 128, b_n = 128;          // tile shape
+  // Output columns of one L1 / L2 tile; 0: b_n (SPEC §5's tiles). The xstage kernel (src/kernels/moe): L1 tiles
+  // of 2 b_n (b_n gate + b_n up columns), L2 tiles of moe_kernel::moe_l2_cols (256 where hidden % 512 == 0).
+  int l1_cols = 0, l2_cols = 0;
   int dtype_bytes = 1;               // MMA operand bytes: 1 -> the platform's fp8 rate, 2 -> bf16
   int out_bytes = 2;                 // combine output element bytes (bf16)
   double tc_rate = 0;                // dense tensor-core FLOP/s per GPU; 0: the platform's rate
