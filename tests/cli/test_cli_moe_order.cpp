@@ -88,6 +88,13 @@ TEST(CliMoeOrder, AtP1FollowsTheSimulatorAndExpertWaveWhenTheWorkingSetOverflows
   r = xstage(kQwen + "-P 8 --tokens 8192 --l1-cols 256 --json");
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(nlohmann::json::parse(r.out)["lead"], 22);
+
+  // And its 256-column L2 tile (--l2-cols): 8 L2 tiles per row, bursts of 256 columns.
+  r = xstage(kQwen + "-P 8 --tokens 8192 --l1-cols 256 --l2-cols 256");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("L1 / L2 tiles of 256 / 256 columns: 6 L1 / 8 L2 tiles per row"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("combine burst per L2 tile: B = 128.0 rows x 256 x 2 B = 65536 B per CTA"), std::string::npos)
+      << r.out;
 }
 
 TEST(CliMoeOrder, EveryBadArgumentIsOneLineAndExit2) {
@@ -112,6 +119,7 @@ TEST(CliMoeOrder, EveryBadArgumentIsOneLineAndExit2) {
       {kQwen + "--lead -1", "--lead must be >= 0 (0: the default), got '-1'"},
       {kQwen + "--lead 1.5", "--lead must be a whole number, got '1.5'"},
       {kQwen + "--l1-cols 1000", "moe order: 2 x intermediate size 1536 is not a multiple of the L1 tile width 1000"},
+      {kQwen + "--l2-cols 384", "moe order: hidden size 2048 is not a multiple of the L2 tile width 384"},
       {kQwen + "--tile 128", "--tile must look like 128x128, got '128'"},
       {kQwen + "--platform paper-b200", "platform 'paper-b200' records no fp8 tensor-core rate"},
       {kQwen + "-P 1 --seed -3", "--seed must be a whole number in 0..18446744073709551615, got '-3'"},

@@ -81,6 +81,10 @@ TEST(CliSimulate, ExplicitSettingsAreUsed) {
   EXPECT_EQ(j["config"]["dtype_bytes"], 2);
   EXPECT_NEAR(j["config"]["epi_us"].get<double>(), 0.2, 1e-12);
   EXPECT_EQ(j["schedules"][0]["producers"], 64);
+  // The kernel's tile widths: 256-column L1 and L2 tiles, half the tiles of the 128-column default.
+  const CliRun w = xstage(kMoe + " --l1-cols 256 --l2-cols 256");
+  ASSERT_EQ(w.code, 0) << w.err;
+  EXPECT_NE(w.out.find("N-tiles per row L1 8 / L2 16 (256 / 256 columns)"), std::string::npos) << w.out;
 }
 
 TEST(CliSimulate, BadInputIsOneErrorLineAndExitTwo) {
@@ -97,6 +101,7 @@ TEST(CliSimulate, BadInputIsOneErrorLineAndExitTwo) {
   expect_usage(base + " --hidden 4096 --inter 1024 -K -4", "-K");
   expect_usage(base + " --hidden 4096 --inter 1024 --roles 3", "roles per instance must be 1 or 2");
   expect_usage(base + " --hidden 4096 --inter 1024 --depth 0", "staging depth");
+  expect_usage(base + " --hidden 4096 --inter 1024 --l2-cols 384", "not a multiple of the L2 tile width 384");
   expect_usage("simulate moe --experts 32 --topk 40 --hidden 4096 --inter 1024", "exceeds the expert count");
   expect_usage("simulate moe --experts 32 --topk 8 --inter 1024", "--hidden");  // missing required option
   expect_usage(base + " --hidden 4096 --inter 1024 --platform paper-b200", "--tflops");  // preset without a rate
