@@ -390,7 +390,6 @@ __device__ __forceinline__ uint64_t* trace_rec(const P& p, int i) {
   if constexpr (!kTrace) return nullptr;
   return i < p.trace_cap ? p.trace + (size_t(blockIdx.x) * p.trace_cap + i) * kTraceWords : nullptr;
 }
-__device__ __forceinline__ uint64_t clock_now() { return clock64(); }
 
 // A warpgroup's part of an L2 tile as bf16 into a staging slot: 64 rows from slot row row0, 2 kAcc columns
 // from column col0 (a full tile: rows 64 wg, all 128 columns; a half tile: rows 0, columns 64 wg). 16-byte chunk
@@ -866,7 +865,7 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
         uint64_t c0 = 0;
         if (kTrace && tr) {
           tr[kTrEpiStart] = ptx::globaltimer_ns();
-          c0 = clock_now();
+          c0 = ptx::clock_cycles();
         }
         uint8_t* st = sh.stage[es.stage];
         if (!t.l2()) {
@@ -884,10 +883,10 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
             }
             ptx::bulk_commit_group();
             ptx::bulk_wait_group_read<0>();
-            if (kTrace && tr) tr[kTrEpiRead] = clock_now() - c0;
+            if (kTrace && tr) tr[kTrEpiRead] = ptx::clock_cycles() - c0;
             ptx::mbar_arrive_release_cta(&sh.stage_empty[es.stage]);
             ptx::bulk_wait_group<0>();
-            if (kTrace && tr) tr[kTrEpiDone] = clock_now() - c0;
+            if (kTrace && tr) tr[kTrEpiDone] = ptx::clock_cycles() - c0;
             ptx::fence_proxy_async_global();
             __threadfence();
             kernel::signal_add_release(p.row_ready + g * row_tiles + t.row(), 1);
@@ -920,7 +919,7 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
           const int chunk = lane % 16, half = lane / 16;
           // T_RS: the store issue span (backpressure stalls it), the longest of the three warps' (they start together).
           uint64_t* trs = kTrace && lane == 0 ? trace_rec<kTrace>(p, tile_no) : nullptr;
-          if (kTrace && trs) c0 = clock_now();
+          if (kTrace && trs) c0 = ptx::clock_cycles();
           for (int b = 0; b < blocks; ++b) {
             if (b > 0) {  // the second hand-off of a 256-column tile
               es.advance();
@@ -940,7 +939,7 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
             ptx::mbar_arrive_release_cta(&sh.stage_empty[es.stage]);  // every lane: its reads are done
           }
           if (kTrace && trs)  // every store of this warp's share issued; the record was zeroed at launch
-            atomicMax(reinterpret_cast<unsigned long long*>(&trs[kTrEpiRead]), (unsigned long long)(clock_now() - c0));
+            atomicMax(reinterpret_cast<unsigned long long*>(&trs[kTrEpiRead]), (unsigned long long)(ptx::clock_cycles() - c0));
         }
         es.advance();
       }
@@ -973,15 +972,15 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
         tr[kTrTile] = (uint64_t(t.l2()) << 63) | (uint64_t(t.valid <= 64) << 62) | (uint64_t(t.expert) << 40) |
                       (uint64_t(t.row()) << 16) | uint64_t(t.n);
         tr[kTrMmaStart] = ptx::globaltimer_ns();
-        c0 = clock_now();
+        c0 = ptx::clock_cycles();
       }
       // Waits for K block kb's stage; traced: the tile's first-stage wait and its total data wait.
       auto wait_full = [&](int kb) {
         if constexpr (kTrace) {
-          const uint64_t w0 = clock_now();
+          const uint64_t w0 = ptx::clock_cycles();
           ptx::mbar_wait_acquire_cta(&sh.full[ps.stage], ps.phase);
           if (tr) {
-            const uint64_t w1 = clock_now();
+            const uint64_t w1 = ptx::clock_cycles();
             if (kb == 0) tr[kTrFirstWait] = w1 - c0;
             tr[kTrFullWait] += w1 - w0;
           }
@@ -997,17 +996,24 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
         auto mma_done = [&] {
           if (kTrace && tr) {
             tr[kTrMmaEnd] = ptx::globaltimer_ns();
-            const uint64_t c1 = clock_now();
+            const uint64_t c1 = ptx::clock_cycles();
             tr[kTrMmaCycles] = c1 - c0;
             c0 = c1;
           }
         };
         auto wait_slot = [&]() -> uint8_t* {
           ptx::mbar_wait_acquire_cta(&sh.stage_empty[es.stage], es.phase ^ 1);
-          if (kTrace && tr) tr[kTrSlotWait] = clock_now() - c0;
+          if (kTrace && tr) tr[kTrSlotWait] = ptx::clock_cycles() - c0;
           return sh.stage[es.stage];
         };
         const TilePart pt = tile_part(half, wg);
+        // The Linear-2 mainloop of a part (MoeLayerParams::l2_scratches: W8A8 with two scratches, else one).
+        auto l2_loop = [&](auto& fa, TilePart part, const float* scales) {
+          if (!C::kInt4 && p.l2_scratches == 2)
+            l2_mainloop_fp8<C>(sh, ps, fa, part, scales, KB2, tid, p.cluster, pp, wait_full);
+          else
+            l2_mainloop<C>(sh, ps, fa, part, scales, KB2, tid, p.cluster, pp, wait_full);
+        };
         if (!t.l2()) {
           const float* s1g = p.w1_scale + (int64_t(ex) * (2 * p.inter / kBlockN) + t.n) * KB1;  // W8A8 gate scales
           const float* s1u = s1g + int64_t(p.inter / kBlockN) * KB1;                          // and up scales
@@ -1088,11 +1094,7 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
             float fa[64];
 #pragma unroll
             for (int i = 0; i < 64; ++i) fa[i] = 0.f;
-            const TilePart pw{0, kBlockN * wg};
-            if (!C::kInt4 && p.l2_scratches == 2)
-              l2_mainloop_fp8<C>(sh, ps, fa, pw, s2 + wg * KB2, KB2, tid, p.cluster, pp, wait_full);
-            else
-              l2_mainloop<C>(sh, ps, fa, pw, s2 + wg * KB2, KB2, tid, p.cluster, pp, wait_full);
+            l2_loop(fa, TilePart{0, kBlockN * wg}, s2 + wg * KB2);
             mma_done();
             uint8_t* st0 = wait_slot();
             if (wg == 0) stage_l2_rows<C>(st0, fa, 0, 0, tid);
@@ -1108,10 +1110,7 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
             float fa[kAcc];
 #pragma unroll
             for (int i = 0; i < kAcc; ++i) fa[i] = 0.f;
-            if (!C::kInt4 && p.l2_scratches == 2)
-              l2_mainloop_fp8<C>(sh, ps, fa, pt, s2, KB2, tid, p.cluster, pp, wait_full);
-            else
-              l2_mainloop<C>(sh, ps, fa, pt, s2, KB2, tid, p.cluster, pp, wait_full);
+            l2_loop(fa, pt, s2);
             mma_done();
             stage_l2_rows<C>(wait_slot(), fa, pt.row0, pt.col0, tid);
           };
