@@ -100,13 +100,14 @@ struct LaunchShape {
 };
 LaunchShape launch_shape(runtime::Team& team, const MoeLayerParams& prm) {
   const int ranks = team.local_ranks();
-  const int n1 = prm.shape.inter / kBlockN, n2 = prm.shape.hidden / moe_l2_cols(prm);  // N tiles (l2_cols: validated)
+  const int l2_cols = moe_l2_cols(prm);
+  const int n1 = prm.shape.inter / kBlockN, n2 = prm.shape.hidden / l2_cols;  // N tiles (l2_cols: validated)
   XSTAGE_REQUIRE(prm.cluster >= 0 && prm.cluster <= 2, "moe layer: cluster must be 0 (auto), 1 or 2 CTAs, got ",
                  prm.cluster);
   if (prm.cluster == 2)
     XSTAGE_REQUIRE(n1 % 2 == 0 && n2 % 2 == 0, "moe layer: CTA pairs take N tiles 2j and 2j + 1: they need even N-tile counts, but "
                    "Linear-1 has ", n1, " (inter ", prm.shape.inter, " / 128) and Linear-2 ", n2, " (hidden ",
-                   prm.shape.hidden, " / ", moe_l2_cols(prm), ")");
+                   prm.shape.hidden, " / ", l2_cols, ")");
   LaunchShape ls;
   // auto = CTA pairs wherever both N-tile counts are even (and a given ctas_per_rank is even), else single CTAs
   // (DiT-MoE-XL: H / 128 = 9). Once the mainloop no longer bound itself by its instruction issue (uniform wgmma
@@ -392,6 +393,7 @@ void launch_moe_layer(runtime::Team& team, MoeWorkspace& ws, const MoeLayerParam
   const MoeShape& s = prm.shape;
   const int P = team.world(), ranks = team.local_ranks(), first = team.first_rank();
   const int T = s.tokens_per_rank, K = s.topk, El = s.experts / P, H = s.hidden, I = s.inter;
+  const int n2 = H / moe_l2_cols(prm);  // L2 tiles per row (one L2 tile = 128 or 256 output columns)
   const MoeWorkspace::Prepared& pr = *ws.prepared_;
   const moe::DispatchPlan& plan = pr.plan;
   const size_t o_counts = pr.o_counts, o_base = pr.o_base, o_off = pr.o_off, o_tok = pr.o_tok, o_idx = pr.o_idx,
@@ -455,7 +457,7 @@ void launch_moe_layer(runtime::Team& team, MoeWorkspace& ws, const MoeLayerParam
       l.row_offset = dt + o_off + size_t(r) * (El + 1);
       l.tokens = dt + o_tok + size_t(g) * El;
       l.l1_ntiles = I / kBlockN;  // one L1 tile = 128 gate + 128 up columns -> 128 h columns
-      l.l2_ntiles = H / moe_l2_cols(prm);  // one L2 tile = 128 or 256 output columns (MoeLayerParams::l2_cols)
+      l.l2_ntiles = n2;
       l.b_m = kBlockM;
       const sched::MoeLayoutStorage& host = pr.layouts[g];
       typename Sched::Params sp;
@@ -497,7 +499,7 @@ void launch_moe_layer(runtime::Team& team, MoeWorkspace& ws, const MoeLayerParam
       int cap = 1;
       for (int g = 0; g < ranks; ++g) {
         const long long rows = pr.layouts[g].view().rows();
-        cap = std::max<long long>(cap, (rows * (I / kBlockN) + ctas - 1) / ctas + (rows * (H / moe_l2_cols(prm)) + ctas - 1) / ctas + 1);
+        cap = std::max<long long>(cap, (rows * (I / kBlockN) + ctas - 1) / ctas + (rows * n2 + ctas - 1) / ctas + 1);
       }
       const size_t bytes = size_t(ranks) * ctas * cap * kTraceWords * sizeof(uint64_t);
       if (bytes > ws.trace_bytes_) {
