@@ -8,7 +8,7 @@
 //             [--block-s 0.1] [--warmup-s 0.05] [--rounds 1] [--min-calls 3] [--check-tokens 4] [--seed 1] [--no-time]
 //             [--trace] [--trace-csv FILE] [--ctas N] [--leads D1,D2,...] [--platform FILE]
 //             [--cluster 0|1|2] [--l2-cols 0|128|256] [--compare-single] [--compare-pingpong] [--compare-l2-scratch]
-//             [--compare-l2-cols] [--compare-hints M1,M2,...]
+//             [--compare-l2-cols] [--compare-hints M1,M2,...] [--int4-expand 0|1|2] [--compare-expand]
 //             [--prefetch D1,D2,...] [--custom NAME:H:I:E:K]
 //
 // --cluster: MoeLayerParams::cluster of the fused kernel (0 = auto: CTA pairs sharing the A operand by TMA
@@ -22,6 +22,10 @@
 // hidden % 512 == 0; 128; or 256 where the hidden size allows it, elsewhere 128 with a note). --compare-l2-cols adds,
 // per order, the kernel with the other Linear-2 width (backend fused_<order>_n: 128 columns beside 256;
 // fused_<order>_w: 256 beside 128; where the hidden size allows 256), checked bit-identical and timed beside it.
+// --int4-expand: MoeLayerParams::int4_expand of every W4A8 fused backend (0, the default: auto = in the kernel;
+// 1 = a pre-pass kernel before the fused one; 2 = in the kernel). --compare-expand adds, per order, the W4A8 kernel
+// with the other place (backend fused_<order>_pre: the pre-pass beside the in-kernel expansion; fused_<order>_ink:
+// the in-kernel one beside a pre-pass), checked bit-identical and timed beside it (W8A8 rows: nothing added).
 // --compare-hints M1,M2: adds, per order and mask M, the kernel with MoeLayerParams::l2_hints = M (L2 cache hints:
 // 1 combine stores evict_first, 2 Linear-2 weights evict_last, 4 Linear-1 weights evict_first; backend
 // fused_<order>_h<M>), checked bit-identical and timed beside it.
@@ -295,6 +299,8 @@ struct Args {
   std::vector<int> compare_hints;   // --compare-hints: also the orders with these l2_hints masks
   int l2_cols = 0;                  // --l2-cols: MoeLayerParams::l2_cols of the fused backends (0: auto)
   bool compare_l2_cols = false;     // --compare-l2-cols: also the orders with the other Linear-2 width
+  int int4_expand = 0;              // --int4-expand: MoeLayerParams::int4_expand of the W4A8 fused backends
+  bool compare_expand = false;      // --compare-expand: also the W4A8 orders with the other expansion place
   double block_s = 0.1, warmup_s = 0.05;
   int rounds = 1;
   long min_calls = bench::kDefaultMinCalls;
@@ -392,6 +398,12 @@ Args parse(int argc, char** argv) {
     else if (k == "--compare-l2-scratch") a.compare_l2_scratch = true;
     else if (k == "--compare-hints") a.compare_hints = split_int(val(), k.c_str());
     else if (k == "--compare-l2-cols") a.compare_l2_cols = true;
+    else if (k == "--compare-expand") a.compare_expand = true;
+    else if (k == "--int4-expand") {
+      a.int4_expand = std::stoi(val());
+      if (a.int4_expand < 0 || a.int4_expand > 2)
+        throw UsageError(detail::concat("--int4-expand ", a.int4_expand, ": 0 (auto), 1 (pre-pass) or 2 (in the kernel)"));
+    }
     else if (k == "--l2-cols") {
       a.l2_cols = std::stoi(val());
       if (a.l2_cols != 0 && a.l2_cols != 128 && a.l2_cols != 256)
@@ -677,6 +689,7 @@ int main(int argc, char** argv) try {
           prm.experts_per_wave = 0;  // auto: waves that fill the SMs
           prm.ctas_per_rank = a.ctas;  // 0: every SM (diagnostics only: fewer CTAs)
           prm.cluster = a.cluster;
+          prm.int4_expand = a.int4_expand;
           // 256-column Linear-2 tiles where the shape allows them (W8A8 / W4A8, hidden % 256, and % 512 for pairs)
           const bool wide_ok = s.hidden % 256 == 0 && (s.hidden / 256) % 2 == 0;
           prm.l2_cols = a.l2_cols == 256 && !wide_ok ? 128 : a.l2_cols;
@@ -686,7 +699,7 @@ int main(int argc, char** argv) try {
           const bool fused_ok = true;
           json row = {{"shape", key}, {"hidden", s.hidden}, {"inter", s.inter}, {"experts", s.experts},
                       {"topk", s.topk}, {"tokens", T}, {"routing", rname}, {"precision", prec}, {"flops", flops},
-                      {"l2_cols", prm.l2_cols}};
+                      {"l2_cols", prm.l2_cols}, {"int4_expand", int4 ? moe_kernel::moe_int4_expand(prm) : 0}};
           bool good = true;
           std::vector<std::string> names;
           std::vector<std::function<void(int)>> fns;
@@ -729,6 +742,13 @@ int main(int argc, char** argv) try {
             if (a.compare_l2_scratch) add_variants("_s2", [](moe_kernel::MoeLayerParams& q) { q.l2_scratches = 2; });
             if (a.compare_l2_cols && wide_ok)
               add_variants(prm.l2_cols == 256 ? "_n" : "_w", [](moe_kernel::MoeLayerParams& q) { q.l2_cols = 384 - q.l2_cols; });
+            if (a.compare_expand && int4)
+              add_variants(moe_kernel::moe_int4_expand(prm) == moe_kernel::kInt4ExpandInKernel ? "_pre" : "_ink",
+                           [](moe_kernel::MoeLayerParams& q) {
+                             q.int4_expand = moe_kernel::moe_int4_expand(q) == moe_kernel::kInt4ExpandInKernel
+                                                 ? moe_kernel::kInt4ExpandPrepass
+                                                 : moe_kernel::kInt4ExpandInKernel;
+                           });
             for (int m : a.compare_hints)
               add_variants("_h" + std::to_string(m), [m](moe_kernel::MoeLayerParams& q) { q.l2_hints = m; });
             for (size_t i = 0; i < order_prm.size(); ++i)  // weight prefetch into L2 at these distances

@@ -60,6 +60,9 @@ struct Case {
   // bit-identical: the first two only change when batches run, the hints only where lines stay in L2, the widths
   // which CTA computes a block.
   bool check_batch_timing = false;
+  // W4A8: the first run expands the int4 weights inside the fused kernel (int4_expand auto); also run it with the
+  // pre-pass kernel (int4_expand 1) and require it bit-identical (the expansion is exact either way).
+  bool check_expand = false;
 };
 
 std::string name(const Case& c) {
@@ -307,6 +310,11 @@ void run_case(const Case& c) {
         }
       }
     }
+    if (c.check_expand) {
+      EXPECT_EQ(moe_kernel::moe_int4_expand(prm), moe_kernel::kInt4ExpandInKernel) << "auto expands in the kernel";
+      variants.push_back({prm, "int4 expanded by a pre-pass kernel (int4_expand 1; the first run: in the kernel)"});
+      variants.back().first.int4_expand = moe_kernel::kInt4ExpandPrepass;
+    }
     for (const auto& [pv, what] : variants) {
       for (int r = 0; r < P; ++r) CUDA_CHECK(cudaMemset(d_out[r]->p, 0xFF, size_t(T) * H * 4));
       ws.poison(st);
@@ -532,6 +540,7 @@ TEST(MoeLayerGpu, W4A8SingleRank) {
   NEED_SM90();
   Case c{1, 100, 512, 256, 16, 4, Route::kSkewed};
   c.int4 = true;
+  c.check_expand = true;
   run_case(c);
 }
 
@@ -539,10 +548,32 @@ TEST(MoeLayerGpu, W4A8Emulated) {
   NEED_SM90();
   Case c{4, 128, 256, 384, 8, 2, Route::kBalanced};
   c.int4 = true;
+  c.check_expand = true;
   run_case(c);
   Case d{2, 128, 512, 256, 16, 4, Route::kSkewed, MoeOrder::kInterleaved};
   d.int4 = true;
+  d.check_expand = true;
   run_case(d);
+}
+
+// W4A8 expanded in the kernel where most experts get no tokens (the claims skip them: nobody waits for their
+// weights) and ranks receive nothing, over two calls on one workspace (the claim and ready counters start from zero
+// each launch); single CTAs and pairs, both orders; every run bit-identical to the pre-pass.
+TEST(MoeLayerGpu, W4A8EmptyExpertsAndRepeatedCalls) {
+  NEED_SM90();
+  for (MoeOrder order : {MoeOrder::kExpertWave, MoeOrder::kInterleaved})
+    for (int cluster : {1, 2}) {
+      Case c{4, 96, 512, 256, 32, 2, Route::kFirstRankOnly, order};
+      c.int4 = true;
+      c.cluster = cluster;
+      c.calls = 2;
+      c.check_expand = true;
+      run_case(c);
+    }
+  Case t{2, 300, 512, 256, 8, 1, Route::kTileEdges, MoeOrder::kInterleaved};  // half tiles, an expert with 0 rows
+  t.int4 = true;
+  t.check_expand = true;
+  run_case(t);
 }
 
 // bf16 (reference runs): bf16 activations and weights, fp32 accumulation, h in bf16, against
@@ -785,6 +816,13 @@ TEST(MoeLayerGpu, RejectsBadClusters) {
   w.l2_cols = 192;
   EXPECT_NE(usage_error([&] { moe_kernel::run_moe_layer(*team, ws2, w, team->stream()); }).find("l2_cols must be 0 (auto), 128 or 256, got 192"),
             std::string::npos);
+  for (int bad : {-1, 3}) {
+    moe_kernel::MoeLayerParams x = params(even);
+    x.int4_expand = bad;
+    EXPECT_NE(usage_error([&] { moe_kernel::run_moe_layer(*team, ws2, x, team->stream()); })
+                  .find("int4_expand must be 0 (auto), 1 (pre-pass) or 2 (in the kernel), got " + std::to_string(bad)),
+              std::string::npos);
+  }
   moe_kernel::MoeLayerParams wo = params(odd);  // hidden 1152: not a multiple of 256
   wo.l2_cols = 256;
   EXPECT_NE(usage_error([&] { moe_kernel::run_moe_layer(*team, ws, wo, team->stream()); })

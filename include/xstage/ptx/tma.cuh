@@ -36,6 +36,27 @@ __device__ __forceinline__ void mbar_wait_acquire_cta(uint64_t* bar, uint32_t ph
       "r"(phase)
       : "memory");
 }
+// One non-blocking test of the phase with parity `phase`: true once it has completed (acquire, as the wait).
+__device__ __forceinline__ bool mbar_test_wait_acquire_cta(uint64_t* bar, uint32_t phase) {
+  uint32_t done;
+  asm volatile(
+      "{\n.reg .pred p;\n"
+      "mbarrier.test_wait.parity.acquire.cta.shared::cta.b64 p, [%1], %2;\n"
+      "selp.u32 %0, 1, 0, p;\n}\n"
+      : "=r"(done)
+      : "r"(smem_addr(bar)), "r"(phase)
+      : "memory");
+  return done != 0;
+}
+
+// Non-tensor bulk load: `bytes` (a multiple of 16, both ends 16-byte aligned) from global memory into this CTA's
+// shared memory; completion is counted in bytes on `bar` (arrive with expect_tx first).
+__device__ __forceinline__ void bulk_load(void* smem_dst, const void* gmem_src, uint32_t bytes, uint64_t* bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
+                   smem_addr(smem_dst)),
+               "l"(gmem_src), "r"(bytes), "r"(smem_addr(bar))
+               : "memory");
+}
 
 // 4-d tiled TMA load into shared memory; completion is counted in bytes on `bar`.
 __device__ __forceinline__ void tma_load_4d(const CUtensorMap* map, uint64_t* bar, void* dst, int c0, int c1, int c2,

@@ -78,6 +78,21 @@ inline constexpr int kTileRing = 4;  // descriptors the producer may run ahead
 // kEpilogueDone: the epilogue warps, after their last combine stores, before the completion signal.
 enum class Bar : uint32_t { kHalfTileAmax = 1, kTurn = 2, kEpilogueDone = 4 };
 
+// Warp roles of warpgroup 0 (the consumers are warpgroups 1 and 2).
+enum Warp : int { kProducerWarp = 0, kL1EpilogueWarp = 1 };
+inline constexpr int kEpilogueWarps = 3;  // warps 1-3 of warpgroup 0
+
+// W4A8, int4 expanded in the kernel: each epilogue warp's ring of kExpandBufs chunks (bulk loads of packed int4 from
+// global memory, mbarrier per chunk, the chunk's list index beside it). W8A8 and bf16: none.
+template <bool kInt4>
+struct ExpandSmem {};
+template <>
+struct ExpandSmem<true> {
+  alignas(128) uint8_t buf[kEpilogueWarps][kExpandBufs][moe::kExpandChunkBytes];
+  uint64_t full[kEpilogueWarps][kExpandBufs];
+  uint32_t chunk[kEpilogueWarps][kExpandBufs];
+};
+
 template <class C>
 struct SharedStorage {
   alignas(1024) uint8_t a[C::kStages][C::kABytes];
@@ -98,14 +113,11 @@ struct SharedStorage {
   // dependent global loads: ~2 us between tiles in the call-4 trace).
   TileDesc tiles[kTileRing];
   uint64_t tile_full[kTileRing], tile_empty[kTileRing];
+  ExpandSmem<C::kInt4> ex;
 };
 static_assert(sizeof(SharedStorage<ConfigT<MoeWeightFormat::kFp8>>) <= 227 * 1024, "shared memory of one CTA per SM");
 static_assert(sizeof(SharedStorage<ConfigT<MoeWeightFormat::kInt4>>) <= 227 * 1024, "shared memory of one CTA per SM");
 static_assert(sizeof(SharedStorage<ConfigT<MoeWeightFormat::kBf16>>) <= 227 * 1024, "shared memory of one CTA per SM");
-
-// Warp roles of warpgroup 0 (the consumers are warpgroups 1 and 2).
-enum Warp : int { kProducerWarp = 0, kL1EpilogueWarp = 1 };
-inline constexpr int kEpilogueWarps = 3;  // warps 1-3 of warpgroup 0
 
 // ---------------------------------------------------------------- small device helpers
 __device__ __forceinline__ void tma_load_2d(const CUtensorMap* map, uint64_t* bar, void* dst, int c0, int c1) {
@@ -153,9 +165,11 @@ __device__ __forceinline__ bool record_moe_error(MoeDeviceError* e, int code, in
   return true;
 }
 
-// Waits (acquire) until row p's Linear-1 tiles are all stored; false after the timeout (recorded).
-__device__ __forceinline__ bool wait_row_ready(const uint32_t* ctr, uint32_t target, uint64_t timeout_ns,
-                                               MoeDeviceError* err, int rank, int row) {
+// Waits (acquire) until a per-launch counter (zeroed before the launch) reaches `target`; false after the timeout,
+// recorded as MoeDeviceError `code` with `what`: 2 = row p's Linear-1 tiles are all stored (what = the row),
+// 3 = a W4A8 matrix is expanded (what = local expert * 2 + matrix).
+__device__ __forceinline__ bool wait_counter(const uint32_t* ctr, uint32_t target, uint64_t timeout_ns,
+                                             MoeDeviceError* err, int code, int rank, int what) {
   uint32_t got = kernel::signal_load_acquire(ctr);
   if (got >= target) return true;
   const uint64_t t0 = ptx::globaltimer_ns();
@@ -163,7 +177,7 @@ __device__ __forceinline__ bool wait_row_ready(const uint32_t* ctr, uint32_t tar
     got = kernel::signal_load_acquire(ctr);
     if (got >= target) return true;
     if (ptx::globaltimer_ns() - t0 > timeout_ns) {
-      record_moe_error(err, 2, rank, row, target, got);  // no printf: see kernel/signal.cuh (ptxas C7510)
+      record_moe_error(err, code, rank, what, target, got);  // no printf: see kernel/signal.cuh (ptxas C7510)
       return false;
     }
   }
@@ -320,6 +334,116 @@ __global__ void __launch_bounds__(256) int4_to_e4m3_kernel(const uint4* __restri
     out[2 * i + 1] = hi;
   }
 }
+
+// ---------------------------------------------------------------- W4A8: the expansion inside the kernel
+// MoeLayerParams::int4_expand (default: in the kernel). A pre-pass over every local expert's weights before the launch
+// costs its whole DRAM traffic up front (6.5 ms of DeepSeek-V3's 37 ms W4A8 layer at 32K tokens, s23). Instead the
+// three epilogue warps expand chunks of int4 weights into the e4m3 copy whenever they wait for a tile to store, in the
+// order the schedulers need the experts (moe::ExpandPlan), and the producer waits for a matrix's chunks before its
+// first TMA load of it: the conversion's traffic runs under the tensor work.
+// Per warp, a ring of kExpandBufs chunks: lane 0 claims the next chunk of its rank's list (skipping experts with no
+// tokens, whose weights nobody loads) and bulk-loads its packed bytes into the ring; a chunk whose bytes have arrived
+// is expanded by the whole warp (16 bytes -> 32 codes per lane, 8 times), its stores fenced, then counted on its
+// matrix's ready counter. Progress: a claimed chunk is finished by its warp without waiting on anything else, and a
+// warp whose tile waits for unexpanded weights claims the rest of the list itself, so every wait on a counter ends.
+template <class P>
+struct Expander {
+  // The warp's whole state is one register (the epilogue warps run at kProducerRegs): bits [0, 2) the ring slot to
+  // expand next, [2, 4) chunks claimed and not yet expanded, [4, 4 + kExpandBufs) per slot the parity of its next
+  // fill, bit 7 the list is all claimed (or expand = 0: nothing to do). Everything else is recomputed from p and sh.
+  static_assert(kExpandBufs <= 3, "two bits of slot index and of pending count");
+  static constexpr uint32_t kPendOne = 1u << 2, kPhase0 = 1u << 4, kExhausted = 1u << 7;
+  const P& p;
+  ExpandSmem<true>& sm;
+  int w, lane, g;
+  uint32_t st;
+
+  __device__ __forceinline__ Expander(const P& p_, ExpandSmem<true>& sm_, int w_, int lane_, int g_)
+      : p(p_), sm(sm_), w(w_), lane(lane_), g(g_), st(p_.expand == 0 ? kExhausted : 0u) {
+    for (int b = 0; b < kExpandBufs; ++b) refill(b);
+  }
+  __device__ __forceinline__ int head() const { return int(st & 3u); }
+  __device__ __forceinline__ uint32_t parity(int b) const { return (st >> (4 + b)) & 1u; }
+  __device__ __forceinline__ bool busy() const { return (st & (3u << 2)) != 0; }
+  // Lane 0 claims the next chunk of an expert with tokens and starts its load into slot b; the warp learns whether.
+  __device__ __forceinline__ void refill(int b) {
+    if (st & kExhausted) return;
+    int got = 0;
+    if (lane == 0) {
+      uint32_t* next = p.expand_next + g;
+      const int* tokens = p.sched[g].layout.tokens;
+      const uint32_t total = uint32_t(p.xplan.total());
+      for (;;) {
+        const uint32_t q = atomicAdd(next, 1u);
+        if (q >= total) break;
+        const moe::ExpandChunk c = p.xplan.chunk(q);
+        if (tokens[c.expert] > 0) {
+          sm.chunk[w][b] = q;
+          const int64_t off = p.xplan.byte_offset(g * p.xplan.experts + c.expert, c);
+          ptx::mbar_arrive_expect_tx_release_cta(&sm.full[w][b], moe::kExpandChunkBytes);
+          ptx::bulk_load(sm.buf[w][b], (c.matrix ? p.w2_int4 : p.w1_int4) + off, moe::kExpandChunkBytes, &sm.full[w][b]);
+          got = 1;
+          break;
+        }
+        // An expert without tokens has no tiles: skip the rest of its chunks (the counter only moves forward).
+        atomicMax(next, uint32_t(p.xplan.first_of(c.expert + 1)));
+      }
+    }
+    __syncwarp();  // lane 0's chunk index before the other lanes read it
+    got = __shfl_sync(0xffffffffu, got, 0);
+    st += got ? kPendOne : 0u;
+    st |= got ? 0u : kExhausted;
+  }
+  // The head chunk's bytes have arrived (one non-blocking test).
+  __device__ __forceinline__ bool ready() {
+    return busy() && ptx::mbar_test_wait_acquire_cta(&sm.full[w][head()], parity(head()));
+  }
+  // Expands the head chunk (its bytes have arrived), counts it, and refills its slot.
+  __device__ __forceinline__ void expand_head() {
+    const int h = head();
+    const moe::ExpandChunk c = p.xplan.chunk(sm.chunk[w][h]);
+    const int ex = g * p.xplan.experts + c.expert;
+    uint8_t* dst = (c.matrix ? p.w2_e4m3 : p.w1_e4m3) + 2 * p.xplan.byte_offset(ex, c);
+    const uint4* src = reinterpret_cast<const uint4*>(sm.buf[w][h]);
+#pragma unroll 2
+    for (int j = 0; j < moe::kExpandChunkBytes / 16 / 32; ++j) {
+      const int i = lane + 32 * j;  // a warp writes 1 KB contiguous per step
+      uint4 lo, hi;
+      int4x32_to_e4m3(src[i], lo, hi);
+      ptx::st_weak_v4(dst + 32 * i, lo);
+      ptx::st_weak_v4(dst + 32 * i + 16, hi);
+    }
+    __threadfence();  // this lane's codes are performed at GPU scope before the count below
+    __syncwarp();     // ... every lane's; and every lane has read the slot, which is refilled next
+    if (lane == 0) kernel::signal_add_release(p.expand_ready + size_t(ex) * 2 + c.matrix, 1);
+    st ^= kPhase0 << h;
+    st -= kPendOne;
+    refill(h);
+    st = (st & ~3u) | uint32_t(h + 1 == kExpandBufs ? 0 : h + 1);
+  }
+  // Waits for the phase `ph` of `bar`, expanding the chunks whose bytes arrive meanwhile.
+  __device__ __forceinline__ void wait(uint64_t* bar, uint32_t ph) {
+    while (busy()) {
+      if (ptx::mbar_test_wait_acquire_cta(bar, ph)) return;
+      if (ready()) expand_head();
+    }
+    ptx::mbar_wait_acquire_cta(bar, ph);
+  }
+  // Expands until the list is all done: the warp has no tiles left and helps the other CTAs' waits.
+  __device__ __forceinline__ void drain() {
+    while (busy()) {
+      ptx::mbar_wait_acquire_cta(&sm.full[w][head()], parity(head()));
+      expand_head();
+    }
+  }
+};
+// W8A8, bf16: the plain waits.
+struct NoExpander {
+  template <class... A>
+  __device__ __forceinline__ NoExpander(A&&...) {}
+  __device__ __forceinline__ void wait(uint64_t* bar, uint32_t ph) { ptx::mbar_wait_acquire_cta(bar, ph); }
+  __device__ __forceinline__ void drain() {}
+};
 
 // ---------------------------------------------------------------- phase 1: dispatch
 // Rows of H elements: H bytes of e4m3 codes plus H/128 scales, or (bf16) 2H bytes and no scales.
@@ -713,6 +837,9 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
       ptx::mbar_init(&sh.stage_full[s], 256);
       ptx::mbar_init(&sh.stage_empty[s], 32 * kEpilogueWarps);  // every lane of every epilogue warp
     }
+    if constexpr (C::kInt4)
+      for (int w = 0; w < kEpilogueWarps; ++w)
+        for (int b = 0; b < kExpandBufs; ++b) ptx::mbar_init(&sh.ex.full[w][b], 1);
     for (int s = 0; s < kTileRing; ++s) {
       ptx::mbar_init(&sh.tile_full[s], 1);
       ptx::mbar_init(&sh.tile_empty[s], kConsumerWarps + kEpilogueWarps);  // readers: consumer and epilogue warps
@@ -769,6 +896,15 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
             tma_load_2d(map, &sh.full[s.stage], dst + kHalf * 128, k0, row0 + kHalf);
           }
         };
+        // W4A8 expanded in the kernel: before the first load of local expert le's W1 (m = 0) or W2 (m = 1), all of
+        // that matrix's chunks are written (Expander); the fence after the waits orders them before the TMA reads.
+        int ready_w[2] = {-1, -1};  // the expert last waited for, per matrix
+        auto wait_weights = [&](int le, int m) {
+          if (p.expand == 0 || ready_w[m] == le) return;
+          wait_counter(p.expand_ready + (size_t(g) * layout.num_experts + le) * 2 + m, uint32_t(p.xplan.chunks(m)),
+                       p.timeout_ns, p.err, 3, rank, le * 2 + m);
+          ready_w[m] = le;
+        };
         // The walk runs one tile ahead: the next tile is found while the current one's loads are in flight.
         auto w = sched.get_initial_work();
         int valid = w.is_valid() ? layout.tokens_in_row(w.tile.row) : 0;
@@ -791,6 +927,7 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
           const int ex = g * layout.num_experts + t.expert;   // expert index in the weight tensors
           if (t.kind == sched::MoeTileKind::L1) {
             wait_dispatch(p, rank, t.expert, t.m, valid, seen);
+            if constexpr (C::kInt4) wait_weights(t.expert, 0);
             ptx::fence_proxy_async_global();
             for (int kb = 0; kb < KB1; ++kb) {
               wait_empty(ps);
@@ -817,8 +954,9 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
               if (kb == 0) look_ahead();
             }
           } else {
-            wait_row_ready(p.row_ready + g * row_tiles + t.row, uint32_t(layout.l1_ntiles), p.timeout_ns, p.err, rank,
-                           t.row);
+            wait_counter(p.row_ready + g * row_tiles + t.row, uint32_t(layout.l1_ntiles), p.timeout_ns, p.err, 2, rank,
+                         t.row);
+            if constexpr (C::kInt4) wait_weights(t.expert, 1);
             ptx::fence_proxy_async_global();
             // l2_wide: the tile is N blocks 2n and 2n + 1 (256 columns), two B boxes per stage as in Linear-1.
             const bool wide = p.l2_wide != 0;
@@ -856,10 +994,13 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
       const uint64_t combine_policy = (p.l2_hints & kHintCombineEvictFirst) ? ptx::l2_policy_evict_first() : 0;
       EpiState es;
       kernel::PipeState<kTileRing> ts;
+      // W4A8 expanded in the kernel: every wait of this warp expands int4 chunks meanwhile (Expander).
+      std::conditional_t<C::kInt4, Expander<KernelParams<Sched>>, NoExpander> xp(p, sh.ex, ew, lane, g);
       for (int tile_no = 0;; ++tile_no) {
+        if constexpr (C::kInt4) xp.wait(&sh.tile_full[ts.stage], ts.phase);
         const TileDesc t = read_tile(sh, ts, lane);
         if (t.end()) break;
-        ptx::mbar_wait_acquire_cta(&sh.stage_full[es.stage], es.phase);
+        xp.wait(&sh.stage_full[es.stage], es.phase);
         // Trace: warp 1 records every tile (an L2 tile's T_RS: the longest span of the three warps, below).
         uint64_t* tr = ew == 0 && lane == 0 ? trace_rec<kTrace>(p, tile_no) : nullptr;
         uint64_t c0 = 0;
@@ -923,7 +1064,7 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
           for (int b = 0; b < blocks; ++b) {
             if (b > 0) {  // the second hand-off of a 256-column tile
               es.advance();
-              ptx::mbar_wait_acquire_cta(&sh.stage_full[es.stage], es.phase);
+              xp.wait(&sh.stage_full[es.stage], es.phase);
               st = sh.stage[es.stage];
             }
 #pragma unroll 4
@@ -943,6 +1084,7 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
         }
         es.advance();
       }
+      xp.drain();
       // Per-CTA completion of the combine stores (docs/FOUNDATION.md: release only after completion): every
       // storing thread's stores are performed (system fence), then the three warps meet and one lane releases.
       __threadfence_system();

@@ -86,6 +86,10 @@ void fill_common(KernelParams<Sched>& kp, runtime::Team& team, const MoeLayerPar
 
 }  // namespace
 
+int moe_int4_expand(const MoeLayerParams& prm) {
+  return prm.int4_expand == kInt4ExpandAuto ? kInt4ExpandInKernel : prm.int4_expand;
+}
+
 int moe_l2_cols(const MoeLayerParams& prm) {
   if (prm.l2_cols != 0) return prm.l2_cols;
   // 256 only where CTA pairs stay possible (an even count of 256-column tiles): the shapes it was measured on.
@@ -195,6 +199,7 @@ MoeWorkspace::MoeWorkspace(runtime::Team& team, const MoeShape& shape, MoeWeight
 
 MoeWorkspace::~MoeWorkspace() {
   if (w8_) cudaFree(w8_);
+  if (expand_ctr_) cudaFree(expand_ctr_);
   if (trace_) cudaFree(trace_);
   if (err_) cudaFree(err_);
   if (tables_) cudaFree(tables_);
@@ -206,6 +211,10 @@ void MoeWorkspace::check(runtime::Team& team, const std::string& what) {
   ok(cudaMemcpy(&e, err_, sizeof e, cudaMemcpyDeviceToHost), "cudaMemcpy (error record)");
   if (e.code != 0) {
     ok(cudaMemset(err_, 0, sizeof e), "cudaMemset (error record)");
+    if (e.code == 3)
+      throw RuntimeError(detail::concat(what, ": rank ", e.rank, ": timed out waiting for the int4 expansion of local expert ",
+                                        e.peer_or_row / 2, "'s ", e.peer_or_row % 2 ? "W2" : "W1", " (saw ", e.got, " of ",
+                                        e.expected, " chunks)"));
     throw RuntimeError(detail::concat(what, ": rank ", e.rank, ": timed out waiting for the Linear-1 tiles of row ",
                                       e.peer_or_row, " (saw ", e.got, " of ", e.expected, ")"));
   }
@@ -321,6 +330,8 @@ void MoeWorkspace::check_params(runtime::Team& team, const MoeLayerParams& prm) 
                  "moe layer: l2_cols 256 is for W8A8 and W4A8 (bf16 reference runs use 128-column Linear-2 tiles)");
   XSTAGE_REQUIRE(prm.shape.hidden % l2_cols == 0, "moe layer: l2_cols ", l2_cols,
                  " needs hidden a multiple of it, got hidden ", prm.shape.hidden);
+  XSTAGE_REQUIRE(prm.int4_expand >= kInt4ExpandAuto && prm.int4_expand <= kInt4ExpandInKernel,
+                 "moe layer: int4_expand must be 0 (auto), 1 (pre-pass) or 2 (in the kernel), got ", prm.int4_expand);
   XSTAGE_REQUIRE(prm.l2_hints >= 0 && prm.l2_hints <= kHintAll, "moe layer: l2_hints must be a set of MoeL2Hint bits in [0, ",
                  int(kHintAll), "], got ", prm.l2_hints);
   launch_shape(team, prm);  // CTAs and pairs: named errors
@@ -408,6 +419,7 @@ void launch_moe_layer(runtime::Team& team, MoeWorkspace& ws, const MoeLayerParam
   const bool int4 = prm.weights == MoeWeightFormat::kInt4, bf16 = prm.weights == MoeWeightFormat::kBf16;
   const void* w1 = prm.w1;
   const void* w2 = prm.w2;
+  const bool expand_in_kernel = int4 && moe_int4_expand(prm) == kInt4ExpandInKernel;
   if (int4) {
     // W4A8 pre-pass: the local experts' int4 weights -> an e4m3 copy in the workspace (exact), which the
     // fused kernel then reads like W8A8 weights, with the per-(row, group) scales promoted per column.
@@ -420,8 +432,20 @@ void launch_moe_layer(runtime::Team& team, MoeWorkspace& ws, const MoeLayerParam
     }
     uint8_t* c1 = static_cast<uint8_t*>(ws.w8_);
     uint8_t* c2 = c1 + 2 * b1;
-    ok(launch_int4_to_e4m3(static_cast<const uint8_t*>(prm.w1), c1, b1, stream), "int4 -> e4m3 (w1)");
-    ok(launch_int4_to_e4m3(static_cast<const uint8_t*>(prm.w2), c2, b2, stream), "int4 -> e4m3 (w2)");
+    if (expand_in_kernel) {
+      // The fused kernel expands them itself (MoeLayerParams::int4_expand): its claim and ready counters from zero.
+      const size_t ctr = (size_t(ranks) + size_t(ranks) * El * 2) * sizeof(uint32_t);
+      if (ctr > ws.expand_ctr_bytes_) {
+        if (ws.expand_ctr_) ok(cudaFree(ws.expand_ctr_), "cudaFree (expansion counters)");
+        ws.expand_ctr_ = nullptr;
+        ok(cudaMalloc(&ws.expand_ctr_, ctr), "cudaMalloc (expansion counters)");
+        ws.expand_ctr_bytes_ = ctr;
+      }
+      ok(cudaMemsetAsync(ws.expand_ctr_, 0, ctr, stream), "cudaMemsetAsync (expansion counters)");
+    } else {
+      ok(launch_int4_to_e4m3(static_cast<const uint8_t*>(prm.w1), c1, b1, stream), "int4 -> e4m3 (w1)");
+      ok(launch_int4_to_e4m3(static_cast<const uint8_t*>(prm.w2), c2, b2, stream), "int4 -> e4m3 (w2)");
+    }
     w1 = c1;
     w2 = c2;
   }
@@ -491,6 +515,16 @@ void launch_moe_layer(runtime::Team& team, MoeWorkspace& ws, const MoeLayerParam
     kp.h_scale = ws.h_scale_ ? static_cast<float*>(ws.h_scale_->local(first)) : nullptr;
     kp.row_ready = static_cast<uint32_t*>(ws.row_ready_->local(first));
     kp.dispatch_target = ws.sent_[kSlotDispatch];
+    kp.expand = expand_in_kernel ? 1 : 0;
+    if (expand_in_kernel) {
+      kp.xplan = moe::make_expand_plan(El, H, I);
+      kp.w1_int4 = static_cast<const uint8_t*>(prm.w1);
+      kp.w2_int4 = static_cast<const uint8_t*>(prm.w2);
+      kp.w1_e4m3 = static_cast<uint8_t*>(const_cast<void*>(w1));
+      kp.w2_e4m3 = static_cast<uint8_t*>(const_cast<void*>(w2));
+      kp.expand_next = ws.expand_ctr_;
+      kp.expand_ready = ws.expand_ctr_ + ranks;
+    }
     kp.err = ws.err_;
     kp.trace = nullptr;
     kp.trace_cap = 0;

@@ -120,10 +120,21 @@ struct MoeLayerParams {
   // every W8A8 / W4A8 point of the grid with hidden % 512 == 0 (s24, docs/MOE.md). Bit-identical either way (every
   // element's promotion sequence is the same).
   int l2_cols = 0;
+  // W4A8: where the int4 weights are expanded to the e4m3 codes the tensor cores read (Hopper has no 4-bit MMA).
+  // 0 = auto (the default: in the kernel), 1 = a pre-pass kernel over every local expert's weights before the fused
+  // kernel, 2 = inside the fused kernel: its epilogue warps expand chunks while they wait for tiles, expert by expert
+  // in the order the tiles need them, and the producer waits for an expert's chunks before loading its weights, so
+  // the conversion's DRAM traffic overlaps the tensor work instead of preceding it (docs/MOE.md, "Session 25").
+  // Bit-identical either way (the expansion is exact); W8A8 and bf16 ignore it.
+  int int4_expand = 0;
   // Per-tile instrumentation (W8A8 only): runs the traced instantiation and records every tile of the launch
   // in the workspace (MoeWorkspace::read_trace). The untraced kernels contain no trace code at all.
   bool trace = false;
 };
+
+inline constexpr int kInt4ExpandAuto = 0, kInt4ExpandPrepass = 1, kInt4ExpandInKernel = 2;
+// MoeLayerParams::int4_expand resolved: kInt4ExpandPrepass or kInt4ExpandInKernel (auto: in the kernel).
+int moe_int4_expand(const MoeLayerParams& prm);
 
 // MoeLayerParams::l2_cols resolved: 0 (auto) -> 256 for W8A8 / W4A8 with hidden % 512 == 0, else 128; any other
 // value as given (run_moe_layer validates it).
@@ -147,7 +158,7 @@ struct MoeTileTrace {
 
 // First failure the fused kernel recorded (device memory; decoded by MoeWorkspace::check).
 struct MoeDeviceError {
-  int code;  // 0 none, 1 dispatch signal timeout, 2 Linear-1 row readiness timeout
+  int code;  // 0 none, 1 dispatch signal timeout, 2 Linear-1 row readiness timeout, 3 W4A8 expansion timeout
   int rank, peer_or_row;
   uint32_t expected, got;
 };
@@ -196,6 +207,8 @@ class MoeWorkspace {
   size_t tables_bytes_ = 0;
   void* w8_ = nullptr;  // W4A8: the e4m3 copy of the local experts' int4 weights (per call)
   size_t w8_bytes_ = 0;
+  uint32_t* expand_ctr_ = nullptr;  // W4A8 in the kernel: [ranks] claim counters, then [ranks][El][2] ready counters
+  size_t expand_ctr_bytes_ = 0;
   uint64_t* trace_ = nullptr;  // [ranks * ctas][trace_cap_][kTraceWords] of the last traced launch
   size_t trace_bytes_ = 0;
   int trace_cap_ = 0, trace_ctas_ = 0, trace_ctas_per_rank_ = 0;

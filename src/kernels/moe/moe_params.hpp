@@ -8,6 +8,7 @@
 
 #include "moe_layer.hpp"
 #include "xstage/moe/dispatch_layout.hpp"
+#include "xstage/moe/int4_expand.hpp"
 #include "xstage/runtime/device_error.hpp"
 #include "xstage/runtime/peer_table.hpp"
 #include "xstage/runtime/team.hpp"
@@ -35,9 +36,10 @@ struct ConfigT {
   static constexpr int kElemBytes = kBf16 ? 2 : 1;          // bytes of one activation / weight element
   static constexpr int kBlockKElems = kBlockK / kElemBytes;  // K elements per block: 128 (FP8) or 64 (bf16)
   // W8A8 and bf16: 4 stages of 48 KB in flight and one epilogue slot (the trace showed the mainloop waiting for
-  // data with 3 stages); W4A8 needs 1 KB of column scales per stage, so 3 stages and two slots.
+  // data with 3 stages); W4A8 needs 1 KB of column scales per stage and 36 KB for the int4 expansion's chunk rings
+  // (ExpandSmem), so 3 stages and one slot.
   static constexpr int kStages = kInt4 ? 3 : 4;
-  static constexpr int kEpiSlots = kInt4 ? 2 : 1;                // epilogue staging slots
+  static constexpr int kEpiSlots = 1;                            // epilogue staging slots
   static constexpr uint32_t kL2Pitch = kBlockN * 2;              // bf16 row; 16-byte chunks XOR-swizzled by row
   static constexpr uint32_t kStageBytes = kBlockM * kL2Pitch;    // 32 KB; an FP8 L1 tile uses 16 KB + 512 B
   static constexpr uint32_t kStageScales = kBlockM * kBlockN;    // byte offset of the FP8 L1 row scales
@@ -63,6 +65,9 @@ struct ConfigT {
 };
 
 inline constexpr int kSlotDispatch = 0, kSlotCombine = 1;  // completion-signal slots
+
+// W4A8: where the int4 weights are expanded to e4m3 (MoeLayerParams::int4_expand resolved; KernelParams::expand).
+inline constexpr int kExpandBufs = 3;  // chunks in flight per expanding warp (bulk loads into its shared-memory ring)
 
 
 // (source rank, token, slot) of a received row, written by the dispatch with the row.
@@ -110,6 +115,19 @@ struct KernelParams {
   uint32_t* row_ready;    // [ranks][rows_cap / 128], zeroed before the launch
   const float* w1_scale;  // W8A8: [experts][2I/128][H/128] (W4A8: read through tma_s1)
   const float* w2_scale;  // W8A8: [experts][H/128][I/128] (W4A8: read through tma_s2)
+  // W4A8, int4_expand in the kernel (expand = 1): the epilogue warps expand the local experts' int4 weights (w1_int4,
+  // w2_int4: the caller's packed tensors) into the e4m3 copy the weight maps read (w1_e4m3, w2_e4m3) while they have
+  // no tile to store, claiming chunks of xplan's list from expand_next[g] (from zero each launch); each finished chunk
+  // adds 1 to expand_ready[(g * El + e) * 2 + matrix], and the producer waits for a matrix's chunk count before its
+  // first TMA load of it. expand = 0: a pre-pass kernel wrote the copy before the launch (nothing to wait for).
+  int expand;
+  moe::ExpandPlan xplan;
+  const uint8_t* w1_int4;
+  const uint8_t* w2_int4;
+  uint8_t* w1_e4m3;
+  uint8_t* w2_e4m3;
+  uint32_t* expand_next;   // [ranks]
+  uint32_t* expand_ready;  // [ranks][El][2]
   uint32_t dispatch_target;  // epoch * ctas_per_rank
   uint64_t timeout_ns;
   runtime::DeviceError* team_err;
