@@ -86,11 +86,17 @@ inline constexpr int kEpilogueWarps = 3;  // warps 1-3 of warpgroup 0
 // global memory, mbarrier per chunk, the chunk's list index beside it). W8A8 and bf16: none.
 template <bool kInt4>
 struct ExpandSmem {};
+inline constexpr int kExpandSigQ = 6;  // expanded chunks a warp may hold before one fence makes them all visible
+inline constexpr uint32_t kExpandLease = 8;  // chunks claimed by one atomic
 template <>
 struct ExpandSmem<true> {
   alignas(128) uint8_t buf[kEpilogueWarps][kExpandBufs][moe::kExpandChunkBytes];
   uint64_t full[kEpilogueWarps][kExpandBufs];
   uint32_t chunk[kEpilogueWarps][kExpandBufs];
+  uint32_t sig[kEpilogueWarps][kExpandSigQ];  // ready counters (expert index * 2 + matrix) of chunks not yet counted
+  // Lane 0's lease: chunks [lease[0], lease[1]) of the list are this warp's (claimed kExpandLease at a time from the
+  // rank's counter); lease[2]: the local expert last seen with tokens (+1; 0: none yet).
+  uint32_t lease[kEpilogueWarps][3];
 };
 
 template <class C>
@@ -350,9 +356,10 @@ template <class P>
 struct Expander {
   // The warp's whole state is one register (the epilogue warps run at kProducerRegs): bits [0, 2) the ring slot to
   // expand next, [2, 4) chunks claimed and not yet expanded, [4, 4 + kExpandBufs) per slot the parity of its next
-  // fill, bit 7 the list is all claimed (or expand = 0: nothing to do). Everything else is recomputed from p and sh.
-  static_assert(kExpandBufs <= 3, "two bits of slot index and of pending count");
-  static constexpr uint32_t kPendOne = 1u << 2, kPhase0 = 1u << 4, kExhausted = 1u << 7;
+  // fill, bit 7 the list is all claimed (or expand = 0: nothing to do), [8, 11) chunks expanded and not yet counted.
+  // Everything else is recomputed from p and sh.
+  static_assert(kExpandBufs <= 3 && kExpandSigQ <= 7, "two bits of slot and pending count, three of queued count");
+  static constexpr uint32_t kPendOne = 1u << 2, kPhase0 = 1u << 4, kExhausted = 1u << 7, kQueuedOne = 1u << 8;
   const P& p;
   ExpandSmem<true>& sm;
   int w, lane, g;
@@ -360,34 +367,53 @@ struct Expander {
 
   __device__ __forceinline__ Expander(const P& p_, ExpandSmem<true>& sm_, int w_, int lane_, int g_)
       : p(p_), sm(sm_), w(w_), lane(lane_), g(g_), st(p_.expand == 0 ? kExhausted : 0u) {
+    if (lane == 0) sm.lease[w][0] = sm.lease[w][1] = sm.lease[w][2] = 0;  // no lease yet
     for (int b = 0; b < kExpandBufs; ++b) refill(b);
   }
   __device__ __forceinline__ int head() const { return int(st & 3u); }
   __device__ __forceinline__ uint32_t parity(int b) const { return (st >> (4 + b)) & 1u; }
   __device__ __forceinline__ bool busy() const { return (st & (3u << 2)) != 0; }
-  // Lane 0 claims the next chunk of an expert with tokens and starts its load into slot b; the warp learns whether.
+  __device__ __forceinline__ int queued() const { return int((st >> 8) & 7u); }
+  // Lane 0 takes the next chunk of its lease that belongs to an expert with tokens (a new lease of kExpandLease chunks
+  // from the rank's counter when this one is used up) and starts its load into slot b; the warp learns whether.
+  // One atomic per chunk, and a token-count load per chunk, on the warp's serial path cost ~2 us each time under load
+  // and held the expansion at 60 % of the pre-pass's rate where the layer waits for its weights (s25 call 2).
   __device__ __forceinline__ void refill(int b) {
     if (st & kExhausted) return;
     int got = 0;
     if (lane == 0) {
       uint32_t* next = p.expand_next + g;
-      const int* tokens = p.sched[g].layout.tokens;
       const uint32_t total = uint32_t(p.xplan.total());
+      uint32_t q = sm.lease[w][0], end = sm.lease[w][1], seen = sm.lease[w][2];
       for (;;) {
-        const uint32_t q = atomicAdd(next, 1u);
-        if (q >= total) break;
-        const moe::ExpandChunk c = p.xplan.chunk(q);
-        if (tokens[c.expert] > 0) {
-          sm.chunk[w][b] = q;
-          const int64_t off = p.xplan.byte_offset(g * p.xplan.experts + c.expert, c);
-          ptx::mbar_arrive_expect_tx_release_cta(&sm.full[w][b], moe::kExpandChunkBytes);
-          ptx::bulk_load(sm.buf[w][b], (c.matrix ? p.w2_int4 : p.w1_int4) + off, moe::kExpandChunkBytes, &sm.full[w][b]);
-          got = 1;
-          break;
+        if (q >= end) {
+          q = atomicAdd(next, kExpandLease);
+          if (q >= total) break;
+          end = min(q + kExpandLease, total);
         }
-        // An expert without tokens has no tiles: skip the rest of its chunks (the counter only moves forward).
-        atomicMax(next, uint32_t(p.xplan.first_of(c.expert + 1)));
+        const moe::ExpandChunk c = p.xplan.chunk(q);
+        if (uint32_t(c.expert) + 1 != seen) {
+          if (p.sched[g].layout.tokens[c.expert] == 0) {
+            // An expert without tokens has no tiles: skip the rest of its chunks, here and (the counter only moves
+            // forward) for every other warp of the rank.
+            const uint32_t skip = uint32_t(p.xplan.first_of(c.expert + 1));
+            atomicMax(next, skip);
+            q = min(skip, end);
+            continue;
+          }
+          seen = uint32_t(c.expert) + 1;
+        }
+        sm.chunk[w][b] = q;
+        const int64_t off = p.xplan.byte_offset(g * p.xplan.experts + c.expert, c);
+        ptx::mbar_arrive_expect_tx_release_cta(&sm.full[w][b], moe::kExpandChunkBytes);
+        ptx::bulk_load(sm.buf[w][b], (c.matrix ? p.w2_int4 : p.w1_int4) + off, moe::kExpandChunkBytes, &sm.full[w][b]);
+        ++q;
+        got = 1;
+        break;
       }
+      sm.lease[w][0] = q;
+      sm.lease[w][1] = end;
+      sm.lease[w][2] = seen;
     }
     __syncwarp();  // lane 0's chunk index before the other lanes read it
     got = __shfl_sync(0xffffffffu, got, 0);
@@ -398,7 +424,31 @@ struct Expander {
   __device__ __forceinline__ bool ready() {
     return busy() && ptx::mbar_test_wait_acquire_cta(&sm.full[w][head()], parity(head()));
   }
-  // Expands the head chunk (its bytes have arrived), counts it, and refills its slot.
+  // Makes the queued chunks' codes visible at GPU scope (one fence for all of them: a fence waits until this lane's
+  // stores are performed, ~1 us under load, which per chunk capped the expansion at a third of the pre-pass's rate,
+  // s25 call 1), then counts them on their matrices' ready counters, one release per run of equal counters.
+  __device__ __forceinline__ void flush() {
+    const int n = queued();
+    if (n == 0) return;
+    __threadfence();
+    __syncwarp();  // every lane's fence before lane 0's counts
+    if (lane == 0) {
+      uint32_t cur = sm.sig[w][0], cnt = 1;
+      for (int i = 1; i < n; ++i) {
+        const uint32_t s = sm.sig[w][i];
+        if (s == cur) {
+          ++cnt;
+          continue;
+        }
+        kernel::signal_add_release(p.expand_ready + cur, cnt);
+        cur = s;
+        cnt = 1;
+      }
+      kernel::signal_add_release(p.expand_ready + cur, cnt);
+    }
+    st &= ~(7u << 8);
+  }
+  // Expands the head chunk (its bytes have arrived), queues its count, refills its slot; a full queue is flushed.
   __device__ __forceinline__ void expand_head() {
     const int h = head();
     const moe::ExpandChunk c = p.xplan.chunk(sm.chunk[w][h]);
@@ -413,28 +463,39 @@ struct Expander {
       ptx::st_weak_v4(dst + 32 * i, lo);
       ptx::st_weak_v4(dst + 32 * i + 16, hi);
     }
-    __threadfence();  // this lane's codes are performed at GPU scope before the count below
-    __syncwarp();     // ... every lane's; and every lane has read the slot, which is refilled next
-    if (lane == 0) kernel::signal_add_release(p.expand_ready + size_t(ex) * 2 + c.matrix, 1);
+    if (lane == 0) sm.sig[w][queued()] = uint32_t(ex) * 2 + uint32_t(c.matrix);
+    st += kQueuedOne;
+    __syncwarp();  // every lane has read the slot, which is refilled next
     st ^= kPhase0 << h;
     st -= kPendOne;
     refill(h);
     st = (st & ~3u) | uint32_t(h + 1 == kExpandBufs ? 0 : h + 1);
+    if (queued() == kExpandSigQ) flush();
   }
-  // Waits for the phase `ph` of `bar`, expanding the chunks whose bytes arrive meanwhile.
+  // Waits for the phase `ph` of `bar`, expanding the chunks whose bytes arrive meanwhile; while the next chunk's bytes
+  // are still on their way, the queued chunks are made visible and counted (the fence's latency hides behind the
+  // loads'). Nothing stays queued across a blocking wait.
   __device__ __forceinline__ void wait(uint64_t* bar, uint32_t ph) {
     while (busy()) {
       if (ptx::mbar_test_wait_acquire_cta(bar, ph)) return;
-      if (ready()) expand_head();
+      if (ready())
+        expand_head();
+      else
+        flush();
     }
+    flush();
     ptx::mbar_wait_acquire_cta(bar, ph);
   }
   // Expands until the list is all done: the warp has no tiles left and helps the other CTAs' waits.
   __device__ __forceinline__ void drain() {
     while (busy()) {
-      ptx::mbar_wait_acquire_cta(&sm.full[w][head()], parity(head()));
+      if (!ready()) {
+        flush();
+        ptx::mbar_wait_acquire_cta(&sm.full[w][head()], parity(head()));
+      }
       expand_head();
     }
+    flush();
   }
 };
 // W8A8, bf16: the plain waits.
