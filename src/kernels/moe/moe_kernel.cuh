@@ -25,6 +25,9 @@
 //              source rank's combine buffer (peer memory), slot freed once read: the remote stores drain
 //              behind the MMA (the X-Stage); after the last tile, bulk_wait_group 0, a system fence and
 //              one release of slot kSlotCombine on every rank (the per-CTA completion signal).
+//          W4A8 (int4_expand in the kernel, the default): while they wait for a tile, the epilogue warps also
+//              expand the local experts' int4 weights into the e4m3 copy the weight maps read (Expander), expert
+//              by expert in the schedulers' order; the producer waits per expert and matrix before loading.
 // The weighted sum over the k slots is a second, small kernel (combine_kernel) after a stream-ordered
 // wait for every rank's combine signals.
 // bf16 (ConfigT<kBf16>, reference runs): the same roles and the same stage geometry with 64-deep K blocks of
