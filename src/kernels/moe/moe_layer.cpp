@@ -25,6 +25,21 @@ void ok(cudaError_t e, const char* what) {
 
 size_t round16(size_t n) { return (n + 15) / 16 * 16; }
 
+// A device scratch buffer of the workspace (`p`, `have` bytes) grown to at least `bytes`; its contents are not kept.
+template <class T>
+T* grow(T*& p, size_t& have, size_t bytes, const char* what) {
+  if (bytes > have) {
+    if (p != nullptr) ok(cudaFree(p), detail::concat("cudaFree (", what, ")").c_str());
+    p = nullptr;
+    have = 0;
+    void* q = nullptr;
+    ok(cudaMalloc(&q, bytes), detail::concat("cudaMalloc (", what, ")").c_str());
+    p = static_cast<T*>(q);
+    have = bytes;
+  }
+  return p;
+}
+
 
 // What a 2-d map holds: FP8 bytes with the 128 B swizzle (box {128, 128}), bf16 with the 128 B swizzle (box
 // {64, 128}: the same 128 bytes x 128 rows), or fp32 scales without (box {128, 1}).
@@ -332,6 +347,10 @@ void MoeWorkspace::check_params(runtime::Team& team, const MoeLayerParams& prm) 
                  " needs hidden a multiple of it, got hidden ", prm.shape.hidden);
   XSTAGE_REQUIRE(prm.int4_expand >= kInt4ExpandAuto && prm.int4_expand <= kInt4ExpandInKernel,
                  "moe layer: int4_expand must be 0 (auto), 1 (pre-pass) or 2 (in the kernel), got ", prm.int4_expand);
+  // The in-kernel expansion's work list must fit its counters: checked here, before launch_moe_layer moves the
+  // signal epochs (a throw after that would leave them counting a launch that never ran).
+  if (prm.weights == MoeWeightFormat::kInt4 && moe_int4_expand(prm) == kInt4ExpandInKernel)
+    (void)moe::make_expand_plan(s.experts / P, s.hidden, s.inter);
   XSTAGE_REQUIRE(prm.l2_hints >= 0 && prm.l2_hints <= kHintAll, "moe layer: l2_hints must be a set of MoeL2Hint bits in [0, ",
                  int(kHintAll), "], got ", prm.l2_hints);
   launch_shape(team, prm);  // CTAs and pairs: named errors
@@ -379,12 +398,7 @@ void prepare_moe_layer(runtime::Team& team, MoeWorkspace& ws, const MoeLayerPara
   }
   const size_t o_tok = put(tok), o_idx = put(idx), o_pos = put(pos);
   const size_t bytes = tab.size() * sizeof(int32_t);
-  if (bytes > ws.tables_bytes_) {
-    if (ws.tables_) ok(cudaFree(ws.tables_), "cudaFree (tables)");
-    ws.tables_ = nullptr;
-    ok(cudaMalloc(&ws.tables_, bytes), "cudaMalloc (tables)");
-    ws.tables_bytes_ = bytes;
-  }
+  grow(ws.tables_, ws.tables_bytes_, bytes, "tables");
   ok(cudaMemcpyAsync(ws.tables_, tab.data(), bytes, cudaMemcpyHostToDevice, stream), "cudaMemcpyAsync (tables)");
   auto prep = std::make_unique<MoeWorkspace::Prepared>(MoeWorkspace::Prepared{plan, o_counts, o_base, o_off, o_tok,
                                                                                o_idx, o_pos, {}});
@@ -420,34 +434,25 @@ void launch_moe_layer(runtime::Team& team, MoeWorkspace& ws, const MoeLayerParam
   const void* w1 = prm.w1;
   const void* w2 = prm.w2;
   const bool expand_in_kernel = int4 && moe_int4_expand(prm) == kInt4ExpandInKernel;
+  uint8_t* w1_e4m3 = nullptr;  // W4A8: the e4m3 copy of the local experts' W1 and W2 (the weight maps read it)
+  uint8_t* w2_e4m3 = nullptr;
   if (int4) {
-    // W4A8 pre-pass: the local experts' int4 weights -> an e4m3 copy in the workspace (exact), which the
-    // fused kernel then reads like W8A8 weights, with the per-(row, group) scales promoted per column.
+    // W4A8: the local experts' int4 weights -> an e4m3 copy in the workspace (exact), which the fused kernel reads
+    // like W8A8 weights, with the per-(row, group) scales promoted per column. Written by the fused kernel itself
+    // (MoeLayerParams::int4_expand: its claim and ready counters from zero) or by a pre-pass before it.
     const size_t b1 = size_t(experts_here) * 2 * I * H / 2, b2 = size_t(experts_here) * H * I / 2;
-    if (2 * (b1 + b2) > ws.w8_bytes_) {
-      if (ws.w8_) ok(cudaFree(ws.w8_), "cudaFree (e4m3 weights)");
-      ws.w8_ = nullptr;
-      ok(cudaMalloc(&ws.w8_, 2 * (b1 + b2)), "cudaMalloc (e4m3 copy of the int4 weights)");
-      ws.w8_bytes_ = 2 * (b1 + b2);
-    }
-    uint8_t* c1 = static_cast<uint8_t*>(ws.w8_);
-    uint8_t* c2 = c1 + 2 * b1;
+    w1_e4m3 = static_cast<uint8_t*>(grow(ws.w8_, ws.w8_bytes_, 2 * (b1 + b2), "e4m3 copy of the int4 weights"));
+    w2_e4m3 = w1_e4m3 + 2 * b1;
     if (expand_in_kernel) {
-      // The fused kernel expands them itself (MoeLayerParams::int4_expand): its claim and ready counters from zero.
       const size_t ctr = (size_t(ranks) + size_t(ranks) * El * 2) * sizeof(uint32_t);
-      if (ctr > ws.expand_ctr_bytes_) {
-        if (ws.expand_ctr_) ok(cudaFree(ws.expand_ctr_), "cudaFree (expansion counters)");
-        ws.expand_ctr_ = nullptr;
-        ok(cudaMalloc(&ws.expand_ctr_, ctr), "cudaMalloc (expansion counters)");
-        ws.expand_ctr_bytes_ = ctr;
-      }
-      ok(cudaMemsetAsync(ws.expand_ctr_, 0, ctr, stream), "cudaMemsetAsync (expansion counters)");
+      ok(cudaMemsetAsync(grow(ws.expand_ctr_, ws.expand_ctr_bytes_, ctr, "expansion counters"), 0, ctr, stream),
+         "cudaMemsetAsync (expansion counters)");
     } else {
-      ok(launch_int4_to_e4m3(static_cast<const uint8_t*>(prm.w1), c1, b1, stream), "int4 -> e4m3 (w1)");
-      ok(launch_int4_to_e4m3(static_cast<const uint8_t*>(prm.w2), c2, b2, stream), "int4 -> e4m3 (w2)");
+      ok(launch_int4_to_e4m3(static_cast<const uint8_t*>(prm.w1), w1_e4m3, b1, stream), "int4 -> e4m3 (w1)");
+      ok(launch_int4_to_e4m3(static_cast<const uint8_t*>(prm.w2), w2_e4m3, b2, stream), "int4 -> e4m3 (w2)");
     }
-    w1 = c1;
-    w2 = c2;
+    w1 = w1_e4m3;
+    w2 = w2_e4m3;
   }
   CUtensorMap maps[9];
   const MapKind rows_kind = bf16 ? MapKind::kBf16 : MapKind::kFp8;  // receive rows, h and weights
@@ -520,8 +525,8 @@ void launch_moe_layer(runtime::Team& team, MoeWorkspace& ws, const MoeLayerParam
       kp.xplan = moe::make_expand_plan(El, H, I);
       kp.w1_int4 = static_cast<const uint8_t*>(prm.w1);
       kp.w2_int4 = static_cast<const uint8_t*>(prm.w2);
-      kp.w1_e4m3 = static_cast<uint8_t*>(const_cast<void*>(w1));
-      kp.w2_e4m3 = static_cast<uint8_t*>(const_cast<void*>(w2));
+      kp.w1_e4m3 = w1_e4m3;
+      kp.w2_e4m3 = w2_e4m3;
       kp.expand_next = ws.expand_ctr_;
       kp.expand_ready = ws.expand_ctr_ + ranks;
     }
@@ -536,13 +541,7 @@ void launch_moe_layer(runtime::Team& team, MoeWorkspace& ws, const MoeLayerParam
         cap = std::max<long long>(cap, (rows * (I / kBlockN) + ctas - 1) / ctas + (rows * n2 + ctas - 1) / ctas + 1);
       }
       const size_t bytes = size_t(ranks) * ctas * cap * kTraceWords * sizeof(uint64_t);
-      if (bytes > ws.trace_bytes_) {
-        if (ws.trace_) ok(cudaFree(ws.trace_), "cudaFree (trace)");
-        ws.trace_ = nullptr;
-        ok(cudaMalloc(&ws.trace_, bytes), "cudaMalloc (trace)");
-        ws.trace_bytes_ = bytes;
-      }
-      ok(cudaMemsetAsync(ws.trace_, 0, bytes, stream), "cudaMemsetAsync (trace)");
+      ok(cudaMemsetAsync(grow(ws.trace_, ws.trace_bytes_, bytes, "trace"), 0, bytes, stream), "cudaMemsetAsync (trace)");
       ws.trace_cap_ = cap;
       ws.trace_ctas_ = ranks * ctas;
       ws.trace_ctas_per_rank_ = ctas;
