@@ -89,6 +89,7 @@ inline constexpr int kEpilogueWarps = 3;  // warps 1-3 of warpgroup 0
 // global memory, mbarrier per chunk, the chunk's list index beside it). W8A8 and bf16: none.
 template <bool kInt4>
 struct ExpandSmem {};
+inline constexpr int kExpandBufs = 3;  // chunks in flight per expanding warp (bulk loads into its shared-memory ring)
 inline constexpr int kExpandSigQ = 6;  // expanded chunks a warp may hold before one fence makes them all visible
 inline constexpr uint32_t kExpandLease = 8;  // chunks claimed by one atomic
 template <>
@@ -350,10 +351,10 @@ __global__ void __launch_bounds__(256) int4_to_e4m3_kernel(const uint4* __restri
 // three epilogue warps expand chunks of int4 weights into the e4m3 copy whenever they wait for a tile to store, in the
 // order the schedulers need the experts (moe::ExpandPlan), and the producer waits for a matrix's chunks before its
 // first TMA load of it: the conversion's traffic runs under the tensor work.
-// Per warp, a ring of kExpandBufs chunks: lane 0 claims the next chunk of its rank's list (skipping experts with no
-// tokens, whose weights nobody loads) and bulk-loads its packed bytes into the ring; a chunk whose bytes have arrived
-// is expanded by the whole warp (16 bytes -> 32 codes per lane, 8 times), its stores fenced, then counted on its
-// matrix's ready counter. Progress: a claimed chunk is finished by its warp without waiting on anything else, and a
+// Per warp, a ring of kExpandBufs chunks: lane 0 takes the next chunk of its lease of the rank's list (kExpandLease
+// chunks per atomic; experts with no tokens, whose weights nobody loads, skipped) and bulk-loads its packed bytes into
+// the ring; a chunk whose bytes have arrived is expanded by the whole warp (16 bytes -> 32 codes per lane, 8 times)
+// and queued; the queue is fenced once and counted on the matrices' ready counters (flush). Progress: a claimed chunk is finished by its warp without waiting on anything else, and a
 // warp whose tile waits for unexpanded weights claims the rest of the list itself, so every wait on a counter ends.
 template <class P>
 struct Expander {

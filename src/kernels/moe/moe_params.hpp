@@ -66,9 +66,6 @@ struct ConfigT {
 
 inline constexpr int kSlotDispatch = 0, kSlotCombine = 1;  // completion-signal slots
 
-// W4A8: where the int4 weights are expanded to e4m3 (MoeLayerParams::int4_expand resolved; KernelParams::expand).
-inline constexpr int kExpandBufs = 3;  // chunks in flight per expanding warp (bulk loads into its shared-memory ring)
-
 
 // (source rank, token, slot) of a received row, written by the dispatch with the row.
 struct RecvMeta {
@@ -117,8 +114,8 @@ struct KernelParams {
   const float* w2_scale;  // W8A8: [experts][H/128][I/128] (W4A8: read through tma_s2)
   // W4A8, int4_expand in the kernel (expand = 1): the epilogue warps expand the local experts' int4 weights (w1_int4,
   // w2_int4: the caller's packed tensors) into the e4m3 copy the weight maps read (w1_e4m3, w2_e4m3) while they have
-  // no tile to store, claiming chunks of xplan's list from expand_next[g] (from zero each launch); each finished chunk
-  // adds 1 to expand_ready[(g * El + e) * 2 + matrix], and the producer waits for a matrix's chunk count before its
+  // no tile to store, leasing chunks of xplan's list from expand_next[g] (from zero each launch); finished chunks are
+  // counted on expand_ready[(g * El + e) * 2 + matrix], and the producer waits for a matrix's chunk count before its
   // first TMA load of it. expand = 0: a pre-pass kernel wrote the copy before the launch (nothing to wait for).
   int expand;
   moe::ExpandPlan xplan;
