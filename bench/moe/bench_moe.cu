@@ -9,6 +9,7 @@
 //             [--trace] [--trace-csv FILE] [--ctas N] [--leads D1,D2,...] [--platform FILE]
 //             [--cluster 0|1|2] [--l2-cols 0|128|256] [--compare-single] [--compare-pingpong] [--compare-l2-scratch]
 //             [--compare-l2-cols] [--compare-hints M1,M2,...] [--int4-expand 0|1|2] [--compare-expand]
+//             [--compare-pair-share]
 //             [--prefetch D1,D2,...] [--custom NAME:H:I:E:K]
 //
 // --cluster: MoeLayerParams::cluster of the fused kernel (0 = auto: CTA pairs sharing the A operand by TMA
@@ -26,6 +27,9 @@
 // 1 = a pre-pass kernel before the fused one; 2 = in the kernel). --compare-expand adds, per order, the W4A8 kernel
 // with the other place (backend fused_<order>_pre: the pre-pass beside the in-kernel expansion; fused_<order>_ink:
 // the in-kernel one beside a pre-pass), checked bit-identical and timed beside it (W8A8 rows: nothing added).
+// --compare-pair-share adds, per order, the CTA pairs' other sharing modes (MoeLayerParams::pair_share; backends
+// fused_<order>_sa: A shared, _sf: weights of full rows, _sw: weights; the one the launch resolves to is the plain
+// fused_<order>; where pairs run), checked bit-identical and timed beside it.
 // --compare-hints M1,M2: adds, per order and mask M, the kernel with MoeLayerParams::l2_hints = M (L2 cache hints:
 // 1 combine stores evict_first, 2 Linear-2 weights evict_last, 4 Linear-1 weights evict_first; backend
 // fused_<order>_h<M>), checked bit-identical and timed beside it.
@@ -301,6 +305,7 @@ struct Args {
   bool compare_l2_cols = false;     // --compare-l2-cols: also the orders with the other Linear-2 width
   int int4_expand = 0;              // --int4-expand: MoeLayerParams::int4_expand of the W4A8 fused backends
   bool compare_expand = false;      // --compare-expand: also the W4A8 orders with the other expansion place
+  bool compare_pair_share = false;  // --compare-pair-share: also the orders with the pairs' other sharing modes
   double block_s = 0.1, warmup_s = 0.05;
   int rounds = 1;
   long min_calls = bench::kDefaultMinCalls;
@@ -399,6 +404,7 @@ Args parse(int argc, char** argv) {
     else if (k == "--compare-hints") a.compare_hints = split_int(val(), k.c_str());
     else if (k == "--compare-l2-cols") a.compare_l2_cols = true;
     else if (k == "--compare-expand") a.compare_expand = true;
+    else if (k == "--compare-pair-share") a.compare_pair_share = true;
     else if (k == "--int4-expand") {
       a.int4_expand = std::stoi(val());
       if (a.int4_expand < 0 || a.int4_expand > 2)
@@ -742,6 +748,19 @@ int main(int argc, char** argv) try {
             if (a.compare_l2_scratch) add_variants("_s2", [](moe_kernel::MoeLayerParams& q) { q.l2_scratches = 2; });
             if (a.compare_l2_cols && wide_ok)
               add_variants(prm.l2_cols == 256 ? "_n" : "_w", [](moe_kernel::MoeLayerParams& q) { q.l2_cols = 384 - q.l2_cols; });
+            if (a.compare_pair_share) {  // the pair modes other than the one this launch resolves to
+              int cl = 0;
+              moe_kernel::moe_launch_ctas(*team1, prm, &cl);
+              const int own = moe_kernel::moe_pair_share(*team1, prm);
+              const char* suffix[] = {"", "_sa", "_sf", "_sw"};
+              if (cl == 2)
+                for (int m = moe_kernel::kPairShareA; m <= moe_kernel::kPairShareWeights; ++m)
+                  if (m != own)  // (W8A8 and W4A8 only here: every mode runs)
+                    add_variants(suffix[m], [m](moe_kernel::MoeLayerParams& q) {
+                      q.pair_share = m;
+                      if (q.lead == 1) q.lead = 2;
+                    });
+            }
             if (a.compare_expand && int4)
               add_variants(moe_kernel::moe_int4_expand(prm) == moe_kernel::kInt4ExpandInKernel ? "_pre" : "_ink",
                            [](moe_kernel::MoeLayerParams& q) {

@@ -63,6 +63,11 @@ struct Case {
   // W4A8: the first run expands the int4 weights inside the fused kernel (int4_expand auto); also run it with the
   // pre-pass kernel (int4_expand 1) and require it bit-identical (the expansion is exact either way).
   bool check_expand = false;
+  // Also run it with CTA pairs that share the weights (cluster 2, pair_share 2: an expert's row tiles b, b + 1 at one
+  // N tile where both are full tiles; 3: any two; other rows as A-sharing pairs) and require it bit-identical to the
+  // first run (and, W8A8, with the per-tile trace and pingpong).
+  bool check_pair_share = false;
+  bool pair_share_pingpong = false;  // the W8A8 weight-sharing variant also with pingpong 1 (not under racecheck)
 };
 
 std::string name(const Case& c) {
@@ -307,6 +312,23 @@ void run_case(const Case& c) {
           variants.push_back({prm, std::to_string(cols) + "-column Linear-2 tiles (l2_cols " + std::to_string(cols) +
                                        "; the first run: auto = " + std::to_string(moe_kernel::moe_l2_cols(prm)) + ")"});
           variants.back().first.l2_cols = cols;
+        }
+      }
+    }
+    if (c.check_pair_share) {
+      for (int mode : {moe_kernel::kPairShareWeightsFull, moe_kernel::kPairShareWeights}) {
+        variants.push_back({prm, "CTA pairs sharing the weights (cluster 2, pair_share " + std::to_string(mode) +
+                                     "; the first run: cluster " + std::to_string(c.cluster) + ")"});
+        variants.back().first.cluster = 2;
+        variants.back().first.pair_share = mode;
+        variants.back().first.lead = 2;  // the smallest lead weight sharing allows (the output does not depend on it)
+      }
+      if (!c.int4) {
+        variants.push_back({variants.back().first, "pair_share 3 with the per-tile trace"});
+        variants.back().first.trace = true;
+        if (c.pair_share_pingpong) {
+          variants.push_back({variants.back().first, "pair_share 3 with the per-tile trace and pingpong"});
+          variants.back().first.pingpong = 1;
         }
       }
     }
@@ -556,6 +578,40 @@ TEST(MoeLayerGpu, W4A8Emulated) {
   run_case(d);
 }
 
+// CTA pairs sharing the weights (pair_share 2 and 3) against single CTAs: experts with 1-6 row tiles (odd counts,
+// rows of 65 and 64 tokens: full with full, full with half, a last row alone), empty experts; W8A8 and W4A8, both
+// orders, P = 1 and emulated P = 2.
+TEST(MoeLayerGpu, PairShareEqualSingleCtas) {
+  NEED_SM90();
+  for (bool int4 : {false, true})
+    for (MoeOrder order : {MoeOrder::kExpertWave, MoeOrder::kInterleaved}) {
+      Case t{2, 300, 512, 256, 8, 1, Route::kTileEdges, order};  // 1 or 2 row tiles per expert, an expert with 0
+      t.int4 = int4;
+      t.cluster = 1;
+      t.check_pair_share = true;
+      run_case(t);
+      Case b{1, 700, 512, 256, 4, 2, Route::kSkewed, order};  // 2-6 row tiles per expert
+      b.int4 = int4;
+      b.cluster = 1;
+      b.check_pair_share = true;
+      run_case(b);
+    }
+}
+
+// The same with the MMA warpgroups' turn (pingpong 1) on top (W8A8, traced too). A test of its own because racecheck
+// cannot follow the turn's bar.arrive around the half tiles' amax exchange (docs/MOE.md, s24): run the sanitizer
+// without it.
+TEST(MoeLayerGpu, PairShareWithPingpong) {
+  NEED_SM90();
+  for (MoeOrder order : {MoeOrder::kExpertWave, MoeOrder::kInterleaved}) {
+    Case b{1, 700, 512, 256, 4, 2, Route::kSkewed, order};
+    b.cluster = 1;
+    b.check_pair_share = true;
+    b.pair_share_pingpong = true;
+    run_case(b);
+  }
+}
+
 // W4A8 expanded in the kernel where most experts get no tokens (the claims skip them: nobody waits for their
 // weights) and ranks receive nothing, over two calls on one workspace (the claim and ready counters start from zero
 // each launch); single CTAs and pairs, both orders; every run bit-identical to the pre-pass.
@@ -631,7 +687,7 @@ TEST(MoeLayerGpu, RepeatedCalls) {
 }
 
 // The per-tile trace: one record per tile of the schedule (every row's L1 and L2 tiles exactly once), with
-// ordered stamps, and the traced kernel's output equal to the untraced one bit for bit.
+// ordered stamps, and the traced kernel's output equal to the untraced one bit for bit; with every pair_share mode.
 TEST(MoeLayerGpu, TraceRecordsEveryTile) {
   NEED_SM90();
   const int P = 2, T = 256, H = 256, I = 256, E = 8, K = 2;
@@ -677,9 +733,16 @@ TEST(MoeLayerGpu, TraceRecordsEveryTile) {
     prm.rank[r] = {static_cast<const uint8_t*>(d_x[r]->p), static_cast<const float*>(d_xs[r]->p),
                    static_cast<const float*>(d_wt[r]->p), static_cast<float*>(d_out[r]->p)};
   }
+  // Weight-sharing pairs remap the positions of an expert's row pairs to other (row, N tile) tiles: every tile must
+  // still run exactly once. (pair_share 0 here: auto, on these small experts the A-sharing pairs or single CTAs.)
+  for (int share : {moe_kernel::kPairShareAuto, moe_kernel::kPairShareA, moe_kernel::kPairShareWeightsFull,
+                    moe_kernel::kPairShareWeights})
   for (MoeOrder order : {MoeOrder::kExpertWave, MoeOrder::kInterleaved}) {
+    SCOPED_TRACE("pair_share " + std::to_string(share));
     prm.order = order;
     prm.trace = false;
+    prm.pair_share = share;
+    prm.cluster = share == moe_kernel::kPairShareAuto ? 0 : 2;
     moe_kernel::run_moe_layer(*team, ws, prm, team->stream());
     moe_kernel::MoeLayerParams traced = prm;
     traced.trace = true;
@@ -816,6 +879,47 @@ TEST(MoeLayerGpu, RejectsBadClusters) {
   w.l2_cols = 192;
   EXPECT_NE(usage_error([&] { moe_kernel::run_moe_layer(*team, ws2, w, team->stream()); }).find("l2_cols must be 0 (auto), 128 or 256, got 192"),
             std::string::npos);
+  {
+    moe_kernel::MoeLayerParams pr = params(even);
+    pr.pair_share = 4;
+    EXPECT_NE(usage_error([&] { moe_kernel::run_moe_layer(*team, ws2, pr, team->stream()); })
+                  .find("pair_share must be 0 (auto), 1 (A), 2 (weights of full rows) or 3 (weights), got 4"),
+              std::string::npos);
+    pr.pair_share = moe_kernel::kPairShareWeightsFull;
+    pr.cluster = 1;
+    EXPECT_NE(usage_error([&] { moe_kernel::run_moe_layer(*team, ws2, pr, team->stream()); })
+                  .find("pair_share 2 is an option of CTA pairs, but this launch runs single CTAs (cluster 1)"),
+              std::string::npos);
+    pr.cluster = 2;
+    pr.order = MoeOrder::kInterleaved;
+    pr.lead = 1;
+    EXPECT_NE(usage_error([&] { moe_kernel::run_moe_layer(*team, ws2, pr, team->stream()); })
+                  .find("pair_share 2 needs the interleaved lead D >= 2 (a Linear-2 tile may compute the next row), got 1"),
+              std::string::npos);
+  }
+  {
+    // pair_share auto: weight sharing where one expert's Linear-1 weights (2 I H bytes) exceed half of the L2 (read
+    // from the device, not assumed), else A; never with lead 1 (Interleaved) or bf16; nothing with single CTAs.
+    int l2 = 0;
+    CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, team->device()));
+    moe_kernel::MoeLayerParams a = params(even);
+    a.weights = MoeWeightFormat::kFp8;
+    for (int inter : {256, 1024, 2048, 3072}) {
+      a.shape.hidden = 7168;
+      a.shape.inter = inter;
+      const bool big = 2.0 * inter * 7168 > 0.5 * l2;
+      a.order = MoeOrder::kExpertWave;
+      a.lead = 0;
+      EXPECT_EQ(moe_kernel::moe_pair_share(*team, a), big ? moe_kernel::kPairShareWeights : moe_kernel::kPairShareA)
+          << "inter " << inter << ", L2 " << l2;
+      a.order = MoeOrder::kInterleaved;
+      a.lead = 1;
+      EXPECT_EQ(moe_kernel::moe_pair_share(*team, a), moe_kernel::kPairShareA) << "inter " << inter;
+      a.cluster = 1;
+      EXPECT_EQ(moe_kernel::moe_pair_share(*team, a), 0) << "single CTAs";
+      a.cluster = 0;
+    }
+  }
   for (int bad : {-1, 3}) {
     moe_kernel::MoeLayerParams x = params(even);
     x.int4_expand = bad;

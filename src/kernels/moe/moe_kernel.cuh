@@ -941,8 +941,9 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
         kernel::PipeState<kTileRing> ts;
         uint32_t seen = 0;
         // MoeLayerParams::l2_hints: L2 policies of the weight loads (0 = no hint, the plain load).
-        const uint64_t w1_policy = (p.l2_hints & kHintW1EvictFirst) ? ptx::l2_policy_evict_first() : 0;
-        const uint64_t w2_policy = (p.l2_hints & kHintW2EvictLast) ? ptx::l2_policy_evict_last() : 0;
+        // (made where they are used: createpolicy is one instruction, two live 64-bit policies were spilled)
+        auto w1_policy = [&]() -> uint64_t { return (p.l2_hints & kHintW1EvictFirst) ? ptx::l2_policy_evict_first() : 0; };
+        auto w2_policy = [&]() -> uint64_t { return (p.l2_hints & kHintW2EvictLast) ? ptx::l2_policy_evict_last() : 0; };
         // A stage is free once the consumers of every CTA that receives its A operand have released it (in a
         // pair the empty barrier counts both CTAs' consumer warps).
         auto wait_empty = [&](const kernel::PipeState<C::kStages>& s) {
@@ -950,16 +951,63 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
         };
         // The A operand (128 rows, boxes of 64): alone, both halves; in a CTA pair (same row, N tiles 2j and
         // 2j + 1) this CTA loads half `crank` once into both CTAs, which halves the pair's L2 reads of A.
-        auto load_a = [&](const CUtensorMap* map, const kernel::PipeState<C::kStages>& s, int k0, int row0) {
+        // A half tile (rows [0, 64) computed) skips the box of rows [64, 128): padding nobody reads.
+        auto load_a = [&](const CUtensorMap* map, const kernel::PipeState<C::kStages>& s, int k0, int row0, bool share,
+                          bool half) {
           constexpr int kHalf = kBlockM / 2;
           uint8_t* dst = sh.a[s.stage];
-          if (p.cluster > 1) {
-            ptx::tma_load_2d_multicast(map, &sh.full[s.stage], dst + crank * kHalf * 128, k0, row0 + int(crank) * kHalf,
-                                       uint16_t(0x3));
+          if (share) {
+            if (!half || crank == 0)
+              ptx::tma_load_2d_multicast(map, &sh.full[s.stage], dst + crank * kHalf * 128, k0,
+                                         row0 + int(crank) * kHalf, uint16_t(0x3));
           } else {
             tma_load_2d(map, &sh.full[s.stage], dst, k0, row0);
-            tma_load_2d(map, &sh.full[s.stage], dst + kHalf * 128, k0, row0 + kHalf);
+            if (!half) tma_load_2d(map, &sh.full[s.stage], dst + kHalf * 128, k0, row0 + kHalf);
           }
+        };
+        // A weight box of 128 rows: alone, one load; in a weight-sharing pair this CTA loads rows [64 crank, +64) of it
+        // into both CTAs (the peer the other half), so the pair reads each weight box from L2 once.
+        auto load_w = [&](const CUtensorMap* map, const CUtensorMap* half_map, const kernel::PipeState<C::kStages>& s,
+                          uint8_t* dst, int k0, int row0, uint64_t policy, bool share) {
+          constexpr int kHalf = kBlockN / 2;
+          if (share)
+            ptx::tma_load_2d_multicast(half_map, &sh.full[s.stage], dst + crank * kHalf * 128, k0,
+                                       row0 + int(crank) * kHalf, uint16_t(0x3));
+          else
+            tma_load_weights(map, &sh.full[s.stage], dst, k0, row0, policy);
+        };
+        // The 128-row tile and the N tile this CTA computes for a scheduler tile, and what a pair shares. The
+        // scheduler gives CTA crank of a pair row p and N tile 2j + crank (A shared). With weight-sharing pairs
+        // (p.pair_rows: MoeLayerParams::pair_share 2 or 3), where an expert's 128-rows b and b + 1 (b even within the
+        // expert) qualify (2: both full tiles, row b + 1 holding more than 64 tokens; 3: row b + 1 exists), the pair's
+        // positions of those two rows are remapped: at row b + s's position j, CTA crank takes row b + crank at N tile
+        // 2j + s, and the pair shares the weight boxes (each CTA loads half of every box into both), so the two rows
+        // read the expert's weights once. The same tiles run, in the slots of the same positions (call 1 of s26 walked
+        // 256-token rows instead and skipped positions, which broke the instances' lockstep). An L2 tile may so compute
+        // row b + 1 at row b's position: the interleaved lead is at least 2 (moe_layer.cpp).
+        // Packed in two registers (the producer runs at kProducerRegs beside the epilogue warps' code): row, and
+        // valid (bits 0-7) | share (8-9: 1 weights, 2 A) | expert (10-20) | N tile (21-30); the host checks the ranges
+        // (check_params).
+        struct OwnRow {
+          int row, bits;
+          __device__ __forceinline__ int valid() const { return bits & 0xFF; }
+          __device__ __forceinline__ bool share_w() const { return (bits >> 8) & 1; }  // share == 1
+          __device__ __forceinline__ bool share_a() const { return (bits >> 9) & 1; }  // share == 2
+          __device__ __forceinline__ int expert() const { return (bits >> 10) & 0x7FF; }
+          __device__ __forceinline__ int n() const { return bits >> 21; }
+        };
+        auto own_row = [&](const sched::MoeTile& st) -> OwnRow {
+          if (!st.is_valid) return OwnRow{0, 0};
+          const int tokens = layout.tokens[st.expert], b = st.m & ~1;
+          int m = st.m, n = st.n, share = p.cluster > 1 ? 2 : 0;  // 1: weights, 2: A
+          if (p.pair_rows && tokens - (b + 1) * kBlockM > (p.pair_rows == 1 ? kBlockM / 2 : 0)) {
+            m = b + int(crank);
+            n = (st.n & ~1) + (st.m & 1);
+            share = 1;
+          }
+          const int left = tokens - m * kBlockM;
+          return OwnRow{st.row - st.m + m,
+                        (left < kBlockM ? left : kBlockM) | (share << 8) | (st.expert << 10) | (n << 21)};
         };
         // W4A8 expanded in the kernel: before the first load of local expert le's W1 (m = 0) or W2 (m = 1), all of
         // that matrix's chunks are written (Expander); the fence after the waits orders them before the TMA reads.
@@ -972,42 +1020,47 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
         };
         // The walk runs one tile ahead: the next tile is found while the current one's loads are in flight.
         auto w = sched.get_initial_work();
-        int valid = w.is_valid() ? layout.tokens_in_row(w.tile.row) : 0;
+        OwnRow own = own_row(w.tile);
         for (;;) {
           const sched::MoeTile t = w.tile;
           const bool more = w.is_valid();
           ptx::mbar_wait_acquire_cta(&sh.tile_empty[ts.stage], ts.phase ^ 1);
-          sh.tiles[ts.stage] = more ? TileDesc{(int(t.kind == sched::MoeTileKind::L2) << 30) | t.row, t.n, t.expert, valid}
+          sh.tiles[ts.stage] = more ? TileDesc{(int(t.kind == sched::MoeTileKind::L2) << 30) | own.row, own.n(), own.expert(),
+                                               own.valid()}
                                     : TileDesc{-1, 0, 0, 0};
           ptx::mbar_arrive_release_cta(&sh.tile_full[ts.stage]);
           ts.advance();
           if (!more) break;
           auto next = w;
-          int next_valid = 0;
+          OwnRow next_own{0, 0};
           auto look_ahead = [&] {
             next = sched.get_next_work(w);
-            next_valid = next.is_valid() ? layout.tokens_in_row(next.tile.row) : 0;
+            next_own = own_row(next.tile);
           };
-          const int grow = g * p.rows_cap + t.row * kBlockM;  // first row in the folded [ranks * rows_cap] maps
-          const int ex = g * layout.num_experts + t.expert;   // expert index in the weight tensors
+          const bool share = own.share_w(), share_a = own.share_a();
+          // Half tiles (W8A8, W4A8): the A box of the padding rows is not loaded (load_a), nor counted.
+          const bool half_a = !C::kBf16 && own.valid() <= kBlockM / 2;
+          const uint32_t a_less = half_a ? C::kABytes / 2 : 0u;
+          const int own_n = own.n(), own_e = own.expert();
+          const int grow = g * p.rows_cap + own.row * kBlockM;  // first row in the folded [ranks * rows_cap] maps
+          const int ex = g * layout.num_experts + own_e;        // expert index in the weight tensors
           if (t.kind == sched::MoeTileKind::L1) {
-            wait_dispatch(p, rank, t.expert, t.m, valid, seen);
-            if constexpr (C::kInt4) wait_weights(t.expert, 0);
+            wait_dispatch(p, rank, own_e, own.row - p.dl.offset(rank, own_e), own.valid(), seen);
+            if constexpr (C::kInt4) wait_weights(own_e, 0);
             ptx::fence_proxy_async_global();
             for (int kb = 0; kb < KB1; ++kb) {
               wait_empty(ps);
-              ptx::mbar_arrive_expect_tx_release_cta(&sh.full[ps.stage], C::kL1TxBytes);
+              ptx::mbar_arrive_expect_tx_release_cta(&sh.full[ps.stage], C::kL1TxBytes - a_less);
               const int k0 = kb * C::kBlockKElems;  // first K element of the block
-              load_a(&p.tma_x, ps, k0, grow);
+              load_a(&p.tma_x, ps, k0, grow, share_a, half_a);
               if constexpr (!C::kBf16)
-                tma_load_2d(&p.tma_sa, &sh.full[ps.stage], sh.sa[ps.stage], t.row * kBlockM, g * KB1 + kb);
-              const int gate_row = ex * 2 * p.inter + t.n * kBlockN;
-              tma_load_weights(&p.tma_w1, &sh.full[ps.stage], sh.b[ps.stage], k0, gate_row, w1_policy);
-              tma_load_weights(&p.tma_w1, &sh.full[ps.stage], sh.b[ps.stage] + C::kBBytes, k0, gate_row + p.inter,
-                               w1_policy);
+                tma_load_2d(&p.tma_sa, &sh.full[ps.stage], sh.sa[ps.stage], own.row * kBlockM, g * KB1 + kb);
+              const int gate_row = ex * 2 * p.inter + own_n * kBlockN;
+              load_w(&p.tma_w1, &p.tma_w1h, ps, sh.b[ps.stage], k0, gate_row, w1_policy(), share);
+              load_w(&p.tma_w1, &p.tma_w1h, ps, sh.b[ps.stage] + C::kBBytes, k0, gate_row + p.inter, w1_policy(), share);
               if constexpr (C::kInt4) {  // per-column group scales of gate and up
-                tma_load_2d(&p.tma_s1, &sh.full[ps.stage], &sh.sb[ps.stage][0], t.n * kBlockN, ex * KB1 + kb);
-                tma_load_2d(&p.tma_s1, &sh.full[ps.stage], &sh.sb[ps.stage][kBlockN], p.inter + t.n * kBlockN,
+                tma_load_2d(&p.tma_s1, &sh.full[ps.stage], &sh.sb[ps.stage][0], own_n * kBlockN, ex * KB1 + kb);
+                tma_load_2d(&p.tma_s1, &sh.full[ps.stage], &sh.sb[ps.stage][kBlockN], p.inter + own_n * kBlockN,
                             ex * KB1 + kb);
               }
               if (p.l2_prefetch > 0 && kb + p.l2_prefetch < KB1) {  // the weights of a later K block into L2
@@ -1019,34 +1072,36 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
               if (kb == 0) look_ahead();
             }
           } else {
-            wait_counter(p.row_ready + g * row_tiles + t.row, uint32_t(layout.l1_ntiles), p.timeout_ns, p.err, 2, rank,
-                         t.row);
-            if constexpr (C::kInt4) wait_weights(t.expert, 1);
+            wait_counter(p.row_ready + g * row_tiles + own.row, uint32_t(layout.l1_ntiles), p.timeout_ns, p.err, 2, rank,
+                         own.row);
+            if constexpr (C::kInt4) wait_weights(own_e, 1);
             ptx::fence_proxy_async_global();
             // l2_wide: the tile is N blocks 2n and 2n + 1 (256 columns), two B boxes per stage as in Linear-1.
             const bool wide = p.l2_wide != 0;
-            const int col0 = t.n * (wide ? 2 : 1) * kBlockN, w2_row = ex * p.hidden + col0;
+            const int col0 = own_n * (wide ? 2 : 1) * kBlockN, w2_row = ex * p.hidden + col0;
             for (int kb = 0; kb < KB2; ++kb) {
               wait_empty(ps);
-              ptx::mbar_arrive_expect_tx_release_cta(&sh.full[ps.stage], wide ? C::kL2WideTxBytes : C::kL2TxBytes);
+              ptx::mbar_arrive_expect_tx_release_cta(&sh.full[ps.stage], (wide ? C::kL2WideTxBytes : C::kL2TxBytes) - a_less);
               const int k0 = kb * C::kBlockKElems;
-              load_a(&p.tma_ha, ps, k0, grow);
+              load_a(&p.tma_ha, ps, k0, grow, share_a, half_a);
               if constexpr (!C::kBf16)
-                tma_load_2d(&p.tma_hs, &sh.full[ps.stage], sh.sa[ps.stage], t.row * kBlockM, g * KB2 + kb);
-              tma_load_weights(&p.tma_w2, &sh.full[ps.stage], sh.b[ps.stage], k0, w2_row, w2_policy);
-              if (wide) tma_load_weights(&p.tma_w2, &sh.full[ps.stage], sh.b[ps.stage] + C::kBBytes, k0, w2_row + kBlockN, w2_policy);
+                tma_load_2d(&p.tma_hs, &sh.full[ps.stage], sh.sa[ps.stage], own.row * kBlockM, g * KB2 + kb);
+              load_w(&p.tma_w2, &p.tma_w2h, ps, sh.b[ps.stage], k0, w2_row, w2_policy(), share);
+              if (wide)
+                load_w(&p.tma_w2, &p.tma_w2h, ps, sh.b[ps.stage] + C::kBBytes, k0, w2_row + kBlockN, w2_policy(), share);
               if (p.l2_prefetch > 0 && kb + p.l2_prefetch < KB2)
                 ptx::tma_prefetch_l2_2d(&p.tma_w2, (kb + p.l2_prefetch) * C::kBlockKElems, w2_row);  // (box 0 only)
               if constexpr (C::kInt4) {
                 tma_load_2d(&p.tma_s2, &sh.full[ps.stage], &sh.sb[ps.stage][0], col0, ex * KB2 + kb);
-                if (wide) tma_load_2d(&p.tma_s2, &sh.full[ps.stage], &sh.sb[ps.stage][kBlockN], col0 + kBlockN, ex * KB2 + kb);
+                if (wide)
+                  tma_load_2d(&p.tma_s2, &sh.full[ps.stage], &sh.sb[ps.stage][kBlockN], col0 + kBlockN, ex * KB2 + kb);
               }
               ps.advance();
               if (kb == 0) look_ahead();
             }
           }
           w = next;
-          valid = next_valid;
+          own = next_own;
         }
       }  // lane 0
     } else {

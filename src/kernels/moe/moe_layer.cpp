@@ -71,7 +71,7 @@ void make_map_2d(CUtensorMap* map, const void* base, MapKind kind, uint64_t cols
 // Everything of the kernel parameters that does not depend on the scheduler type.
 template <class Sched>
 void fill_common(KernelParams<Sched>& kp, runtime::Team& team, const MoeLayerParams& prm, int ctas,
-                 const CUtensorMap (&maps)[9], int cluster) {
+                 const CUtensorMap (&maps)[11], int cluster, int share) {
   kp.tma_x = maps[0];
   kp.tma_sa = maps[1];
   kp.tma_w1 = maps[2];
@@ -81,6 +81,9 @@ void fill_common(KernelParams<Sched>& kp, runtime::Team& team, const MoeLayerPar
   kp.tma_s1 = maps[6];
   kp.tma_s2 = maps[7];
   kp.tma_ha = maps[8];
+  kp.tma_w1h = maps[9];
+  kp.tma_w2h = maps[10];
+  kp.pair_rows = share > kPairShareA ? share - kPairShareA : 0;  // the kernel's encoding (KernelParams::pair_rows)
   kp.view = team.view();
   kp.ctas_per_rank = ctas;
   kp.cluster = cluster;
@@ -116,7 +119,19 @@ namespace {
 // CTAs per rank and CTAs per cluster of a launch (MoeLayerParams::ctas_per_rank and ::cluster, resolved).
 struct LaunchShape {
   int ctas = 0, cluster = 1;
+  int share = 0;  // MoeLayerParams::pair_share resolved (0 with single CTAs)
 };
+// pair_share for a launch with CTA pairs (check_params names a bad explicit value).
+int resolve_pair_share(runtime::Team& team, const MoeLayerParams& prm) {
+  if (prm.pair_share != kPairShareAuto) return prm.pair_share;
+  if (prm.weights == MoeWeightFormat::kBf16 || (prm.order == MoeOrder::kInterleaved && prm.lead == 1)) return kPairShareA;
+  // One expert's Linear-1 weights against the L2: beyond half of it, the expert's row tiles running at once read
+  // them from DRAM more than once (s26: 35.0 GB of reads for 25.9 GB of data on DeepSeek-V4-Pro at 8K tokens).
+  int l2 = 0;
+  ok(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, team.device()), "cudaDeviceGetAttribute (L2 size)");
+  const double w1_bytes = 2.0 * prm.shape.inter * prm.shape.hidden;  // e4m3 codes (W4A8: the expanded copy)
+  return w1_bytes > 0.5 * l2 ? kPairShareWeights : kPairShareA;
+}
 LaunchShape launch_shape(runtime::Team& team, const MoeLayerParams& prm) {
   const int ranks = team.local_ranks();
   const int l2_cols = moe_l2_cols(prm);
@@ -146,6 +161,7 @@ LaunchShape launch_shape(runtime::Team& team, const MoeLayerParams& prm) {
       ls.cluster = 1;  // auto: pairs do not fit this launch; single CTAs do
       return ls;
     }
+    ls.share = resolve_pair_share(team, prm);
     XSTAGE_REQUIRE(prm.ctas_per_rank <= 0 || ls.ctas % 2 == 0, "moe layer: CTA pairs need an even ctas_per_rank, got ",
                    ls.ctas);
     ls.ctas = pair_ctas;
@@ -353,7 +369,23 @@ void MoeWorkspace::check_params(runtime::Team& team, const MoeLayerParams& prm) 
     (void)moe::make_expand_plan(s.experts / P, s.hidden, s.inter);
   XSTAGE_REQUIRE(prm.l2_hints >= 0 && prm.l2_hints <= kHintAll, "moe layer: l2_hints must be a set of MoeL2Hint bits in [0, ",
                  int(kHintAll), "], got ", prm.l2_hints);
-  launch_shape(team, prm);  // CTAs and pairs: named errors
+  const LaunchShape ls = launch_shape(team, prm);  // CTAs and pairs: named errors
+  // The producer packs a tile's local expert in 11 bits and its N tile in 10 (moe_kernel.cuh, OwnRow).
+  XSTAGE_REQUIRE(s.experts / P < 2048, "moe layer: at most 2047 experts per rank, got ", s.experts / P, " (", s.experts,
+                 " experts over ", P, " ranks)");
+  XSTAGE_REQUIRE(s.hidden / kBlockN < 1024 && s.inter / kBlockN < 1024, "moe layer: hidden and inter must be below ",
+                 1024 * kBlockN, ", got hidden ", s.hidden, ", inter ", s.inter);
+  XSTAGE_REQUIRE(prm.pair_share >= kPairShareAuto && prm.pair_share <= kPairShareWeights,
+                 "moe layer: pair_share must be 0 (auto), 1 (A), 2 (weights of full rows) or 3 (weights), got ",
+                 prm.pair_share);
+  if (prm.pair_share > kPairShareA) {
+    XSTAGE_REQUIRE(ls.cluster == 2, "moe layer: pair_share ", prm.pair_share, " is an option of CTA pairs, but this "
+                   "launch runs single CTAs (cluster ", prm.cluster, ")");
+    XSTAGE_REQUIRE(prm.weights != MoeWeightFormat::kBf16, "moe layer: pair_share ", prm.pair_share,
+                   " is for W8A8 and W4A8 (weights = ", format_name, ")");
+    XSTAGE_REQUIRE(prm.order != MoeOrder::kInterleaved || prm.lead != 1, "moe layer: pair_share ", prm.pair_share,
+                   " needs the interleaved lead D >= 2 (a Linear-2 tile may compute the next row), got 1");
+  }
   auto back_to_back = [](const std::unique_ptr<runtime::SymmetricBuffer>& b) {
     return b == nullptr || b->emulated_stride() == b->bytes();  // null: a bf16 workspace's scale buffers
   };
@@ -412,6 +444,8 @@ int moe_launch_ctas(runtime::Team& team, const MoeLayerParams& prm, int* cluster
   return ls.ctas;
 }
 
+int moe_pair_share(runtime::Team& team, const MoeLayerParams& prm) { return launch_shape(team, prm).share; }
+
 void launch_moe_layer(runtime::Team& team, MoeWorkspace& ws, const MoeLayerParams& prm, cudaStream_t stream) {
   XSTAGE_REQUIRE(ws.prepared_ != nullptr, "moe layer: launch before prepare (no routing uploaded)");
   ws.check_params(team, prm);
@@ -454,9 +488,10 @@ void launch_moe_layer(runtime::Team& team, MoeWorkspace& ws, const MoeLayerParam
     w1 = w1_e4m3;
     w2 = w2_e4m3;
   }
-  CUtensorMap maps[9];
+  CUtensorMap maps[11];
   const MapKind rows_kind = bf16 ? MapKind::kBf16 : MapKind::kFp8;  // receive rows, h and weights
-  maps[1] = maps[4] = maps[6] = maps[7] = CUtensorMap{};
+  maps[1] = maps[4] = maps[6] = maps[7] = maps[9] = maps[10] = CUtensorMap{};
+  const bool pair_rows = ls.share > kPairShareA;  // CTA pairs sharing the weights
   make_map_2d(&maps[0], ws.recv_x_->local(first), rows_kind, H, uint64_t(ranks) * R, "recv_x", kBlockM / 2);
   if (!bf16) make_map_2d(&maps[1], ws.recv_sa_->local(first), MapKind::kF32, R, uint64_t(ranks) * (H / kBlockK), "recv_sa");
   make_map_2d(&maps[2], w1, rows_kind, H, experts_here * 2 * I, "w1");
@@ -464,6 +499,10 @@ void launch_moe_layer(runtime::Team& team, MoeWorkspace& ws, const MoeLayerParam
   make_map_2d(&maps[8], ws.h_->local(first), rows_kind, I, uint64_t(ranks) * R, "h (A operand)", kBlockM / 2);
   if (!bf16) make_map_2d(&maps[4], ws.h_scale_->local(first), MapKind::kF32, R, uint64_t(ranks) * (I / kBlockK), "h_scale");
   make_map_2d(&maps[5], w2, rows_kind, I, experts_here * H, "w2");
+  if (pair_rows) {  // half weight boxes: each CTA of a pair loads rows [64 crank, +64) of every box into both
+    make_map_2d(&maps[9], w1, rows_kind, H, experts_here * 2 * I, "w1 (half boxes)", kBlockN / 2);
+    make_map_2d(&maps[10], w2, rows_kind, I, experts_here * H, "w2 (half boxes)", kBlockN / 2);
+  }
   if (int4) {
     make_map_2d(&maps[6], prm.w1_scale, MapKind::kF32, 2 * I, experts_here * (H / kBlockK), "w1_scale (int4)");
     make_map_2d(&maps[7], prm.w2_scale, MapKind::kF32, H, experts_here * (I / kBlockK), "w2_scale (int4)");
@@ -476,7 +515,7 @@ void launch_moe_layer(runtime::Team& team, MoeWorkspace& ws, const MoeLayerParam
 
   auto fill = [&](auto& kp) {
     using Sched = typename std::remove_reference_t<decltype(kp)>::Sched;
-    fill_common(kp, team, prm, ctas, maps, ls.cluster);
+    fill_common(kp, team, prm, ctas, maps, ls.cluster, ls.share);
     kp.rows_cap = int(R);
     kp.dl = plan.view().rebased(dt + o_counts, dt + o_base, dt + o_off);
     for (int g = 0; g < ranks; ++g) {
@@ -491,7 +530,9 @@ void launch_moe_layer(runtime::Team& team, MoeWorkspace& ws, const MoeLayerParam
       const sched::MoeLayoutStorage& host = pr.layouts[g];
       typename Sched::Params sp;
       if constexpr (std::is_same_v<Sched, sched::MoeInterleavedScheduler>) {
-        sp.lead = prm.lead > 0 ? prm.lead : moe_lead_knee(ctas, I);
+        // Weight-sharing pairs: an L2 tile may compute the next row's tile at its position (moe_kernel.cuh, OwnRow), so L1 must
+        // lead by 2 rows for the waits to stay on earlier positions (docs/SCHEDULERS.md's argument with D - 1).
+        sp.lead = prm.lead > 0 ? prm.lead : std::max(moe_lead_knee(ctas, I), pair_rows ? 2 : 1);
       } else {
         // 0: waves sized to fill the CTAs: enough experts that a wave's Linear-1 tiles cover every CTA.
         const double l1_per_expert = double(host.view().rows()) * l.l1_ntiles / El;
