@@ -124,7 +124,8 @@ struct LaunchShape {
 // pair_share for a launch with CTA pairs (check_params names a bad explicit value).
 int resolve_pair_share(runtime::Team& team, const MoeLayerParams& prm) {
   if (prm.pair_share != kPairShareAuto) return prm.pair_share;
-  if (prm.weights == MoeWeightFormat::kBf16 || (prm.order == MoeOrder::kInterleaved && prm.lead == 1)) return kPairShareA;
+  if (prm.weights == MoeWeightFormat::kBf16 || (prm.order == MoeOrder::kInterleaved && prm.lead == 1))
+    return kPairShareA;
   // One expert's Linear-1 weights against the L2: beyond half of it, the expert's row tiles running at once read
   // them from DRAM more than once (s26: 35.0 GB of reads for 25.9 GB of data on DeepSeek-V4-Pro at 8K tokens).
   int l2 = 0;
@@ -530,8 +531,8 @@ void launch_moe_layer(runtime::Team& team, MoeWorkspace& ws, const MoeLayerParam
       const sched::MoeLayoutStorage& host = pr.layouts[g];
       typename Sched::Params sp;
       if constexpr (std::is_same_v<Sched, sched::MoeInterleavedScheduler>) {
-        // Weight-sharing pairs: an L2 tile may compute the next row's tile at its position (moe_kernel.cuh, OwnRow), so L1 must
-        // lead by 2 rows for the waits to stay on earlier positions (docs/SCHEDULERS.md's argument with D - 1).
+        // Weight-sharing pairs: an L2 tile may compute the next row's tile at its position (moe_kernel.cuh, OwnRow),
+        // so L1 must lead by 2 rows for the waits to stay on earlier positions (docs/SCHEDULERS.md).
         sp.lead = prm.lead > 0 ? prm.lead : std::max(moe_lead_knee(ctas, I), pair_rows ? 2 : 1);
       } else {
         // 0: waves sized to fill the CTAs: enough experts that a wave's Linear-1 tiles cover every CTA.
