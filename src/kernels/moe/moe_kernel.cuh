@@ -978,7 +978,7 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
         };
         // The 128-row tile and the N tile this CTA computes for a scheduler tile, and what a pair shares. The
         // scheduler gives CTA crank of a pair row p and N tile 2j + crank (A shared). With weight-sharing pairs
-        // (p.pair_rows: MoeLayerParams::pair_share 2 or 3), where an expert's 128-rows b and b + 1 (b even within the
+        // (p.weight_pairs: MoeLayerParams::pair_share 2 or 3), where an expert's 128-rows b and b + 1 (b even within the
         // expert) qualify (2: both full tiles, row b + 1 holding more than 64 tokens; 3: row b + 1 exists), the pair's
         // positions of those two rows are remapped: at row b + s's position j, CTA crank takes row b + crank at N tile
         // 2j + s, and the pair shares the weight boxes (each CTA loads half of every box into both), so the two rows
@@ -1000,7 +1000,7 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
           if (!st.is_valid) return OwnRow{0, 0};
           const int tokens = layout.tokens[st.expert], b = st.m & ~1;
           int m = st.m, n = st.n, share = p.cluster > 1 ? 2 : 0;  // 1: weights, 2: A
-          if (p.pair_rows && tokens - (b + 1) * kBlockM > (p.pair_rows == 1 ? kBlockM / 2 : 0)) {
+          if (p.weight_pairs && tokens - (b + 1) * kBlockM > (p.weight_pairs == 1 ? kBlockM / 2 : 0)) {
             m = b + int(crank);
             n = (st.n & ~1) + (st.m & 1);
             share = 1;

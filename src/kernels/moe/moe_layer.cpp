@@ -83,7 +83,7 @@ void fill_common(KernelParams<Sched>& kp, runtime::Team& team, const MoeLayerPar
   kp.tma_ha = maps[8];
   kp.tma_w1h = maps[9];
   kp.tma_w2h = maps[10];
-  kp.pair_rows = share > kPairShareA ? share - kPairShareA : 0;  // the kernel's encoding (KernelParams::pair_rows)
+  kp.weight_pairs = share > kPairShareA ? share - kPairShareA : 0;  // the kernel's encoding (KernelParams::weight_pairs)
   kp.view = team.view();
   kp.ctas_per_rank = ctas;
   kp.cluster = cluster;
@@ -492,7 +492,7 @@ void launch_moe_layer(runtime::Team& team, MoeWorkspace& ws, const MoeLayerParam
   CUtensorMap maps[11];
   const MapKind rows_kind = bf16 ? MapKind::kBf16 : MapKind::kFp8;  // receive rows, h and weights
   maps[1] = maps[4] = maps[6] = maps[7] = maps[9] = maps[10] = CUtensorMap{};
-  const bool pair_rows = ls.share > kPairShareA;  // CTA pairs sharing the weights
+  const bool share_weights = ls.share > kPairShareA;  // CTA pairs sharing the weights
   make_map_2d(&maps[0], ws.recv_x_->local(first), rows_kind, H, uint64_t(ranks) * R, "recv_x", kBlockM / 2);
   if (!bf16) make_map_2d(&maps[1], ws.recv_sa_->local(first), MapKind::kF32, R, uint64_t(ranks) * (H / kBlockK), "recv_sa");
   make_map_2d(&maps[2], w1, rows_kind, H, experts_here * 2 * I, "w1");
@@ -500,7 +500,7 @@ void launch_moe_layer(runtime::Team& team, MoeWorkspace& ws, const MoeLayerParam
   make_map_2d(&maps[8], ws.h_->local(first), rows_kind, I, uint64_t(ranks) * R, "h (A operand)", kBlockM / 2);
   if (!bf16) make_map_2d(&maps[4], ws.h_scale_->local(first), MapKind::kF32, R, uint64_t(ranks) * (I / kBlockK), "h_scale");
   make_map_2d(&maps[5], w2, rows_kind, I, experts_here * H, "w2");
-  if (pair_rows) {  // half weight boxes: each CTA of a pair loads rows [64 crank, +64) of every box into both
+  if (share_weights) {  // half weight boxes: each CTA of a pair loads rows [64 crank, +64) of every box into both
     make_map_2d(&maps[9], w1, rows_kind, H, experts_here * 2 * I, "w1 (half boxes)", kBlockN / 2);
     make_map_2d(&maps[10], w2, rows_kind, I, experts_here * H, "w2 (half boxes)", kBlockN / 2);
   }
@@ -533,7 +533,7 @@ void launch_moe_layer(runtime::Team& team, MoeWorkspace& ws, const MoeLayerParam
       if constexpr (std::is_same_v<Sched, sched::MoeInterleavedScheduler>) {
         // Weight-sharing pairs: an L2 tile may compute the next row's tile at its position (moe_kernel.cuh, OwnRow),
         // so L1 must lead by 2 rows for the waits to stay on earlier positions (docs/SCHEDULERS.md).
-        sp.lead = prm.lead > 0 ? prm.lead : std::max(moe_lead_knee(ctas, I), pair_rows ? 2 : 1);
+        sp.lead = prm.lead > 0 ? prm.lead : std::max(moe_lead_knee(ctas, I), share_weights ? 2 : 1);
       } else {
         // 0: waves sized to fill the CTAs: enough experts that a wave's Linear-1 tiles cover every CTA.
         const double l1_per_expert = double(host.view().rows()) * l.l1_ntiles / El;

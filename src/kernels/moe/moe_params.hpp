@@ -89,7 +89,7 @@ struct KernelParams {
   // W4A8 only (tma_w1 / tma_w2 then map the workspace's e4m3 copy): the per-(row, 128-group) scales,
   // K-block-major: {2I, experts * H/128} and {H, experts * I/128} fp32, box {128, 1}.
   CUtensorMap tma_s1, tma_s2;
-  // pair_rows: the weight maps again with 64-row boxes (each CTA of a pair multicasts its half of every weight box).
+  // Weight-sharing pairs: the weight maps again with 64-row boxes (each CTA of a pair multicasts its half of every weight box).
   CUtensorMap tma_w1h, tma_w2h;
   runtime::TeamView view;
   int ctas_per_rank;
@@ -103,7 +103,7 @@ struct KernelParams {
   int l2_wide;       // MoeLayerParams::l2_cols == 256: a Linear-2 tile is N-blocks 2n and 2n + 1
   // CTA pairs sharing the weights (MoeLayerParams::pair_share resolved): 0 = no (A shared, or single CTAs), 1 = where
   // an expert's rows b, b + 1 are both full tiles, 2 = any two rows b, b + 1 of an expert (OwnRow in moe_kernel.cuh).
-  int pair_rows;
+  int weight_pairs;
   int hidden, inter, topk, tokens, rows_cap;
   moe::DispatchLayout dl;  // tables in device memory
   typename Sched::Params sched[runtime::kMaxRanks];  // per local rank; layout rebased onto device tables
