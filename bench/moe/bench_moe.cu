@@ -9,7 +9,7 @@
 //             [--trace] [--trace-csv FILE] [--ctas N] [--leads D1,D2,...] [--platform FILE]
 //             [--cluster 0|1|2] [--l2-cols 0|128|256] [--compare-single] [--compare-pingpong] [--compare-l2-scratch]
 //             [--compare-l2-cols] [--compare-hints M1,M2,...] [--int4-expand 0|1|2] [--compare-expand]
-//             [--compare-pair-share]
+//             [--compare-pair-share] [--compare-a-trim] [--compare-merge]
 //             [--prefetch D1,D2,...] [--custom NAME:H:I:E:K]
 //
 // --cluster: MoeLayerParams::cluster of the fused kernel (0 = auto: CTA pairs sharing the A operand by TMA
@@ -30,6 +30,10 @@
 // --compare-pair-share adds, per order, the CTA pairs' other sharing modes (MoeLayerParams::pair_share; backends
 // fused_<order>_sa: A shared, _sf: weights of full rows, _sw: weights; the one the launch resolves to is the plain
 // fused_<order>; where pairs run), checked bit-identical and timed beside it.
+// --compare-a-trim adds, per order, the kernel loading an expert's last row tile's A rows only up to its valid rows
+// rounded up to 16 (MoeLayerParams::a_trim = 1; backend fused_<order>_t1). --compare-merge adds, per order, the kernel
+// with a TMA load per box (MoeLayerParams::merge_loads = 0; backend fused_<order>_m0). Each checked bit-identical and
+// timed beside the default.
 // --compare-hints M1,M2: adds, per order and mask M, the kernel with MoeLayerParams::l2_hints = M (L2 cache hints:
 // 1 combine stores evict_first, 2 Linear-2 weights evict_last, 4 Linear-1 weights evict_first; backend
 // fused_<order>_h<M>), checked bit-identical and timed beside it.
@@ -306,6 +310,8 @@ struct Args {
   int int4_expand = 0;              // --int4-expand: MoeLayerParams::int4_expand of the W4A8 fused backends
   bool compare_expand = false;      // --compare-expand: also the W4A8 orders with the other expansion place
   bool compare_pair_share = false;  // --compare-pair-share: also the orders with the pairs' other sharing modes
+  bool compare_a_trim = false;      // --compare-a-trim: also the orders with a_trim = 1
+  bool compare_merge = false;       // --compare-merge: also the orders with merge_loads = 0
   double block_s = 0.1, warmup_s = 0.05;
   int rounds = 1;
   long min_calls = bench::kDefaultMinCalls;
@@ -405,6 +411,8 @@ Args parse(int argc, char** argv) {
     else if (k == "--compare-l2-cols") a.compare_l2_cols = true;
     else if (k == "--compare-expand") a.compare_expand = true;
     else if (k == "--compare-pair-share") a.compare_pair_share = true;
+    else if (k == "--compare-a-trim") a.compare_a_trim = true;
+    else if (k == "--compare-merge") a.compare_merge = true;
     else if (k == "--int4-expand") {
       a.int4_expand = std::stoi(val());
       if (a.int4_expand < 0 || a.int4_expand > 2)
@@ -761,6 +769,8 @@ int main(int argc, char** argv) try {
                       if (q.lead == 1) q.lead = 2;
                     });
             }
+            if (a.compare_a_trim) add_variants("_t1", [](moe_kernel::MoeLayerParams& q) { q.a_trim = 1; });
+            if (a.compare_merge) add_variants("_m0", [](moe_kernel::MoeLayerParams& q) { q.merge_loads = 0; });
             if (a.compare_expand && int4)
               add_variants(moe_kernel::moe_int4_expand(prm) == moe_kernel::kInt4ExpandInKernel ? "_pre" : "_ink",
                            [](moe_kernel::MoeLayerParams& q) {

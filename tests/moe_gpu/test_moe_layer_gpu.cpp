@@ -68,6 +68,10 @@ struct Case {
   // first run (and, W8A8, with the per-tile trace and pingpong).
   bool check_pair_share = false;
   bool pair_share_pingpong = false;  // the W8A8 weight-sharing variant also with pingpong 1 (not under racecheck)
+  // Also run it with the A operand of an expert's last row tile loaded only up to its valid rows rounded up to 16
+  // (a_trim 1; the rows not loaded only feed padding outputs) and with a TMA load per box (merge_loads 0; the first
+  // run merges adjacent boxes), each required bit-identical. With check_pair_share, the weight-sharing pairs too.
+  bool check_a_trim = false;
 };
 
 std::string name(const Case& c) {
@@ -332,6 +336,22 @@ void run_case(const Case& c) {
         }
       }
     }
+    if (c.check_a_trim) {
+      EXPECT_EQ(prm.a_trim, 0) << "the default loads whole A boxes";
+      EXPECT_EQ(prm.merge_loads, 1) << "the default merges adjacent boxes";
+      const size_t n = variants.size();
+      variants.push_back({prm, "A rows up to the valid ones (a_trim 1; the first run: 0)"});
+      variants.back().first.a_trim = 1;
+      variants.push_back({prm, "a TMA load per box (merge_loads 0; the first run: 1)"});
+      variants.back().first.merge_loads = 0;
+      for (size_t i = 0; i < n; ++i)
+        if (variants[i].first.pair_share > moe_kernel::kPairShareA && !variants[i].first.trace) {
+          variants.push_back({variants[i].first, variants[i].second + ", A rows up to the valid ones (a_trim 1)"});
+          variants.back().first.a_trim = 1;
+          variants.push_back({variants[i].first, variants[i].second + ", a TMA load per box (merge_loads 0)"});
+          variants.back().first.merge_loads = 0;
+        }
+    }
     if (c.check_expand) {
       EXPECT_EQ(moe_kernel::moe_int4_expand(prm), moe_kernel::kInt4ExpandInKernel) << "auto expands in the kernel";
       variants.push_back({prm, "int4 expanded by a pre-pass kernel (int4_expand 1; the first run: in the kernel)"});
@@ -489,6 +509,7 @@ TEST(MoeLayerGpu, HalfAndFullTiles) {
     Case c{1, 642, 512, 256, 8, 1, Route::kTileEdges, o};  // 64+65+1+129+0+192+63+128 = 642 rows
     c.check_single = true;
     c.check_batch_timing = true;
+    c.check_a_trim = true;
     run_case(c);
     c.world = 2;
     c.tokens = 321;
@@ -515,6 +536,7 @@ TEST(MoeLayerGpu, CtaPairsEqualSingleCtas) {
     Case a{1, 100, 512, 256, 16, 4, Route::kSkewed, o};
     a.cluster = 2;
     a.check_single = true;
+    a.check_a_trim = true;
     run_case(a);
     Case b{4, 256, 256, 256, 8, 2, Route::kSkewed, o};
     b.cluster = 2;
@@ -589,6 +611,7 @@ TEST(MoeLayerGpu, PairShareEqualSingleCtas) {
       t.int4 = int4;
       t.cluster = 1;
       t.check_pair_share = true;
+      t.check_a_trim = true;
       run_case(t);
       Case b{1, 700, 512, 256, 4, 2, Route::kSkewed, order};  // 2-6 row tiles per expert
       b.int4 = int4;

@@ -138,6 +138,15 @@ __device__ __forceinline__ void tma_load_2d(const CUtensorMap* map, uint64_t* ba
       : "memory");
 }
 
+// 3-d tiled TMA load (KernelParams::tma_w1gu: an expert's gate and up boxes in one load).
+__device__ __forceinline__ void tma_load_3d(const CUtensorMap* map, uint64_t* bar, void* dst, int c0, int c1, int c2) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5}], "
+      "[%2];\n" ::"r"(ptx::smem_addr(dst)),
+      "l"(map), "r"(ptx::smem_addr(bar)), "r"(c0), "r"(c1), "r"(c2)
+      : "memory");
+}
+
 // tma_load_2d with an L2 cache policy (ptx::l2_policy_*; MoeLayerParams::l2_hints).
 __device__ __forceinline__ void tma_load_2d_hint(const CUtensorMap* map, uint64_t* bar, void* dst, int c0, int c1,
                                                  uint64_t policy) {
@@ -937,6 +946,15 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
         ptx::prefetch_tma_map(&p.tma_ha);
         if constexpr (!C::kBf16) ptx::prefetch_tma_map(&p.tma_hs);
         ptx::prefetch_tma_map(&p.tma_w2);
+        if (!C::kBf16 && p.merge_loads) {
+          ptx::prefetch_tma_map(&p.tma_x128);
+          ptx::prefetch_tma_map(&p.tma_w1gu);
+          ptx::prefetch_tma_map(&p.tma_w2w);
+        }
+        if (!C::kBf16 && p.a_trim) {
+          ptx::prefetch_tma_map(&p.tma_x16);
+          ptx::prefetch_tma_map(&p.tma_ha16);
+        }
         kernel::PipeState<C::kStages> ps;
         kernel::PipeState<kTileRing> ts;
         uint32_t seen = 0;
@@ -949,20 +967,38 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
         auto wait_empty = [&](const kernel::PipeState<C::kStages>& s) {
           ptx::mbar_wait_acquire_cta(&sh.empty[s.stage], s.phase ^ 1);
         };
-        // The A operand (128 rows, boxes of 64): alone, both halves; in a CTA pair (same row, N tiles 2j and
-        // 2j + 1) this CTA loads half `crank` once into both CTAs, which halves the pair's L2 reads of A.
-        // A half tile (rows [0, 64) computed) skips the box of rows [64, 128): padding nobody reads.
-        auto load_a = [&](const CUtensorMap* map, const kernel::PipeState<C::kStages>& s, int k0, int row0, bool share,
-                          bool half) {
+        // The A operand's rows [0, a_rows) (128, 64 for a half tile, or with a_trim the valid rows rounded up to 16),
+        // by halves of 64 rows: alone, both halves; in a CTA pair (same row, N tiles 2j and 2j + 1) this CTA loads
+        // half `crank` once into both CTAs, which halves the pair's L2 reads of A. A whole half is one 64-row box, a
+        // part of one is boxes of 16 rows (map16). Rows past a_rows are not loaded: the MMA reads what the stage held
+        // there, which only ever reaches those rows' outputs (padding, never stored).
+        // merge (KernelParams::merge_loads): a CTA loading all 128 rows alone does so by one load of map128.
+        const bool merge = !C::kBf16 && p.merge_loads != 0;
+        auto load_a = [&](const CUtensorMap* map, const CUtensorMap* map16, const CUtensorMap* map128,
+                          const kernel::PipeState<C::kStages>& s, int k0, int row0, bool share, int a_rows) {
           constexpr int kHalf = kBlockM / 2;
           uint8_t* dst = sh.a[s.stage];
-          if (share) {
-            if (!half || crank == 0)
-              ptx::tma_load_2d_multicast(map, &sh.full[s.stage], dst + crank * kHalf * 128, k0,
-                                         row0 + int(crank) * kHalf, uint16_t(0x3));
-          } else {
-            tma_load_2d(map, &sh.full[s.stage], dst, k0, row0);
-            if (!half) tma_load_2d(map, &sh.full[s.stage], dst + kHalf * 128, k0, row0 + kHalf);
+          if (merge && !share && a_rows == kBlockM) {  // the whole 128-row box in one load
+            tma_load_2d(map128, &sh.full[s.stage], dst, k0, row0);
+            return;
+          }
+#pragma unroll 1
+          for (int h = share ? int(crank) : 0; h < (share ? int(crank) + 1 : 2); ++h) {
+            const int lo = h * kHalf, hi = min(a_rows, lo + kHalf);
+            if (hi - lo == kHalf) {
+              if (share)
+                ptx::tma_load_2d_multicast(map, &sh.full[s.stage], dst + lo * 128, k0, row0 + lo, uint16_t(0x3));
+              else
+                tma_load_2d(map, &sh.full[s.stage], dst + lo * 128, k0, row0 + lo);
+              continue;
+            }
+#pragma unroll 1
+            for (int r = lo; r < hi; r += 16) {
+              if (share)
+                ptx::tma_load_2d_multicast(map16, &sh.full[s.stage], dst + r * 128, k0, row0 + r, uint16_t(0x3));
+              else
+                tma_load_2d(map16, &sh.full[s.stage], dst + r * 128, k0, row0 + r);
+            }
           }
         };
         // A weight box of 128 rows: alone, one load; in a weight-sharing pair this CTA loads rows [64 crank, +64) of it
@@ -1038,9 +1074,13 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
             next_own = own_row(next.tile);
           };
           const bool share = own.share_w(), share_a = own.share_a();
-          // Half tiles (W8A8, W4A8): the A box of the padding rows is not loaded (load_a), nor counted.
-          const bool half_a = !C::kBf16 && own.valid() <= kBlockM / 2;
-          const uint32_t a_less = half_a ? C::kABytes / 2 : 0u;
+          // W8A8, W4A8: half tiles do not load the A box of the padding rows [64, 128); with a_trim no tile loads A
+          // rows past its valid rows rounded up to 16 (load_a). The stage's byte count follows.
+          const int a_rows = C::kBf16                  ? kBlockM
+                             : p.a_trim                ? min(kBlockM, (own.valid() + 15) & ~15)
+                             : own.valid() <= kBlockM / 2 ? kBlockM / 2
+                                                       : kBlockM;
+          const uint32_t a_less = C::kABytes - uint32_t(a_rows) * (C::kABytes / kBlockM);
           const int own_n = own.n(), own_e = own.expert();
           const int grow = g * p.rows_cap + own.row * kBlockM;  // first row in the folded [ranks * rows_cap] maps
           const int ex = g * layout.num_experts + own_e;        // expert index in the weight tensors
@@ -1052,16 +1092,27 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
               wait_empty(ps);
               ptx::mbar_arrive_expect_tx_release_cta(&sh.full[ps.stage], C::kL1TxBytes - a_less);
               const int k0 = kb * C::kBlockKElems;  // first K element of the block
-              load_a(&p.tma_x, ps, k0, grow, share_a, half_a);
+              load_a(&p.tma_x, &p.tma_x16, &p.tma_x128, ps, k0, grow, share_a, a_rows);
               if constexpr (!C::kBf16)
                 tma_load_2d(&p.tma_sa, &sh.full[ps.stage], sh.sa[ps.stage], own.row * kBlockM, g * KB1 + kb);
               const int gate_row = ex * 2 * p.inter + own_n * kBlockN;
-              load_w(&p.tma_w1, &p.tma_w1h, ps, sh.b[ps.stage], k0, gate_row, w1_policy(), share);
-              load_w(&p.tma_w1, &p.tma_w1h, ps, sh.b[ps.stage] + C::kBBytes, k0, gate_row + p.inter, w1_policy(), share);
+              if (merge && share) {  // weight-sharing pair: CTA crank multicasts box crank (gate, up) into both
+                ptx::tma_load_2d_multicast(&p.tma_w1, &sh.full[ps.stage], sh.b[ps.stage] + crank * C::kBBytes, k0,
+                                           gate_row + int(crank) * p.inter, uint16_t(0x3));
+              } else if (merge && !(p.l2_hints & kHintW1EvictFirst)) {  // gate and up boxes by one 3-d load
+                tma_load_3d(&p.tma_w1gu, &sh.full[ps.stage], sh.b[ps.stage], k0, own_n * kBlockN, 2 * ex);
+              } else {
+                load_w(&p.tma_w1, &p.tma_w1h, ps, sh.b[ps.stage], k0, gate_row, w1_policy(), share);
+                load_w(&p.tma_w1, &p.tma_w1h, ps, sh.b[ps.stage] + C::kBBytes, k0, gate_row + p.inter, w1_policy(), share);
+              }
               if constexpr (C::kInt4) {  // per-column group scales of gate and up
-                tma_load_2d(&p.tma_s1, &sh.full[ps.stage], &sh.sb[ps.stage][0], own_n * kBlockN, ex * KB1 + kb);
-                tma_load_2d(&p.tma_s1, &sh.full[ps.stage], &sh.sb[ps.stage][kBlockN], p.inter + own_n * kBlockN,
-                            ex * KB1 + kb);
+                if (merge) {
+                  tma_load_3d(&p.tma_s1gu, &sh.full[ps.stage], &sh.sb[ps.stage][0], own_n * kBlockN, 0, ex * KB1 + kb);
+                } else {
+                  tma_load_2d(&p.tma_s1, &sh.full[ps.stage], &sh.sb[ps.stage][0], own_n * kBlockN, ex * KB1 + kb);
+                  tma_load_2d(&p.tma_s1, &sh.full[ps.stage], &sh.sb[ps.stage][kBlockN], p.inter + own_n * kBlockN,
+                              ex * KB1 + kb);
+                }
               }
               if (p.l2_prefetch > 0 && kb + p.l2_prefetch < KB1) {  // the weights of a later K block into L2
                 const int kp0 = (kb + p.l2_prefetch) * C::kBlockKElems;
@@ -1083,18 +1134,29 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
               wait_empty(ps);
               ptx::mbar_arrive_expect_tx_release_cta(&sh.full[ps.stage], (wide ? C::kL2WideTxBytes : C::kL2TxBytes) - a_less);
               const int k0 = kb * C::kBlockKElems;
-              load_a(&p.tma_ha, ps, k0, grow, share_a, half_a);
+              load_a(&p.tma_ha, &p.tma_ha16, &p.tma_h, ps, k0, grow, share_a, a_rows);
               if constexpr (!C::kBf16)
                 tma_load_2d(&p.tma_hs, &sh.full[ps.stage], sh.sa[ps.stage], own.row * kBlockM, g * KB2 + kb);
-              load_w(&p.tma_w2, &p.tma_w2h, ps, sh.b[ps.stage], k0, w2_row, w2_policy(), share);
-              if (wide)
-                load_w(&p.tma_w2, &p.tma_w2h, ps, sh.b[ps.stage] + C::kBBytes, k0, w2_row + kBlockN, w2_policy(), share);
+              if (wide && merge && share) {  // weight-sharing pair: CTA crank multicasts block crank into both
+                ptx::tma_load_2d_multicast(&p.tma_w2, &sh.full[ps.stage], sh.b[ps.stage] + crank * C::kBBytes, k0,
+                                           w2_row + int(crank) * kBlockN, uint16_t(0x3));
+              } else if (wide && merge && !(p.l2_hints & kHintW2EvictLast)) {  // both blocks by one 256-row load
+                tma_load_2d(&p.tma_w2w, &sh.full[ps.stage], sh.b[ps.stage], k0, w2_row);
+              } else {
+                load_w(&p.tma_w2, &p.tma_w2h, ps, sh.b[ps.stage], k0, w2_row, w2_policy(), share);
+                if (wide)
+                  load_w(&p.tma_w2, &p.tma_w2h, ps, sh.b[ps.stage] + C::kBBytes, k0, w2_row + kBlockN, w2_policy(), share);
+              }
               if (p.l2_prefetch > 0 && kb + p.l2_prefetch < KB2)
                 ptx::tma_prefetch_l2_2d(&p.tma_w2, (kb + p.l2_prefetch) * C::kBlockKElems, w2_row);  // (box 0 only)
               if constexpr (C::kInt4) {
-                tma_load_2d(&p.tma_s2, &sh.full[ps.stage], &sh.sb[ps.stage][0], col0, ex * KB2 + kb);
-                if (wide)
-                  tma_load_2d(&p.tma_s2, &sh.full[ps.stage], &sh.sb[ps.stage][kBlockN], col0 + kBlockN, ex * KB2 + kb);
+                if (wide && merge) {
+                  tma_load_2d(&p.tma_s2w, &sh.full[ps.stage], &sh.sb[ps.stage][0], col0, ex * KB2 + kb);
+                } else {
+                  tma_load_2d(&p.tma_s2, &sh.full[ps.stage], &sh.sb[ps.stage][0], col0, ex * KB2 + kb);
+                  if (wide)
+                    tma_load_2d(&p.tma_s2, &sh.full[ps.stage], &sh.sb[ps.stage][kBlockN], col0 + kBlockN, ex * KB2 + kb);
+                }
               }
               ps.advance();
               if (kb == 0) look_ahead();

@@ -68,10 +68,25 @@ void make_map_2d(CUtensorMap* map, const void* base, MapKind kind, uint64_t cols
                                       cols, " x ", rows, ")"));
 }
 
+// A tiled map of any rank (merge_loads: views whose one box covers what two 2-d boxes did). dims innermost first,
+// strides (bytes) of dims 1.. .
+void make_map_nd(CUtensorMap* map, const void* base, CUtensorMapDataType type, int rank, const cuuint64_t* dims,
+                 const cuuint64_t* strides, const cuuint32_t* box, bool swizzle, const char* what) {
+  auto enc = runtime::tensor_map_encoder();
+  if (enc == nullptr) throw RuntimeError("moe layer: cuTensorMapEncodeTiled is not available from the driver");
+  const cuuint32_t es[3] = {1, 1, 1};
+  const CUresult r = enc(map, type, rank, const_cast<void*>(base), dims, strides, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                         swizzle ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_NONE,
+                         CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS)
+    throw RuntimeError(detail::concat("moe layer: TMA descriptor of ", what, " rejected (CUresult ", int(r), "; ",
+                                      dims[0], " x ", dims[1], rank > 2 ? " x " + std::to_string(dims[2]) : "", ")"));
+}
+
 // Everything of the kernel parameters that does not depend on the scheduler type.
 template <class Sched>
 void fill_common(KernelParams<Sched>& kp, runtime::Team& team, const MoeLayerParams& prm, int ctas,
-                 const CUtensorMap (&maps)[11], int cluster, int share) {
+                 const CUtensorMap (&maps)[18], int cluster, int share) {
   kp.tma_x = maps[0];
   kp.tma_sa = maps[1];
   kp.tma_w1 = maps[2];
@@ -83,6 +98,15 @@ void fill_common(KernelParams<Sched>& kp, runtime::Team& team, const MoeLayerPar
   kp.tma_ha = maps[8];
   kp.tma_w1h = maps[9];
   kp.tma_w2h = maps[10];
+  kp.tma_x16 = maps[11];
+  kp.tma_ha16 = maps[12];
+  kp.a_trim = prm.weights != MoeWeightFormat::kBf16 && prm.a_trim == 1 ? 1 : 0;
+  kp.tma_x128 = maps[13];
+  kp.tma_w1gu = maps[14];
+  kp.tma_w2w = maps[15];
+  kp.tma_s1gu = maps[16];
+  kp.tma_s2w = maps[17];
+  kp.merge_loads = prm.weights != MoeWeightFormat::kBf16 && prm.merge_loads == 1 ? 1 : 0;
   kp.weight_pairs = share > kPairShareA ? share - kPairShareA : 0;  // the kernel's encoding (KernelParams::weight_pairs)
   kp.view = team.view();
   kp.ctas_per_rank = ctas;
@@ -355,6 +379,9 @@ void MoeWorkspace::check_params(runtime::Team& team, const MoeLayerParams& prm) 
   XSTAGE_REQUIRE(prm.pingpong == 0 || prm.pingpong == 1, "moe layer: pingpong must be 0 or 1, got ", prm.pingpong);
   XSTAGE_REQUIRE(prm.l2_scratches == 1 || prm.l2_scratches == 2, "moe layer: l2_scratches must be 1 or 2, got ",
                  prm.l2_scratches);
+  XSTAGE_REQUIRE(prm.a_trim == 0 || prm.a_trim == 1, "moe layer: a_trim must be 0 or 1, got ", prm.a_trim);
+  XSTAGE_REQUIRE(prm.merge_loads == 0 || prm.merge_loads == 1, "moe layer: merge_loads must be 0 or 1, got ",
+                 prm.merge_loads);
   XSTAGE_REQUIRE(prm.l2_cols == 0 || prm.l2_cols == 128 || prm.l2_cols == 256,
                  "moe layer: l2_cols must be 0 (auto), 128 or 256, got ", prm.l2_cols);
   const int l2_cols = moe_l2_cols(prm);
@@ -489,9 +516,9 @@ void launch_moe_layer(runtime::Team& team, MoeWorkspace& ws, const MoeLayerParam
     w1 = w1_e4m3;
     w2 = w2_e4m3;
   }
-  CUtensorMap maps[11];
+  CUtensorMap maps[18];
   const MapKind rows_kind = bf16 ? MapKind::kBf16 : MapKind::kFp8;  // receive rows, h and weights
-  maps[1] = maps[4] = maps[6] = maps[7] = maps[9] = maps[10] = CUtensorMap{};
+  for (int i : {1, 4, 6, 7, 9, 10, 11, 12, 13, 14, 15, 16, 17}) maps[i] = CUtensorMap{};
   const bool share_weights = ls.share > kPairShareA;  // CTA pairs sharing the weights
   make_map_2d(&maps[0], ws.recv_x_->local(first), rows_kind, H, uint64_t(ranks) * R, "recv_x", kBlockM / 2);
   if (!bf16) make_map_2d(&maps[1], ws.recv_sa_->local(first), MapKind::kF32, R, uint64_t(ranks) * (H / kBlockK), "recv_sa");
@@ -500,6 +527,31 @@ void launch_moe_layer(runtime::Team& team, MoeWorkspace& ws, const MoeLayerParam
   make_map_2d(&maps[8], ws.h_->local(first), rows_kind, I, uint64_t(ranks) * R, "h (A operand)", kBlockM / 2);
   if (!bf16) make_map_2d(&maps[4], ws.h_scale_->local(first), MapKind::kF32, R, uint64_t(ranks) * (I / kBlockK), "h_scale");
   make_map_2d(&maps[5], w2, rows_kind, I, experts_here * H, "w2");
+  if (!bf16 && prm.a_trim == 1) {  // 16-row A boxes: an expert's last row tile loads its valid rows rounded up to 16
+    make_map_2d(&maps[11], ws.recv_x_->local(first), rows_kind, H, uint64_t(ranks) * R, "recv_x (16-row boxes)", 16);
+    make_map_2d(&maps[12], ws.h_->local(first), rows_kind, I, uint64_t(ranks) * R, "h (16-row boxes)", 16);
+  }
+  if (!bf16 && prm.merge_loads == 1) {  // one load per stage operand where its boxes are adjacent (merge_loads)
+    make_map_2d(&maps[13], ws.recv_x_->local(first), rows_kind, H, uint64_t(ranks) * R, "recv_x (128-row boxes)");
+    // W1 ([experts][2I][H] codes: gate rows, then up rows) as {H, I, 2 experts}: box {128, 128, 2} at (k, 128 n, 2e)
+    // is N tile n's gate box followed by its up box, the stage layout of the two 2-d loads.
+    const cuuint64_t w1_dims[3] = {H, I, 2 * experts_here}, w1_strides[2] = {H, I * H};
+    const cuuint32_t w1_box[3] = {128u, 128u, 2u};
+    make_map_nd(&maps[14], w1, CU_TENSOR_MAP_DATA_TYPE_UINT8, 3, w1_dims, w1_strides, w1_box, true, "w1 (gate and up boxes)");
+    if (moe_l2_cols(prm) == 256) make_map_2d(&maps[15], w2, rows_kind, I, experts_here * H, "w2 (256-row boxes)", 256);
+    if (int4) {  // the per-column group scales of the same boxes: gate and up ({I, 2, experts K/128}), 256 W2 columns
+      const cuuint64_t s1_dims[3] = {I, 2, experts_here * (H / kBlockK)}, s1_strides[2] = {I * 4, 2 * I * 4};
+      const cuuint32_t s1_box[3] = {128u, 2u, 1u};
+      make_map_nd(&maps[16], prm.w1_scale, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 3, s1_dims, s1_strides, s1_box, false,
+                  "w1_scale (int4, gate and up)");
+      if (moe_l2_cols(prm) == 256) {
+        const cuuint64_t s2_dims[2] = {H, experts_here * (I / kBlockK)}, s2_strides[1] = {H * 4};
+        const cuuint32_t s2_box[2] = {256u, 1u};
+        make_map_nd(&maps[17], prm.w2_scale, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, s2_dims, s2_strides, s2_box, false,
+                    "w2_scale (int4, 256 columns)");
+      }
+    }
+  }
   if (share_weights) {  // half weight boxes: each CTA of a pair loads rows [64 crank, +64) of every box into both
     make_map_2d(&maps[9], w1, rows_kind, H, experts_here * 2 * I, "w1 (half boxes)", kBlockN / 2);
     make_map_2d(&maps[10], w2, rows_kind, I, experts_here * H, "w2 (half boxes)", kBlockN / 2);

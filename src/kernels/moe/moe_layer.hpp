@@ -142,6 +142,16 @@ struct MoeLayerParams {
   // the conversion's DRAM traffic overlaps the tensor work instead of preceding it (docs/MOE.md, "Session 25").
   // Bit-identical either way (the expansion is exact); W8A8 and bf16 ignore it.
   int int4_expand = 0;
+  // A rows loaded per tile (W8A8, W4A8; bf16 ignores it): 1 = the valid rows rounded up to 16, 0 = all 128 (64 for a
+  // half tile; the default). An expert's last row tile holds fewer tokens than 128 rows; its A operand's padding rows
+  // are then not loaded (boxes of 16 rows), which only shortens what the stage streams: the rows past the valid ones
+  // feed only their own outputs, which nothing stores. Bit-identical either way (docs/MOE.md, "Session 27").
+  int a_trim = 0;
+  // TMA loads per stage (W8A8, W4A8; bf16 ignores it): 1 = one load where a stage's boxes are adjacent in memory (a
+  // CTA's whole 128-row A operand; an N tile's gate and up boxes through a 3-d view of W1; a 256-column Linear-2 tile's
+  // two weight blocks), 0 = a load per 64-row A half and per 128-row weight box. CTA pairs keep their per-half
+  // multicasts. Bit-identical either way (docs/MOE.md, "Session 27").
+  int merge_loads = 1;
   // Per-tile instrumentation (W8A8 only): runs the traced instantiation and records every tile of the launch
   // in the workspace (MoeWorkspace::read_trace). The untraced kernels contain no trace code at all.
   bool trace = false;

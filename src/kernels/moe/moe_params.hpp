@@ -91,6 +91,16 @@ struct KernelParams {
   CUtensorMap tma_s1, tma_s2;
   // Weight-sharing pairs: the weight maps again with 64-row boxes (each CTA of a pair multicasts its half of every weight box).
   CUtensorMap tma_w1h, tma_w2h;
+  // a_trim (W8A8, W4A8): the two A operands again with 16-row boxes, for an expert's last row tile, whose A rows are
+  // loaded only up to its valid rows rounded up to 16 (MoeLayerParams::a_trim).
+  CUtensorMap tma_x16, tma_ha16;
+  // merge_loads (W8A8, W4A8): one TMA load where a stage's boxes are adjacent: recv_x with 128-row boxes (h: tma_h);
+  // W1 as {H, I, 2 experts} (an expert's gate and up halves on the third axis), box {128, 128, 2}: an N tile's gate
+  // and up boxes; W2 with 256-row boxes: a wide Linear-2 tile's two blocks.
+  CUtensorMap tma_x128, tma_w1gu, tma_w2w;
+  // W4A8 with merge_loads: the group scales of those boxes, s1 as {I, 2, experts * H/128} (box {128, 2, 1}: gate's and
+  // up's 128 columns) and s2 with 256-column boxes.
+  CUtensorMap tma_s1gu, tma_s2w;
   runtime::TeamView view;
   int ctas_per_rank;
   // CTAs per cluster: 1, or 2 = CTA pairs (blocks 2i, 2i + 1 of one rank; the scheduler's instance i with two
@@ -104,6 +114,8 @@ struct KernelParams {
   // CTA pairs sharing the weights (MoeLayerParams::pair_share resolved): 0 = no (A shared, or single CTAs), 1 = where
   // an expert's rows b, b + 1 are both full tiles, 2 = any two rows b, b + 1 of an expert (OwnRow in moe_kernel.cuh).
   int weight_pairs;
+  int a_trim;  // MoeLayerParams::a_trim resolved: 1 = A rows loaded up to the tile's valid rows rounded up to 16
+  int merge_loads;  // MoeLayerParams::merge_loads resolved: 1 = the merged maps above (CTAs loading whole boxes alone)
   int hidden, inter, topk, tokens, rows_cap;
   moe::DispatchLayout dl;  // tables in device memory
   typename Sched::Params sched[runtime::kMaxRanks];  // per local rank; layout rebased onto device tables
