@@ -45,31 +45,7 @@ T* grow(T*& p, size_t& have, size_t bytes, const char* what) {
 // {64, 128}: the same 128 bytes x 128 rows), or fp32 scales without (box {128, 1}).
 enum class MapKind { kFp8, kBf16, kF32 };
 
-// 2-d row-major map {cols, rows} (elements).
-// box_rows: rows of a tile box (128, or 64 for the A operands, which a CTA pair loads half by half).
-void make_map_2d(CUtensorMap* map, const void* base, MapKind kind, uint64_t cols, uint64_t rows, const char* what,
-                 uint32_t box_rows = 128) {
-  auto enc = runtime::tensor_map_encoder();
-  if (enc == nullptr) throw RuntimeError("moe layer: cuTensorMapEncodeTiled is not available from the driver");
-  const bool tile = kind != MapKind::kF32;
-  const uint64_t elem = kind == MapKind::kFp8 ? 1 : kind == MapKind::kBf16 ? 2 : 4;
-  const cuuint64_t dims[2] = {cols, rows};
-  const cuuint64_t strides[1] = {cols * elem};
-  const cuuint32_t box[2] = {kind == MapKind::kBf16 ? 64u : 128u, tile ? box_rows : 1u};
-  const cuuint32_t es[2] = {1, 1};
-  const CUtensorMapDataType type = kind == MapKind::kFp8    ? CU_TENSOR_MAP_DATA_TYPE_UINT8
-                                   : kind == MapKind::kBf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
-                                                            : CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
-  const CUresult r = enc(map, type, 2, const_cast<void*>(base), dims, strides, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                         tile ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_NONE,
-                         CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (r != CUDA_SUCCESS)
-    throw RuntimeError(detail::concat("moe layer: TMA descriptor of ", what, " rejected (CUresult ", int(r), "; ",
-                                      cols, " x ", rows, ")"));
-}
-
-// A tiled map of any rank (merge_loads: views whose one box covers what two 2-d boxes did). dims innermost first,
-// strides (bytes) of dims 1.. .
+// A tiled map of any rank (rank <= 3). dims innermost first, strides (bytes) of dims 1.. .
 void make_map_nd(CUtensorMap* map, const void* base, CUtensorMapDataType type, int rank, const cuuint64_t* dims,
                  const cuuint64_t* strides, const cuuint32_t* box, bool swizzle, const char* what) {
   auto enc = runtime::tensor_map_encoder();
@@ -81,6 +57,22 @@ void make_map_nd(CUtensorMap* map, const void* base, CUtensorMapDataType type, i
   if (r != CUDA_SUCCESS)
     throw RuntimeError(detail::concat("moe layer: TMA descriptor of ", what, " rejected (CUresult ", int(r), "; ",
                                       dims[0], " x ", dims[1], rank > 2 ? " x " + std::to_string(dims[2]) : "", ")"));
+}
+
+// 2-d row-major map {cols, rows} (elements).
+// box_rows: rows of a tile box (128; 64 for the A operands, which a CTA pair loads half by half; 16 for a_trim; 256
+// for a wide Linear-2 tile's two weight blocks).
+void make_map_2d(CUtensorMap* map, const void* base, MapKind kind, uint64_t cols, uint64_t rows, const char* what,
+                 uint32_t box_rows = 128) {
+  const bool tile = kind != MapKind::kF32;
+  const uint64_t elem = kind == MapKind::kFp8 ? 1 : kind == MapKind::kBf16 ? 2 : 4;
+  const cuuint64_t dims[2] = {cols, rows};
+  const cuuint64_t strides[1] = {cols * elem};
+  const cuuint32_t box[2] = {kind == MapKind::kBf16 ? 64u : 128u, tile ? box_rows : 1u};
+  const CUtensorMapDataType type = kind == MapKind::kFp8    ? CU_TENSOR_MAP_DATA_TYPE_UINT8
+                                   : kind == MapKind::kBf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+                                                            : CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
+  make_map_nd(map, base, type, 2, dims, strides, box, tile, what);
 }
 
 // Everything of the kernel parameters that does not depend on the scheduler type.
