@@ -28,6 +28,14 @@ namespace xstage::moe_kernel {
 //                 4 steps of 32 e4m3). Without scales nothing has to be promoted per block, so the MMA
 //                 warpgroups accumulate straight into the final accumulators (fp32 over the whole K) and keep
 //                 one block's wgmma batch in flight, waiting only to release the previous block's stage.
+// Pipeline stages and staging slots of W8A8 and bf16 (compile-time; a build may set them to compare variants, e.g.
+// 3 stages with two slots, which the shared memory also holds).
+#ifndef XSTAGE_MOE_STAGES
+#define XSTAGE_MOE_STAGES 4
+#endif
+#ifndef XSTAGE_MOE_EPI_SLOTS
+#define XSTAGE_MOE_EPI_SLOTS 1
+#endif
 template <MoeWeightFormat kFormat_>
 struct ConfigT {
   static constexpr MoeWeightFormat kFormat = kFormat_;
@@ -38,8 +46,8 @@ struct ConfigT {
   // W8A8 and bf16: 4 stages of 48 KB in flight and one epilogue slot (the trace showed the mainloop waiting for
   // data with 3 stages); W4A8 needs 1 KB of column scales per stage and 36 KB for the int4 expansion's chunk rings
   // (ExpandSmem), so 3 stages and one slot.
-  static constexpr int kStages = kInt4 ? 3 : 4;
-  static constexpr int kEpiSlots = 1;                            // epilogue staging slots
+  static constexpr int kStages = kInt4 ? 3 : XSTAGE_MOE_STAGES;
+  static constexpr int kEpiSlots = kInt4 ? 1 : XSTAGE_MOE_EPI_SLOTS;  // epilogue staging slots
   static constexpr uint32_t kL2Pitch = kBlockN * 2;              // bf16 row; 16-byte chunks XOR-swizzled by row
   static constexpr uint32_t kStageBytes = kBlockM * kL2Pitch;    // 32 KB; an FP8 L1 tile uses 16 KB + 512 B
   static constexpr uint32_t kStageScales = kBlockM * kBlockN;    // byte offset of the FP8 L1 row scales
