@@ -71,7 +71,7 @@ struct Case {
   // Also run it with the A operand of an expert's last row tile loaded only up to its valid rows rounded up to 16
   // (a_trim 1; the rows not loaded only feed padding outputs) and with a TMA load per box (merge_loads 0; the first
   // run merges adjacent boxes), each required bit-identical. With check_pair_share, the weight-sharing pairs too.
-  bool check_a_trim = false;
+  bool check_loads = false;
 };
 
 std::string name(const Case& c) {
@@ -336,7 +336,7 @@ void run_case(const Case& c) {
         }
       }
     }
-    if (c.check_a_trim) {
+    if (c.check_loads) {
       EXPECT_EQ(prm.a_trim, 0) << "the default loads whole A boxes";
       EXPECT_EQ(prm.merge_loads, 1) << "the default merges adjacent boxes";
       const size_t n = variants.size();
@@ -509,7 +509,7 @@ TEST(MoeLayerGpu, HalfAndFullTiles) {
     Case c{1, 642, 512, 256, 8, 1, Route::kTileEdges, o};  // 64+65+1+129+0+192+63+128 = 642 rows
     c.check_single = true;
     c.check_batch_timing = true;
-    c.check_a_trim = true;
+    c.check_loads = true;
     run_case(c);
     c.world = 2;
     c.tokens = 321;
@@ -536,7 +536,7 @@ TEST(MoeLayerGpu, CtaPairsEqualSingleCtas) {
     Case a{1, 100, 512, 256, 16, 4, Route::kSkewed, o};
     a.cluster = 2;
     a.check_single = true;
-    a.check_a_trim = true;
+    a.check_loads = true;
     run_case(a);
     Case b{4, 256, 256, 256, 8, 2, Route::kSkewed, o};
     b.cluster = 2;
@@ -611,7 +611,7 @@ TEST(MoeLayerGpu, PairShareEqualSingleCtas) {
       t.int4 = int4;
       t.cluster = 1;
       t.check_pair_share = true;
-      t.check_a_trim = true;
+      t.check_loads = true;
       run_case(t);
       Case b{1, 700, 512, 256, 4, 2, Route::kSkewed, order};  // 2-6 row tiles per expert
       b.int4 = int4;

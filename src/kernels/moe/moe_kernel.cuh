@@ -138,15 +138,6 @@ __device__ __forceinline__ void tma_load_2d(const CUtensorMap* map, uint64_t* ba
       : "memory");
 }
 
-// 3-d tiled TMA load (KernelParams::tma_w1gu: an expert's gate and up boxes in one load).
-__device__ __forceinline__ void tma_load_3d(const CUtensorMap* map, uint64_t* bar, void* dst, int c0, int c1, int c2) {
-  asm volatile(
-      "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5}], "
-      "[%2];\n" ::"r"(ptx::smem_addr(dst)),
-      "l"(map), "r"(ptx::smem_addr(bar)), "r"(c0), "r"(c1), "r"(c2)
-      : "memory");
-}
-
 // tma_load_2d with an L2 cache policy (ptx::l2_policy_*; MoeLayerParams::l2_hints).
 __device__ __forceinline__ void tma_load_2d_hint(const CUtensorMap* map, uint64_t* bar, void* dst, int c0, int c1,
                                                  uint64_t policy) {
@@ -1100,14 +1091,14 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
                 ptx::tma_load_2d_multicast(&p.tma_w1, &sh.full[ps.stage], sh.b[ps.stage] + crank * C::kBBytes, k0,
                                            gate_row + int(crank) * p.inter, uint16_t(0x3));
               } else if (merge && !(p.l2_hints & kHintW1EvictFirst)) {  // gate and up boxes by one 3-d load
-                tma_load_3d(&p.tma_w1gu, &sh.full[ps.stage], sh.b[ps.stage], k0, own_n * kBlockN, 2 * ex);
+                ptx::tma_load_3d(&p.tma_w1gu, &sh.full[ps.stage], sh.b[ps.stage], k0, own_n * kBlockN, 2 * ex);
               } else {
                 load_w(&p.tma_w1, &p.tma_w1h, ps, sh.b[ps.stage], k0, gate_row, w1_policy(), share);
                 load_w(&p.tma_w1, &p.tma_w1h, ps, sh.b[ps.stage] + C::kBBytes, k0, gate_row + p.inter, w1_policy(), share);
               }
               if constexpr (C::kInt4) {  // per-column group scales of gate and up
                 if (merge) {
-                  tma_load_3d(&p.tma_s1gu, &sh.full[ps.stage], &sh.sb[ps.stage][0], own_n * kBlockN, 0, ex * KB1 + kb);
+                  ptx::tma_load_3d(&p.tma_s1gu, &sh.full[ps.stage], &sh.sb[ps.stage][0], own_n * kBlockN, 0, ex * KB1 + kb);
                 } else {
                   tma_load_2d(&p.tma_s1, &sh.full[ps.stage], &sh.sb[ps.stage][0], own_n * kBlockN, ex * KB1 + kb);
                   tma_load_2d(&p.tma_s1, &sh.full[ps.stage], &sh.sb[ps.stage][kBlockN], p.inter + own_n * kBlockN,

@@ -92,13 +92,14 @@ void fill_common(KernelParams<Sched>& kp, runtime::Team& team, const MoeLayerPar
   kp.tma_w2h = maps[10];
   kp.tma_x16 = maps[11];
   kp.tma_ha16 = maps[12];
-  kp.a_trim = prm.weights != MoeWeightFormat::kBf16 && prm.a_trim == 1 ? 1 : 0;
   kp.tma_x128 = maps[13];
   kp.tma_w1gu = maps[14];
   kp.tma_w2w = maps[15];
   kp.tma_s1gu = maps[16];
   kp.tma_s2w = maps[17];
-  kp.merge_loads = prm.weights != MoeWeightFormat::kBf16 && prm.merge_loads == 1 ? 1 : 0;
+  const bool bf16 = prm.weights == MoeWeightFormat::kBf16;  // bf16 has neither option (no such maps)
+  kp.a_trim = !bf16 && prm.a_trim == 1 ? 1 : 0;
+  kp.merge_loads = !bf16 && prm.merge_loads == 1 ? 1 : 0;
   kp.weight_pairs = share > kPairShareA ? share - kPairShareA : 0;  // the kernel's encoding (KernelParams::weight_pairs)
   kp.view = team.view();
   kp.ctas_per_rank = ctas;
