@@ -9,7 +9,7 @@
 //             [--trace] [--trace-csv FILE] [--ctas N] [--leads D1,D2,...] [--platform FILE]
 //             [--cluster 0|1|2] [--l2-cols 0|128|256] [--compare-single] [--compare-pingpong] [--compare-l2-scratch]
 //             [--compare-l2-cols] [--compare-hints M1,M2,...] [--int4-expand 0|1|2] [--compare-expand]
-//             [--compare-pair-share] [--compare-a-trim] [--compare-merge]
+//             [--compare-pair-share] [--compare-a-trim] [--compare-merge] [--compare-borrow] [--compare-early]
 //             [--prefetch D1,D2,...] [--custom NAME:H:I:E:K]
 //
 // --cluster: MoeLayerParams::cluster of the fused kernel (0 = auto: CTA pairs sharing the A operand by TMA
@@ -32,8 +32,10 @@
 // fused_<order>; where pairs run), checked bit-identical and timed beside it.
 // --compare-a-trim adds, per order, the kernel loading an expert's last row tile's A rows only up to its valid rows
 // rounded up to 16 (MoeLayerParams::a_trim = 1; backend fused_<order>_t1). --compare-merge adds, per order, the kernel
-// with a TMA load per box (MoeLayerParams::merge_loads = 0; backend fused_<order>_m0). Each checked bit-identical and
-// timed beside the default.
+// with a TMA load per box (MoeLayerParams::merge_loads = 0; backend fused_<order>_m0). --compare-borrow adds, per order,
+// the kernel staging a 256-column Linear-2 tile's second block through the slot (MoeLayerParams::l2_borrow = 0; backend
+// fused_<order>_b0). --compare-early adds, per order, the kernel with the other MoeLayerParams::early_release (backend
+// fused_<order>_e1 with the default 0, fused_<order>_e0 with 1). Each checked bit-identical and timed beside the default.
 // --compare-hints M1,M2: adds, per order and mask M, the kernel with MoeLayerParams::l2_hints = M (L2 cache hints:
 // 1 combine stores evict_first, 2 Linear-2 weights evict_last, 4 Linear-1 weights evict_first; backend
 // fused_<order>_h<M>), checked bit-identical and timed beside it.
@@ -312,6 +314,8 @@ struct Args {
   bool compare_pair_share = false;  // --compare-pair-share: also the orders with the pairs' other sharing modes
   bool compare_a_trim = false;      // --compare-a-trim: also the orders with a_trim = 1
   bool compare_merge = false;       // --compare-merge: also the orders with merge_loads = 0
+  bool compare_borrow = false;      // --compare-borrow: also the orders with l2_borrow = 0
+  bool compare_early = false;       // --compare-early: also the orders with the other early_release
   double block_s = 0.1, warmup_s = 0.05;
   int rounds = 1;
   long min_calls = bench::kDefaultMinCalls;
@@ -413,6 +417,8 @@ Args parse(int argc, char** argv) {
     else if (k == "--compare-pair-share") a.compare_pair_share = true;
     else if (k == "--compare-a-trim") a.compare_a_trim = true;
     else if (k == "--compare-merge") a.compare_merge = true;
+    else if (k == "--compare-borrow") a.compare_borrow = true;
+    else if (k == "--compare-early") a.compare_early = true;
     else if (k == "--int4-expand") {
       a.int4_expand = std::stoi(val());
       if (a.int4_expand < 0 || a.int4_expand > 2)
@@ -771,6 +777,9 @@ int main(int argc, char** argv) try {
             }
             if (a.compare_a_trim) add_variants("_t1", [](moe_kernel::MoeLayerParams& q) { q.a_trim = 1; });
             if (a.compare_merge) add_variants("_m0", [](moe_kernel::MoeLayerParams& q) { q.merge_loads = 0; });
+            if (a.compare_borrow) add_variants("_b0", [](moe_kernel::MoeLayerParams& q) { q.l2_borrow = 0; });
+            if (a.compare_early)
+              add_variants(prm.early_release ? "_e0" : "_e1", [](moe_kernel::MoeLayerParams& q) { q.early_release = 1 - q.early_release; });
             if (a.compare_expand && int4)
               add_variants(moe_kernel::moe_int4_expand(prm) == moe_kernel::kInt4ExpandInKernel ? "_pre" : "_ink",
                            [](moe_kernel::MoeLayerParams& q) {

@@ -70,7 +70,10 @@ struct Case {
   bool pair_share_pingpong = false;  // the W8A8 weight-sharing variant also with pingpong 1 (not under racecheck)
   // Also run it with the A operand of an expert's last row tile loaded only up to its valid rows rounded up to 16
   // (a_trim 1; the rows not loaded only feed padding outputs) and with a TMA load per box (merge_loads 0; the first
-  // run merges adjacent boxes), each required bit-identical. With check_pair_share, the weight-sharing pairs too.
+  // run merges adjacent boxes) and with a 256-column Linear-2 tile's second block staged through the slot instead of
+  // its last pipeline stage (l2_borrow 0) and with a stage released as soon as it is read where the next one is late
+  // (early_release 1), each required bit-identical. With check_pair_share, the weight-sharing
+  // pairs too.
   bool check_loads = false;
 };
 
@@ -339,17 +342,27 @@ void run_case(const Case& c) {
     if (c.check_loads) {
       EXPECT_EQ(prm.a_trim, 0) << "the default loads whole A boxes";
       EXPECT_EQ(prm.merge_loads, 1) << "the default merges adjacent boxes";
+      EXPECT_EQ(prm.l2_borrow, 1) << "the default stages a wide Linear-2 tile's second block in its last stage";
+      EXPECT_EQ(prm.early_release, 0) << "the default releases a stage in the next block's shadow only";
       const size_t n = variants.size();
       variants.push_back({prm, "A rows up to the valid ones (a_trim 1; the first run: 0)"});
       variants.back().first.a_trim = 1;
       variants.push_back({prm, "a TMA load per box (merge_loads 0; the first run: 1)"});
       variants.back().first.merge_loads = 0;
+      variants.push_back({prm, "the second Linear-2 block through the slot (l2_borrow 0; the first run: 1)"});
+      variants.back().first.l2_borrow = 0;
+      variants.push_back({prm, "a stage released early where the next one is late (early_release 1; the first run: 0)"});
+      variants.back().first.early_release = 1;
       for (size_t i = 0; i < n; ++i)
         if (variants[i].first.pair_share > moe_kernel::kPairShareA && !variants[i].first.trace) {
           variants.push_back({variants[i].first, variants[i].second + ", A rows up to the valid ones (a_trim 1)"});
           variants.back().first.a_trim = 1;
           variants.push_back({variants[i].first, variants[i].second + ", a TMA load per box (merge_loads 0)"});
           variants.back().first.merge_loads = 0;
+          variants.push_back({variants[i].first, variants[i].second + ", the second Linear-2 block through the slot (l2_borrow 0)"});
+          variants.back().first.l2_borrow = 0;
+          variants.push_back({variants[i].first, variants[i].second + ", a stage released early where the next one is late (early_release 1)"});
+          variants.back().first.early_release = 1;
         }
     }
     if (c.check_expand) {

@@ -79,7 +79,9 @@ inline constexpr int kTileRing = 4;  // descriptors the producer may run ahead
 // threads) exchange a half tile's row amax before quantizing h.
 // kTurn + wg: "warpgroup wg may issue its next wgmma batch" (PingPong).
 // kEpilogueDone: the epilogue warps, after their last combine stores, before the completion signal.
-enum class Bar : uint32_t { kHalfTileAmax = 1, kTurn = 2, kEpilogueDone = 4 };
+// kBorrowStage: the two consumer warpgroups, both done reading a 256-column Linear-2 tile's last stage before
+// block 1 of its output is staged there (KernelParams::l2_borrow).
+enum class Bar : uint32_t { kHalfTileAmax = 1, kTurn = 2, kEpilogueDone = 4, kBorrowStage = 5 };
 
 // Warp roles of warpgroup 0 (the consumers are warpgroups 1 and 2).
 enum Warp : int { kProducerWarp = 0, kL1EpilogueWarp = 1 };
@@ -118,6 +120,10 @@ struct SharedStorage {
   alignas(128) float sb[C::kStages][C::kInt4 ? 2 * kBlockN : 1];
   uint64_t full[C::kStages], empty[C::kStages];
   uint64_t stage_full[C::kEpiSlots], stage_empty[C::kEpiSlots];
+  // KernelParams::l2_borrow: a 256-column Linear-2 tile's first hand-off, block 1 in the B buffer of its last stage
+  // (consumers -> epilogue warps; the stage goes back to the producer through its empty barrier).
+  uint64_t borrow_full;
+  uint32_t borrow_off;  // the staged block's byte offset in b
   // The schedule, walked once by the producer and published tile by tile: the other roles read a tile's
   // descriptor here instead of walking the scheduler themselves (a walk is three binary searches of
   // dependent global loads: ~2 us between tiles in the call-4 trace).
@@ -615,13 +621,28 @@ __device__ __forceinline__ void release_held(S& sh, int held, int cluster, int t
   if ((tid % 32) == 0) release_stage(&sh.empty[held], cluster);
 }
 
+// Data-bound K blocks (KernelParams::early_release): true when the next K block's stage is not full yet, i.e. the
+// warp would wait for it while holding the current stage, which the producer could already be refilling. Tested
+// in the shadow of the current block's last batch; warp-uniform (the callers release by one lane after __syncwarp).
+template <class C, class S>
+__device__ __forceinline__ bool next_stage_late(S& sh, kernel::PipeState<C::kStages> ps) {
+  ps.advance();
+  return __any_sync(0xffffffffu, !ptx::mbar_test_wait_acquire_cta(&sh.full[ps.stage], ps.phase));
+}
+
 // Linear-1 mainloop (W8A8 / W4A8): per K block the gate and up scratch batches of the part, each promoted
 // (fp32) into fg / fu; block kb's stage is released in the shadow of block kb + 1's gate batch (release_held),
 // the last one after the loop. The warp holds at most two stages, so 3 stages cannot deadlock the producer.
+// keep_last (a 256-column Linear-2 tile with KernelParams::l2_borrow): the last stage is returned instead of
+// released, to stage the tile's second output block in; the epilogue warps release it once they have read it.
+// early (KernelParams::early_release): where the next stage is late (next_stage_late), block kb's stage is released
+// as soon as its last batch is done, before the warp waits for the next one (a data-bound tile then has all but
+// the stage being read in flight instead of one fewer).
 template <class C, int kAcc, class S, class WaitFull>
-__device__ __forceinline__ void l1_mainloop(S& sh, kernel::PipeState<C::kStages>& ps, float (&fg)[kAcc],
-                                            float (&fu)[kAcc], TilePart pt, const float* s1g, const float* s1u,
-                                            int KB1, int tid, int cluster, PingPong& turn, WaitFull&& wait_full) {
+__device__ __forceinline__ int l1_mainloop(S& sh, kernel::PipeState<C::kStages>& ps, float (&fg)[kAcc],
+                                           float (&fu)[kAcc], TilePart pt, const float* s1g, const float* s1u,
+                                           int KB1, int tid, int cluster, PingPong& turn, WaitFull&& wait_full,
+                                           bool early, bool keep_last = false) {
   const int r0 = 16 * (tid / 32) + (tid % 32) / 4;
   float acc[kAcc];
   int held = -1;
@@ -631,14 +652,19 @@ __device__ __forceinline__ void l1_mainloop(S& sh, kernel::PipeState<C::kStages>
     const uint8_t* a = sh.a[ps.stage] + pt.row0 * kBlockK;
     const uint8_t* bg = sh.b[ps.stage] + pt.col0 * kBlockK;  // B rows = output columns; 8 KB steps keep the swizzle
     const uint8_t* bu = bg + C::kBBytes;
+    bool late;  // release this block's stage at once (early), not in the shadow of the next block's first batch
     if constexpr (C::kInt4) {
       issue_block(acc, a, bg, turn);
       release_held(sh, held, cluster, tid);
       ptx::wgmma_wait<0>();
       fence_regs(acc);
       promote_cols(fg, acc, a0, a1, &sh.sb[ps.stage][pt.col0], tid);
-      mma_block(acc, a, bu, turn);
-      promote_cols(fu, acc, a0, a1, &sh.sb[ps.stage][kBlockN + pt.col0], tid);
+      issue_block(acc, a, bu, turn);
+      late = early && kb + 1 < KB1 && next_stage_late<C>(sh, ps);
+      ptx::wgmma_wait<0>();
+      fence_regs(acc);
+      promote_cols(fu, acc, a0, a1, &sh.sb[ps.stage][kBlockN + pt.col0], tid);  // reads sb: release after it
+      if (late) release_held(sh, ps.stage, cluster, tid);
     } else {
       const float gs = __ldg(s1g + kb), us = __ldg(s1u + kb);
       issue_block(acc, a, bg, turn);
@@ -646,22 +672,29 @@ __device__ __forceinline__ void l1_mainloop(S& sh, kernel::PipeState<C::kStages>
       ptx::wgmma_wait<0>();
       fence_regs(acc);
       promote(fg, acc, a0 * gs, a1 * gs);
-      mma_block(acc, a, bu, turn);
+      issue_block(acc, a, bu, turn);
+      late = early && kb + 1 < KB1 && next_stage_late<C>(sh, ps);
+      ptx::wgmma_wait<0>();
+      fence_regs(acc);
+      if (late) release_held(sh, ps.stage, cluster, tid);  // the scales are in registers
       promote(fu, acc, a0 * us, a1 * us);
     }
-    held = ps.stage;
+    held = late ? -1 : ps.stage;
     ps.advance();
   }
+  if (keep_last) return held;
   release_held(sh, held, cluster, tid);
+  return -1;
 }
 
 // Linear-2 mainloop, one scratch accumulator: per K block one batch of the part, waited for and promoted into fa
 // (W4A8: per-column weight scales from the stage; W8A8: the block's scale, MoeLayerParams::l2_scratches = 1);
-// block kb's stage is released in the shadow of block kb + 1's batch (release_held), the last after the loop.
+// block kb's stage is released in the shadow of block kb + 1's batch (release_held), the last after the loop
+// (keep_last, early: as l1_mainloop's).
 template <class C, int kAcc, class S, class WaitFull>
-__device__ __forceinline__ void l2_mainloop(S& sh, kernel::PipeState<C::kStages>& ps, float (&fa)[kAcc], TilePart pt,
-                                            const float* s2, int KB2, int tid, int cluster, PingPong& turn,
-                                            WaitFull&& wait_full) {
+__device__ __forceinline__ int l2_mainloop(S& sh, kernel::PipeState<C::kStages>& ps, float (&fa)[kAcc], TilePart pt,
+                                           const float* s2, int KB2, int tid, int cluster, PingPong& turn,
+                                           WaitFull&& wait_full, bool early, bool keep_last = false) {
   const int r0 = 16 * (tid / 32) + (tid % 32) / 4;
   float acc[kAcc];
   int held = -1;
@@ -671,16 +704,22 @@ __device__ __forceinline__ void l2_mainloop(S& sh, kernel::PipeState<C::kStages>
     const float bs = C::kInt4 ? 1.0f : __ldg(s2 + kb);
     issue_block(acc, sh.a[ps.stage] + pt.row0 * kBlockK, sh.b[ps.stage] + pt.col0 * kBlockK, turn);
     release_held(sh, held, cluster, tid);
+    const bool late = early && kb + 1 < KB2 && next_stage_late<C>(sh, ps);
     ptx::wgmma_wait<0>();
     fence_regs(acc);
-    if constexpr (C::kInt4)
+    if constexpr (C::kInt4) {
       promote_cols(fa, acc, a0, a1, &sh.sb[ps.stage][pt.col0], tid);  // reads sb
-    else
+      if (late) release_held(sh, ps.stage, cluster, tid);
+    } else {
+      if (late) release_held(sh, ps.stage, cluster, tid);
       promote(fa, acc, a0 * bs, a1 * bs);
-    held = ps.stage;
+    }
+    held = late ? -1 : ps.stage;
     ps.advance();
   }
+  if (keep_last) return held;
   release_held(sh, held, cluster, tid);
+  return -1;
 }
 // W8A8 Linear-2 mainloop with two scratch accumulators: block kb's batch is issued before block kb - 1's is
 // promoted, so one batch of this warpgroup is always in flight and its own promotion does not idle the tensor
@@ -902,6 +941,7 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
       ptx::mbar_init(&sh.stage_full[s], 256);
       ptx::mbar_init(&sh.stage_empty[s], 32 * kEpilogueWarps);  // every lane of every epilogue warp
     }
+    ptx::mbar_init(&sh.borrow_full, 256);
     if constexpr (C::kInt4)
       for (int w = 0; w < kEpilogueWarps; ++w)
         for (int b = 0; b < kExpandBufs; ++b) ptx::mbar_init(&sh.ex.full[w][b], 1);
@@ -1167,13 +1207,21 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
       const uint64_t combine_policy = (p.l2_hints & kHintCombineEvictFirst) ? ptx::l2_policy_evict_first() : 0;
       EpiState es;
       kernel::PipeState<kTileRing> ts;
+      uint32_t borrow_phase = 0;  // of sh.borrow_full (l2_borrow)
       // W4A8 expanded in the kernel: every wait of this warp expands int4 chunks meanwhile (Expander).
       std::conditional_t<C::kInt4, Expander<KernelParams<Sched>>, NoExpander> xp(p, sh.ex, ew, lane, g);
       for (int tile_no = 0;; ++tile_no) {
         if constexpr (C::kInt4) xp.wait(&sh.tile_full[ts.stage], ts.phase);
         const TileDesc t = read_tile(sh, ts, lane);
         if (t.end()) break;
-        xp.wait(&sh.stage_full[es.stage], es.phase);
+        // l2_borrow: an L2 tile's first hand-off is block 1 in the borrowed stage, the slot's comes second (below).
+        // The first hand-off's wait comes before anything of the tile is read: it also orders the rows' metadata
+        // (written by the dispatch) before the loads below, through the producer's acquire of the rows' readiness.
+        const bool borrow = p.l2_borrow != 0 && t.l2();
+        if (borrow)
+          xp.wait(&sh.borrow_full, borrow_phase);
+        else
+          xp.wait(&sh.stage_full[es.stage], es.phase);
         // Trace: warp 1 records every tile (an L2 tile's T_RS: the longest span of the three warps, below).
         uint64_t* tr = ew == 0 && lane == 0 ? trace_rec<kTrace>(p, tile_no) : nullptr;
         uint64_t c0 = 0;
@@ -1235,7 +1283,11 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
           uint64_t* trs = kTrace && lane == 0 ? trace_rec<kTrace>(p, tile_no) : nullptr;
           if (kTrace && trs) c0 = ptx::clock_cycles();
           for (int b = 0; b < blocks; ++b) {
-            if (b > 0) {  // the second hand-off of a 256-column tile
+            const int blk = borrow ? 1 - b : b;  // the N block of this hand-off
+            if (borrow) {  // block 1 from the borrowed stage (waited for above), then block 0 from the slot
+              if (b > 0) xp.wait(&sh.stage_full[es.stage], es.phase);
+              st = b == 0 ? reinterpret_cast<uint8_t*>(sh.b) + sh.borrow_off : sh.stage[es.stage];
+            } else if (b > 0) {  // the second hand-off of a 256-column tile
               es.advance();
               xp.wait(&sh.stage_full[es.stage], es.phase);
               st = sh.stage[es.stage];
@@ -1243,14 +1295,25 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
 #pragma unroll 4
             for (int i = 0; lo + 2 * i < hi; ++i) {
               const int li = 2 * i + half, r = lo + li;  // li < 64; both halves of the warp use the same dst[li / 32]
-              const uint64_t d = __shfl_sync(0xffffffffu, li < 32 ? dst[0] : dst[1], li % 32) + b * kBlockN * 2;
+              const uint64_t d = __shfl_sync(0xffffffffu, li < 32 ? dst[0] : dst[1], li % 32) + blk * kBlockN * 2;
               if (r < hi) {
                 const uint4 v = *reinterpret_cast<const uint4*>(st + r * C::kL2Pitch + ((chunk ^ (r % 8)) * 16));
                 store_combine(reinterpret_cast<uint8_t*>(d) + chunk * 16, v, combine_policy);
               }
             }
             __syncwarp();
-            ptx::mbar_arrive_release_cta(&sh.stage_empty[es.stage]);  // every lane: its reads are done
+            if (borrow && b == 0) {
+              // The borrowed stage back to the producer(s): the arrivals its 8 consumer warps did not make, shared by
+              // the three warps (3 + 3 + 2), each after its own reads, on every CTA of a pair as release_stage does.
+              if (lane == 0) {
+                const int stage = int(sh.borrow_off / sizeof(sh.b[0]));
+                const int n = kConsumerWarps / kEpilogueWarps + (ew < int(kConsumerWarps % kEpilogueWarps) ? 1 : 0);
+                for (int i = 0; i < n; ++i) release_stage(&sh.empty[stage], p.cluster);
+              }
+              borrow_phase ^= 1u;
+            } else {
+              ptx::mbar_arrive_release_cta(&sh.stage_empty[es.stage]);  // every lane: its reads are done
+            }
           }
           if (kTrace && trs)  // every store of this warp's share issued; the record was zeroed at launch
             atomicMax(reinterpret_cast<unsigned long long*>(&trs[kTrEpiRead]), (unsigned long long)(ptx::clock_cycles() - c0));
@@ -1322,12 +1385,15 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
           return sh.stage[es.stage];
         };
         const TilePart pt = tile_part(half, wg);
+        const bool early = p.early_release != 0;
         // The Linear-2 mainloop of a part (MoeLayerParams::l2_scratches: W8A8 with two scratches, else one).
-        auto l2_loop = [&](auto& fa, TilePart part, const float* scales) {
-          if (!C::kInt4 && p.l2_scratches == 2)
+        // keep_last: l2_mainloop's (the host turns l2_borrow off with two scratches).
+        auto l2_loop = [&](auto& fa, TilePart part, const float* scales, bool keep_last = false) -> int {
+          if (!C::kInt4 && p.l2_scratches == 2) {
             l2_mainloop_fp8<C>(sh, ps, fa, part, scales, KB2, tid, p.cluster, pp, wait_full);
-          else
-            l2_mainloop<C>(sh, ps, fa, part, scales, KB2, tid, p.cluster, pp, wait_full);
+            return -1;
+          }
+          return l2_mainloop<C>(sh, ps, fa, part, scales, KB2, tid, p.cluster, pp, wait_full, early, keep_last);
         };
         if (!t.l2()) {
           const float* s1g = p.w1_scale + (int64_t(ex) * (2 * p.inter / kBlockN) + t.n) * KB1;  // W8A8 gate scales
@@ -1338,7 +1404,7 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
             float fg[64], fu[64];
 #pragma unroll
             for (int i = 0; i < 64; ++i) fg[i] = fu[i] = 0.f;
-            l1_mainloop<C>(sh, ps, fg, fu, pt, s1g, s1u, KB1, tid, p.cluster, pp, wait_full);
+            l1_mainloop<C>(sh, ps, fg, fu, pt, s1g, s1u, KB1, tid, p.cluster, pp, wait_full, early);
             swiglu_amax(fg, fu, t.valid - pt.row0, tid, amax);
             mma_done();
             uint8_t* st = wait_slot();
@@ -1348,7 +1414,7 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
             float fg[32], fu[32];
 #pragma unroll
             for (int i = 0; i < 32; ++i) fg[i] = fu[i] = 0.f;
-            l1_mainloop<C>(sh, ps, fg, fu, pt, s1g, s1u, KB1, tid, p.cluster, pp, wait_full);
+            l1_mainloop<C>(sh, ps, fg, fu, pt, s1g, s1u, KB1, tid, p.cluster, pp, wait_full, early);
             swiglu_amax(fg, fu, t.valid, tid, amax);
             mma_done();
             uint8_t* st = wait_slot();
@@ -1386,36 +1452,66 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
           }
         } else if (p.l2_wide) {
           // 256 columns: N blocks 2n (b = 0) and 2n + 1 (b = 1), their W8A8 block scales KB2 apart; the output goes
-          // to the epilogue as two hand-offs of 128 columns (the slot holds one), in b order.
+          // to the epilogue as two hand-offs of 128 columns (the slot holds one), in b order. With l2_borrow, block 1
+          // goes first, into the B buffer of the tile's last pipeline stage, which the mainloop kept (every consumer
+          // warp holds the same stage; the producer cannot write it before the epilogue warps release it), then
+          // block 0 into the slot: the MMA warpgroups no longer wait for the epilogue's stores of block 0 (~3.5 us
+          // per tile, s26 trace) before the next tile; the producer runs one stage short until the release.
           const float* s2 = p.w2_scale + (int64_t(ex) * (p.hidden / kBlockN) + 2 * t.n) * KB2;
+          const bool borrow = p.l2_borrow != 0;
           auto hand_off = [&] {  // this thread's part of the slot is written (or it writes none of this one)
             ptx::fence_proxy_async_shared_cta();
             ptx::mbar_arrive_release_cta(&sh.stage_full[es.stage]);
             es.advance();
+          };
+          // The borrowed stage's hand-off: its offset for the epilogue warps, then every consumer thread arrives. The
+          // proxy fence orders these generic writes before the producer's TMA writes into the stage after its release.
+          // Called after wait_slot: the slot's release follows the epilogue's whole previous tile (its borrowed block
+          // first), so borrow_full and borrow_off are free again even if a tile is shorter than the pipeline.
+          auto hand_off_borrowed = [&](uint32_t off) {
+            if (wg == 0 && tid == 0) sh.borrow_off = off;
+            ptx::fence_proxy_async_shared_cta();
+            ptx::mbar_arrive_release_cta(&sh.borrow_full);
           };
           if (!half) {
             // Linear-1's structure: per K block two batches (blocks 0 and 1) into one scratch, promoted into f0, f1.
             float f0[64], f1[64];
 #pragma unroll
             for (int i = 0; i < 64; ++i) f0[i] = f1[i] = 0.f;
-            l1_mainloop<C>(sh, ps, f0, f1, pt, s2, s2 + KB2, KB2, tid, p.cluster, pp, wait_full);
+            const int kept = l1_mainloop<C>(sh, ps, f0, f1, pt, s2, s2 + KB2, KB2, tid, p.cluster, pp, wait_full, early, borrow);
             mma_done();
-            stage_l2_rows<C>(wait_slot(), f0, pt.row0, 0, tid);
-            hand_off();
-            stage_l2_rows<C>(wait_slot(), f1, pt.row0, 0, tid);
+            if (borrow) {
+              uint8_t* st0 = wait_slot();
+              kernel::bar_sync(Bar::kBorrowStage, 256);  // both warpgroups' wgmma have read the stage's B boxes
+              stage_l2_rows<C>(sh.b[kept], f1, pt.row0, 0, tid);
+              hand_off_borrowed(uint32_t(kept) * sizeof(sh.b[0]));
+              stage_l2_rows<C>(st0, f0, pt.row0, 0, tid);
+            } else {
+              stage_l2_rows<C>(wait_slot(), f0, pt.row0, 0, tid);
+              hand_off();
+              stage_l2_rows<C>(wait_slot(), f1, pt.row0, 0, tid);
+            }
           } else {
             // At most 64 rows: warpgroup wg computes block wg (rows [0, 64), m64n128 batches) and writes hand-off wg;
             // every consumer thread waits for each hand-off's slot and arrives (the barrier counts all 256).
             float fa[64];
 #pragma unroll
             for (int i = 0; i < 64; ++i) fa[i] = 0.f;
-            l2_loop(fa, TilePart{0, kBlockN * wg}, s2 + wg * KB2);
+            const int kept = l2_loop(fa, TilePart{0, kBlockN * wg}, s2 + wg * KB2, borrow);
             mma_done();
-            uint8_t* st0 = wait_slot();
-            if (wg == 0) stage_l2_rows<C>(st0, fa, 0, 0, tid);
-            hand_off();
-            uint8_t* st1 = wait_slot();
-            if (wg == 1) stage_l2_rows<C>(st1, fa, 0, 0, tid);
+            if (borrow) {
+              uint8_t* st0 = wait_slot();
+              // Into warpgroup 1's own B box of the stage (block 1's weights, read by its wgmma only): no barrier.
+              if (wg == 1) stage_l2_rows<C>(sh.b[kept] + C::kBBytes, fa, 0, 0, tid);
+              hand_off_borrowed(uint32_t(kept) * sizeof(sh.b[0]) + C::kBBytes);
+              if (wg == 0) stage_l2_rows<C>(st0, fa, 0, 0, tid);
+            } else {
+              uint8_t* st0 = wait_slot();
+              if (wg == 0) stage_l2_rows<C>(st0, fa, 0, 0, tid);
+              hand_off();
+              uint8_t* st1 = wait_slot();
+              if (wg == 1) stage_l2_rows<C>(st1, fa, 0, 0, tid);
+            }
           }
         } else {
           const float* s2 = p.w2_scale + (int64_t(ex) * (p.hidden / kBlockN) + t.n) * KB2;  // W8A8 block scales

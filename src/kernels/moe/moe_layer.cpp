@@ -109,6 +109,9 @@ void fill_common(KernelParams<Sched>& kp, runtime::Team& team, const MoeLayerPar
   kp.l2_wide = moe_l2_cols(prm) == 256 ? 1 : 0;
   kp.pingpong = prm.pingpong;
   kp.l2_scratches = prm.l2_scratches;
+  // l2_borrow: 256-column Linear-2 tiles of W8A8 / W4A8 with one scratch (the two-scratch loop has no keep_last).
+  kp.early_release = prm.weights != MoeWeightFormat::kBf16 && prm.early_release == 1 ? 1 : 0;
+  kp.l2_borrow = kp.l2_wide && prm.weights != MoeWeightFormat::kBf16 && prm.l2_scratches == 1 && prm.l2_borrow == 1 ? 1 : 0;
   kp.hidden = prm.shape.hidden;
   kp.inter = prm.shape.inter;
   kp.topk = prm.shape.topk;
@@ -372,6 +375,9 @@ void MoeWorkspace::check_params(runtime::Team& team, const MoeLayerParams& prm) 
   XSTAGE_REQUIRE(prm.pingpong == 0 || prm.pingpong == 1, "moe layer: pingpong must be 0 or 1, got ", prm.pingpong);
   XSTAGE_REQUIRE(prm.l2_scratches == 1 || prm.l2_scratches == 2, "moe layer: l2_scratches must be 1 or 2, got ",
                  prm.l2_scratches);
+  XSTAGE_REQUIRE(prm.l2_borrow == 0 || prm.l2_borrow == 1, "moe layer: l2_borrow must be 0 or 1, got ", prm.l2_borrow);
+  XSTAGE_REQUIRE(prm.early_release == 0 || prm.early_release == 1, "moe layer: early_release must be 0 or 1, got ",
+                 prm.early_release);
   XSTAGE_REQUIRE(prm.a_trim == 0 || prm.a_trim == 1, "moe layer: a_trim must be 0 or 1, got ", prm.a_trim);
   XSTAGE_REQUIRE(prm.merge_loads == 0 || prm.merge_loads == 1, "moe layer: merge_loads must be 0 or 1, got ",
                  prm.merge_loads);

@@ -152,6 +152,20 @@ struct MoeLayerParams {
   // two weight blocks), 0 = a load per 64-row A half and per 128-row weight box. CTA pairs keep their per-half
   // multicasts. Bit-identical either way (docs/MOE.md, "Session 27").
   int merge_loads = 1;
+  // Where a 256-column Linear-2 tile stages its second 128-column output block for the epilogue warps (W8A8, W4A8
+  // with l2_scratches 1; others ignore it): 1 = in the B buffer of the tile's last pipeline stage, which the MMA
+  // warpgroups keep instead of releasing and the epilogue warps hand back to the producer once they have read it,
+  // so the warpgroups go on to the next tile at once; 0 = through the one staging slot after the first block, which
+  // the warpgroups wait for while the epilogue warps store the first block (~3.5 us per tile on DeepSeek-V4-Pro at
+  // 8K, docs/MOE.md "Session 26"). Bit-identical either way (docs/MOE.md, "Session 28").
+  int l2_borrow = 1;
+  // When an MMA warp hands a K block's stage back to the producer (W8A8, W4A8; bf16 ignores it): 1 = as soon as the
+  // block's last batch is done where the next block's stage is not full yet (tested in that batch's shadow), so a
+  // tile waiting for its data has every stage but the one being read in flight; else, and with 0 (the default),
+  // after the next block's first batch is issued (off the warps' critical path when the data is there, docs/MOE.md
+  // "Session 23"). Measured with 1 against 0 (s28, same process, W8A8 at 8K and 32K on six shapes): Expert-Wave
+  // 1.013-1.019x faster (geomean), Interleaved 0.992-0.995x, W4A8 0.997-0.998x; so off. Bit-identical either way.
+  int early_release = 0;
   // Per-tile instrumentation (W8A8 only): runs the traced instantiation and records every tile of the launch
   // in the workspace (MoeWorkspace::read_trace). The untraced kernels contain no trace code at all.
   bool trace = false;

@@ -119,6 +119,12 @@ struct KernelParams {
   int l2_scratches;  // MoeLayerParams::l2_scratches: W8A8 Linear-2 scratch accumulators (1 or 2)
   int l2_hints;      // MoeLayerParams::l2_hints: kHint* bits
   int l2_wide;       // MoeLayerParams::l2_cols == 256: a Linear-2 tile is N-blocks 2n and 2n + 1
+  // MoeLayerParams::l2_borrow resolved (l2_wide, W8A8 / W4A8, one L2 scratch): a wide L2 tile stages block 1 in the
+  // B buffer of its last pipeline stage, which the epilogue warps then release to the producer.
+  int l2_borrow;
+  // MoeLayerParams::early_release resolved (W8A8 / W4A8): a consumer warp that finds the next K block's stage not yet
+  // full releases the current one as soon as its last batch is done (next_stage_late in moe_kernel.cuh).
+  int early_release;
   // CTA pairs sharing the weights (MoeLayerParams::pair_share resolved): 0 = no (A shared, or single CTAs), 1 = where
   // an expert's rows b, b + 1 are both full tiles, 2 = any two rows b, b + 1 of an expert (OwnRow in moe_kernel.cuh).
   int weight_pairs;
