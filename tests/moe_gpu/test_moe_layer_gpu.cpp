@@ -934,8 +934,9 @@ TEST(MoeLayerGpu, RejectsBadClusters) {
               std::string::npos);
   }
   {
-    // pair_share auto: weight sharing where one expert's Linear-1 weights (2 I H bytes) exceed half of the L2 (read
-    // from the device, not assumed), else A; never with lead 1 (Interleaved) or bf16; nothing with single CTAs.
+    // pair_share auto: weight sharing where one expert's Linear-1 weights (2 I H bytes) exceed
+    // kPairShareWeightsL2Fraction of the L2 (read from the device, not assumed), else A; never with lead 1
+    // (Interleaved) or bf16; nothing with single CTAs.
     int l2 = 0;
     CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, team->device()));
     moe_kernel::MoeLayerParams a = params(even);
@@ -943,7 +944,7 @@ TEST(MoeLayerGpu, RejectsBadClusters) {
     for (int inter : {256, 1024, 2048, 3072}) {
       a.shape.hidden = 7168;
       a.shape.inter = inter;
-      const bool big = 2.0 * inter * 7168 > 0.5 * l2;
+      const bool big = 2.0 * inter * 7168 > moe_kernel::kPairShareWeightsL2Fraction * l2;
       a.order = MoeOrder::kExpertWave;
       a.lead = 0;
       EXPECT_EQ(moe_kernel::moe_pair_share(*team, a), big ? moe_kernel::kPairShareWeights : moe_kernel::kPairShareA)

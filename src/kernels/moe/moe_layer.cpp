@@ -146,12 +146,12 @@ int resolve_pair_share(runtime::Team& team, const MoeLayerParams& prm) {
   if (prm.pair_share != kPairShareAuto) return prm.pair_share;
   if (prm.weights == MoeWeightFormat::kBf16 || (prm.order == MoeOrder::kInterleaved && prm.lead == 1))
     return kPairShareA;
-  // One expert's Linear-1 weights against the L2: beyond half of it, the expert's row tiles running at once read
-  // them from DRAM more than once (s26: 35.0 GB of reads for 25.9 GB of data on DeepSeek-V4-Pro at 8K tokens).
+  // One expert's Linear-1 weights against the L2: beyond a third or so of it, the expert's row tiles running at once
+  // read them from DRAM more than once (s26: 35.0 GB of reads for 25.9 GB of data on DeepSeek-V4-Pro at 8K tokens).
   int l2 = 0;
   ok(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, team.device()), "cudaDeviceGetAttribute (L2 size)");
   const double w1_bytes = 2.0 * prm.shape.inter * prm.shape.hidden;  // e4m3 codes (W4A8: the expanded copy)
-  return w1_bytes > 0.5 * l2 ? kPairShareWeights : kPairShareA;
+  return w1_bytes > kPairShareWeightsL2Fraction * l2 ? kPairShareWeights : kPairShareA;
 }
 LaunchShape launch_shape(runtime::Team& team, const MoeLayerParams& prm) {
   const int ranks = team.local_ranks();

@@ -67,6 +67,9 @@ struct MoeRankInputs {
 
 // MoeLayerParams::pair_share values.
 inline constexpr int kPairShareAuto = 0, kPairShareA = 1, kPairShareWeightsFull = 2, kPairShareWeights = 3;
+// pair_share auto's threshold: weight-sharing pairs where one expert's Linear-1 weights exceed this fraction of the
+// L2 (s28: they paid at 33 %, 40 %, 40 % and 47 % of the H200's L2 and not at 27 %; 0.5 until s28).
+inline constexpr double kPairShareWeightsL2Fraction = 0.3;
 
 struct MoeLayerParams {
   MoeShape shape;
@@ -101,12 +104,13 @@ struct MoeLayerParams {
   // row tiles b, b + 1 (b even) are full tiles: the pair's positions of those two rows compute row b + crank at one
   // N tile and each CTA loads half of every weight box into both, so the two rows read the expert's weights once;
   // other rows as 1. 3 = as 2 for any two row tiles of an expert (a full tile with a half one too). 0 = auto (the
-  // default): 3 where one expert's Linear-1 weights (2 inter x hidden bytes) exceed half of the GPU's L2, so that the
-  // expert's concurrent row tiles cannot count on L2 to read them once, else 1 (moe_pair_share). Weight sharing
-  // needs W8A8 / W4A8 and, with Interleaved, a lead D >= 2 (an L2 tile may compute the next row). Bit-identical
-  // either way. Measured (docs/MOE.md, "Session 26"): DeepSeek-V4-Pro at 8K tokens, 3 reads 26.4 GB from DRAM
-  // against 35.0 GB with 1 (the ~25.9 GB minimum), 0.95-0.97x the time; V4-Pro at 32K 0.93-0.99x; DeepSeek-V3
-  // (W1 at 47 % of the H200's L2, so auto stays on 1) 0.96-1.00x; smaller experts 0.99-1.04x.
+  // default): 3 where one expert's Linear-1 weights (2 inter x hidden bytes) exceed kPairShareWeightsL2Fraction of
+  // the GPU's L2, so that the expert's concurrent row tiles cannot count on L2 to read them once, else 1
+  // (moe_pair_share). Weight sharing needs W8A8 / W4A8 and, with Interleaved, a lead D >= 2 (an L2 tile may compute
+  // the next row). Bit-identical either way. Measured (docs/MOE.md, "Session 26", "Session 28"): DeepSeek-V4-Pro at
+  // 8K tokens, 3 reads 26.4 GB from DRAM against 35.0 GB with 1 (the ~25.9 GB minimum), 0.95-0.97x the time; V4-Pro
+  // at 32K 0.93-0.99x; DeepSeek-V3 (W1 at 47 % of the H200's L2) and three layers with W1 at 33-42 %: Interleaved
+  // 0.957-0.979x (geomean), Expert-Wave 0.99-1.01x; experts at 27 % (V4-Flash, GLM-Flash) and below 0.99-1.04x.
   int pair_share = kPairShareAuto;
   // Weight prefetch into L2: the producer also asks L2 for the weight boxes of the K block this many blocks
   // beyond the one it loads (TMA prefetch, no shared memory), so the later load finds them there instead of in
@@ -178,8 +182,8 @@ inline constexpr int kInt4ExpandAuto = 0, kInt4ExpandPrepass = 1, kInt4ExpandInK
 int moe_int4_expand(const MoeLayerParams& prm);
 
 // MoeLayerParams::pair_share resolved for this launch: kPairShareA, kPairShareWeightsFull or kPairShareWeights
-// with CTA pairs (auto: kPairShareWeights where one expert's Linear-1 weights exceed half of the device's L2, W8A8 /
-// W4A8, and the interleaved lead allows it; else kPairShareA), 0 with single CTAs (nothing shared).
+// with CTA pairs (auto: kPairShareWeights where one expert's Linear-1 weights exceed kPairShareWeightsL2Fraction of
+// the device's L2, W8A8 / W4A8, and the interleaved lead allows it; else kPairShareA), 0 with single CTAs.
 int moe_pair_share(runtime::Team& team, const MoeLayerParams& prm);
 
 // MoeLayerParams::l2_cols resolved: 0 (auto) -> 256 for W8A8 / W4A8 with hidden % 512 == 0, else 128; any other
