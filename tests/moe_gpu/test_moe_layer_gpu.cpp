@@ -344,26 +344,31 @@ void run_case(const Case& c) {
       EXPECT_EQ(prm.merge_loads, 1) << "the default merges adjacent boxes";
       EXPECT_EQ(prm.l2_borrow, 1) << "the default stages a wide Linear-2 tile's second block in its last stage";
       EXPECT_EQ(prm.early_release, 0) << "the default releases a stage in the next block's shadow only";
+      // Each option flipped from the default alone, on the first run and on every weight-sharing variant.
+      struct Flip {
+        const char* what;  // label up to its closing parenthesis
+        int moe_kernel::MoeLayerParams::*field;
+        int value;
+        const char* first;  // the default, for the label
+      };
+      const Flip flips[] = {
+          {"A rows up to the valid ones (a_trim 1", &moe_kernel::MoeLayerParams::a_trim, 1, "0"},
+          {"a TMA load per box (merge_loads 0", &moe_kernel::MoeLayerParams::merge_loads, 0, "1"},
+          {"the second Linear-2 block through the slot (l2_borrow 0", &moe_kernel::MoeLayerParams::l2_borrow, 0, "1"},
+          {"a stage released early where the next one is late (early_release 1", &moe_kernel::MoeLayerParams::early_release,
+           1, "0"},
+      };
       const size_t n = variants.size();
-      variants.push_back({prm, "A rows up to the valid ones (a_trim 1; the first run: 0)"});
-      variants.back().first.a_trim = 1;
-      variants.push_back({prm, "a TMA load per box (merge_loads 0; the first run: 1)"});
-      variants.back().first.merge_loads = 0;
-      variants.push_back({prm, "the second Linear-2 block through the slot (l2_borrow 0; the first run: 1)"});
-      variants.back().first.l2_borrow = 0;
-      variants.push_back({prm, "a stage released early where the next one is late (early_release 1; the first run: 0)"});
-      variants.back().first.early_release = 1;
+      for (const Flip& f : flips) {
+        variants.push_back({prm, std::string(f.what) + "; the first run: " + f.first + ")"});
+        variants.back().first.*f.field = f.value;
+      }
       for (size_t i = 0; i < n; ++i)
-        if (variants[i].first.pair_share > moe_kernel::kPairShareA && !variants[i].first.trace) {
-          variants.push_back({variants[i].first, variants[i].second + ", A rows up to the valid ones (a_trim 1)"});
-          variants.back().first.a_trim = 1;
-          variants.push_back({variants[i].first, variants[i].second + ", a TMA load per box (merge_loads 0)"});
-          variants.back().first.merge_loads = 0;
-          variants.push_back({variants[i].first, variants[i].second + ", the second Linear-2 block through the slot (l2_borrow 0)"});
-          variants.back().first.l2_borrow = 0;
-          variants.push_back({variants[i].first, variants[i].second + ", a stage released early where the next one is late (early_release 1)"});
-          variants.back().first.early_release = 1;
-        }
+        if (variants[i].first.pair_share > moe_kernel::kPairShareA && !variants[i].first.trace)
+          for (const Flip& f : flips) {
+            variants.push_back({variants[i].first, variants[i].second + ", " + f.what + ")"});
+            variants.back().first.*f.field = f.value;
+          }
     }
     if (c.check_expand) {
       EXPECT_EQ(moe_kernel::moe_int4_expand(prm), moe_kernel::kInt4ExpandInKernel) << "auto expands in the kernel";
