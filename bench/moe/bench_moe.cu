@@ -10,6 +10,7 @@
 //             [--cluster 0|1|2] [--l2-cols 0|128|256] [--compare-single] [--compare-pingpong] [--compare-l2-scratch]
 //             [--compare-l2-cols] [--compare-hints M1,M2,...] [--int4-expand 0|1|2] [--compare-expand]
 //             [--compare-pair-share] [--compare-a-trim] [--compare-merge] [--compare-borrow] [--compare-early]
+//             [--compare-row-order] [--compare-half] [--prefetch-streamed]
 //             [--prefetch D1,D2,...] [--custom NAME:H:I:E:K]
 //
 // --cluster: MoeLayerParams::cluster of the fused kernel (0 = auto: CTA pairs sharing the A operand by TMA
@@ -35,7 +36,10 @@
 // with a TMA load per box (MoeLayerParams::merge_loads = 0; backend fused_<order>_m0). --compare-borrow adds, per order,
 // the kernel staging a 256-column Linear-2 tile's second block through the slot (MoeLayerParams::l2_borrow = 0; backend
 // fused_<order>_b0). --compare-early adds, per order, the kernel with the other MoeLayerParams::early_release (backend
-// fused_<order>_e1 with the default 0, fused_<order>_e0 with 1). Each checked bit-identical and timed beside the default.
+// fused_<order>_e1 with the default 0, fused_<order>_e0 with 1). --compare-row-order adds, per order, the kernel walking
+// the rows in the other MoeLayerParams::row_order (backend fused_<order>_o1 with the default 0; W8A8 only).
+// --compare-half adds, per order, the kernel with the other MoeLayerParams::half_together (backend fused_<order>_h0
+// with the default 1; W8A8 only). Each checked bit-identical and timed beside the default.
 // --compare-hints M1,M2: adds, per order and mask M, the kernel with MoeLayerParams::l2_hints = M (L2 cache hints:
 // 1 combine stores evict_first, 2 Linear-2 weights evict_last, 4 Linear-1 weights evict_first; backend
 // fused_<order>_h<M>), checked bit-identical and timed beside it.
@@ -51,7 +55,8 @@
 // --custom NAME:H:I:E:K: a layer shape of one's own (usable in --shapes; without --shapes only the custom shapes
 // run), e.g. deepseek-v3's dimensions with 8 experts, where every expert's weights serve many row blocks.
 // --prefetch: extra backends, per order, with MoeLayerParams::l2_prefetch = D (weights D K blocks ahead into L2;
-// backend fused_<order>_pf<D>), checked bit-identical and timed with the others.
+// backend fused_<order>_pf<D>), checked bit-identical and timed with the others; --prefetch-streamed adds each D also
+// with MoeLayerParams::l2_prefetch_streamed = 1 (only single short rows prefetch; backend fused_<order>_ps<D>).
 //
 // --trace: after timing, one launch per order of the instrumented kernel (W8A8; MoeLayerParams::trace) and a
 // summary per configuration (DIR/trace_summary.csv, the table's second line): MMA busy fraction, median
@@ -316,6 +321,8 @@ struct Args {
   bool compare_merge = false;       // --compare-merge: also the orders with merge_loads = 0
   bool compare_borrow = false;      // --compare-borrow: also the orders with l2_borrow = 0
   bool compare_early = false;       // --compare-early: also the orders with the other early_release
+  bool compare_row_order = false;   // --compare-row-order: also the orders with the other row_order (W8A8)
+  bool compare_half = false;        // --compare-half: also the orders with the other half_together (W8A8)
   double block_s = 0.1, warmup_s = 0.05;
   int rounds = 1;
   long min_calls = bench::kDefaultMinCalls;
@@ -323,6 +330,7 @@ struct Args {
   bool time = true, trace = false;
   std::string out, trace_csv, platform = "platforms/h200-nvlink4.json";
   std::vector<int> leads, prefetch;
+  bool prefetch_streamed = false;  // --prefetch-streamed: each --prefetch distance also with l2_prefetch_streamed 1
   // --custom NAME:H:I:E:K: layer shapes beyond xstage/moe/shapes.hpp (diagnostics, e.g. few experts with many rows
   // each, to separate the kernel's own speed from weight reuse); names owned here (MoeShape holds views)
   std::vector<std::unique_ptr<std::string>> custom_names;
@@ -419,6 +427,8 @@ Args parse(int argc, char** argv) {
     else if (k == "--compare-merge") a.compare_merge = true;
     else if (k == "--compare-borrow") a.compare_borrow = true;
     else if (k == "--compare-early") a.compare_early = true;
+    else if (k == "--compare-row-order") a.compare_row_order = true;
+    else if (k == "--compare-half") a.compare_half = true;
     else if (k == "--int4-expand") {
       a.int4_expand = std::stoi(val());
       if (a.int4_expand < 0 || a.int4_expand > 2)
@@ -432,6 +442,7 @@ Args parse(int argc, char** argv) {
     else if (k == "--platform") a.platform = val();
     else if (k == "--leads") a.leads = split_int(val(), k.c_str());
     else if (k == "--prefetch") a.prefetch = split_int(val(), k.c_str());
+    else if (k == "--prefetch-streamed") a.prefetch_streamed = true;
     else if (k == "--trace") a.trace = true;
     else if (k == "--trace-csv") { a.trace = true; a.trace_csv = val(); }
     else throw UsageError("unknown argument " + k + " (see the header of bench/moe/bench_moe.cu)");
@@ -780,6 +791,10 @@ int main(int argc, char** argv) try {
             if (a.compare_borrow) add_variants("_b0", [](moe_kernel::MoeLayerParams& q) { q.l2_borrow = 0; });
             if (a.compare_early)
               add_variants(prm.early_release ? "_e0" : "_e1", [](moe_kernel::MoeLayerParams& q) { q.early_release = 1 - q.early_release; });
+            if (a.compare_row_order && !int4)
+              add_variants(prm.row_order ? "_o0" : "_o1", [](moe_kernel::MoeLayerParams& q) { q.row_order = 1 - q.row_order; });
+            if (a.compare_half && !int4)
+              add_variants(prm.half_together ? "_h0" : "_h1", [](moe_kernel::MoeLayerParams& q) { q.half_together = 1 - q.half_together; });
             if (a.compare_expand && int4)
               add_variants(moe_kernel::moe_int4_expand(prm) == moe_kernel::kInt4ExpandInKernel ? "_pre" : "_ink",
                            [](moe_kernel::MoeLayerParams& q) {
@@ -790,14 +805,16 @@ int main(int argc, char** argv) try {
             for (int m : a.compare_hints)
               add_variants("_h" + std::to_string(m), [m](moe_kernel::MoeLayerParams& q) { q.l2_hints = m; });
             for (size_t i = 0; i < order_prm.size(); ++i)  // weight prefetch into L2 at these distances
-              for (int d : a.prefetch) {
-                moe_kernel::MoeLayerParams p2 = order_prm[i];
-                p2.l2_prefetch = d;
-                variant_prm.push_back(p2);
-                names.push_back("fused_" + a.orders[i] + "_pf" + std::to_string(d));
-                const size_t j = variant_prm.size() - 1;
-                fns.push_back([&, j](int) { moe_kernel::launch_moe_layer(*team1, ws, variant_prm[j], st); });
-              }
+              for (int d : a.prefetch)
+                for (int only : a.prefetch_streamed ? std::vector<int>{0, 1} : std::vector<int>{0}) {
+                  moe_kernel::MoeLayerParams p2 = order_prm[i];
+                  p2.l2_prefetch = d;
+                  p2.l2_prefetch_streamed = only;
+                  variant_prm.push_back(p2);
+                  names.push_back("fused_" + a.orders[i] + (only ? "_ps" : "_pf") + std::to_string(d));
+                  const size_t j = variant_prm.size() - 1;
+                  fns.push_back([&, j](int) { moe_kernel::launch_moe_layer(*team1, ws, variant_prm[j], st); });
+                }
             // correctness: poisoned output, first order; other orders bit-identical
             ok(cudaMemsetAsync(out.p, 0xFF, out.n * 4, st), "poison");
             ws.poison(st);

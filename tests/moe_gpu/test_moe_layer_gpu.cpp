@@ -344,6 +344,8 @@ void run_case(const Case& c) {
       EXPECT_EQ(prm.merge_loads, 1) << "the default merges adjacent boxes";
       EXPECT_EQ(prm.l2_borrow, 1) << "the default stages a wide Linear-2 tile's second block in its last stage";
       EXPECT_EQ(prm.early_release, 0) << "the default releases a stage in the next block's shadow only";
+      EXPECT_EQ(prm.row_order, 0) << "the default walks the rows in expert order";
+      EXPECT_EQ(prm.half_together, 1) << "the default issues a half tile's gate and up batches together";
       // Each option flipped from the default alone, on the first run and on every weight-sharing variant.
       struct Flip {
         const char* what;  // label up to its closing parenthesis
@@ -357,6 +359,8 @@ void run_case(const Case& c) {
           {"the second Linear-2 block through the slot (l2_borrow 0", &moe_kernel::MoeLayerParams::l2_borrow, 0, "1"},
           {"a stage released early where the next one is late (early_release 1", &moe_kernel::MoeLayerParams::early_release,
            1, "0"},
+          {"the rows walked in the spread order (row_order 1", &moe_kernel::MoeLayerParams::row_order, 1, "0"},
+          {"a half tile's batches one at a time (half_together 0", &moe_kernel::MoeLayerParams::half_together, 0, "1"},
       };
       const size_t n = variants.size();
       for (const Flip& f : flips) {

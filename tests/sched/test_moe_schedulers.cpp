@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <random>
 #include <sstream>
 #include <vector>
@@ -396,6 +397,120 @@ TEST(MoeSchedulers, SameTileMultiset) {
   std::sort(a.begin(), a.end());
   std::sort(b.begin(), b.end());
   EXPECT_EQ(a, b);
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Row orders (MoeLayout::row_order, spread_row_order): the walk visits rows in another order.
+
+TEST(MoeRowOrder, SpreadHandChecked) {
+  // b_m 128: expert 0 holds rows 0-2 (pair 0-1, row 2 alone), experts 1, 2 and 4 one short row each (rows 3, 4, 7,
+  // streamed), expert 3 rows 5-6 (a pair). Three units, three streamed rows: one after each unit.
+  MoeLayoutStorage st({300, 10, 20, 129, 5}, 128, 2, 2);
+  EXPECT_EQ(spread_row_order(st.view()), (std::vector<int>{0, 1, 3, 2, 4, 5, 6, 7}));
+  // A single row of more than b_m / 2 tokens is not streamed (a full tile); nothing to spread then.
+  MoeLayoutStorage full({300, 65, 100}, 128, 2, 2);
+  EXPECT_EQ(spread_row_order(full.view()), (std::vector<int>{0, 1, 2, 3, 4}));
+  // Only streamed rows: the identity.
+  MoeLayoutStorage small({3, 0, 64, 1}, 128, 2, 2);
+  EXPECT_EQ(spread_row_order(small.view()), (std::vector<int>{0, 1, 2}));
+}
+
+TEST(MoeRowOrder, RejectsBadOrders) {
+  MoeLayoutStorage st({300, 10}, 128, 2, 2);  // 4 rows
+  EXPECT_THROW(st.set_row_order({0, 1, 2}), xstage::UsageError);     // too short
+  EXPECT_THROW(st.set_row_order({0, 1, 2, 2}), xstage::UsageError);  // a repeat
+  EXPECT_THROW(st.set_row_order({0, 1, 2, 4}), xstage::UsageError);  // out of range
+  st.set_row_order({3, 0, 1, 2});
+  EXPECT_EQ(st.view().row_at(0), 3);
+  MoeLayoutStorage copy(st);
+  EXPECT_EQ(copy.view().row_at(0), 3);
+  EXPECT_NE(copy.view().row_order, st.view().row_order);  // the copy owns its order
+  st.set_row_order({});
+  EXPECT_EQ(st.view().row_at(0), 0);
+}
+
+// spread_row_order on random layouts: a permutation; every other expert's rows in order with the pairs (2i, 2i + 1)
+// adjacent; streamed rows in expert order, never more than ceil(S / U) of them in a run. Both schedulers then emit
+// every tile once, run without deadlock, and Interleaved keeps its lead in positions.
+TEST(MoeRowOrder, SpreadOnRandomLayoutsAndSchedulersWalkIt) {
+  std::mt19937 rng(20261202);
+  int spread = 0;  // cases whose order is not the identity
+  for (int it = 0; it < kRandomCases; ++it) {
+    Case c = random_case(rng);
+    if (it % 2) {  // many short experts beside a few long ones, as Zipf routing gives
+      for (int& t : c.tokens) t = int(rng() % 4) == 0 ? int(rng() % (8 * c.b_m)) : int(rng() % (c.b_m / 2 + 1));
+    }
+    MoeLayoutStorage st(c.tokens, c.b_m, c.l1_ntiles, c.l2_ntiles);
+    const MoeLayout& l = st.view();
+    const int rows = st.rows(), E = int(c.tokens.size());
+    const std::vector<int> order = spread_row_order(l);
+    SCOPED_TRACE(::testing::Message() << "case " << it << " rows " << rows);
+    ASSERT_EQ(int(order.size()), rows);
+    std::vector<int> pos(rows, -1);
+    for (int q = 0; q < rows; ++q) {
+      ASSERT_GE(order[q], 0);
+      ASSERT_LT(order[q], rows);
+      ASSERT_EQ(pos[order[q]], -1) << "row " << order[q] << " twice";
+      pos[order[q]] = q;
+    }
+    size_t S = 0, U = 0;
+    int last_streamed = -1;
+    for (int e = 0; e < E; ++e) {
+      const int first = st.row_offsets()[e], n = st.row_offsets()[e + 1] - first;
+      if (n == 1 && c.tokens[e] <= c.b_m / 2) {
+        ++S;
+        ASSERT_GT(pos[first], last_streamed) << "streamed rows out of expert order";
+        last_streamed = pos[first];
+        continue;
+      }
+      U += size_t(n + 1) / 2;
+      for (int b = 0; b + 1 < n; ++b) ASSERT_LT(pos[first + b], pos[first + b + 1]) << "expert " << e;
+      for (int b = 0; b + 1 < n; b += 2) ASSERT_EQ(pos[first + b + 1], pos[first + b] + 1) << "pair split, expert " << e;
+    }
+    if (S > 0 && U > 0) {
+      ++spread;
+      const size_t most = (S + U - 1) / U;
+      size_t run = 0;
+      for (int q = 0; q < rows; ++q) {
+        const int e = l.expert_of_row(order[q]);
+        const bool streamed = st.row_offsets()[e + 1] - st.row_offsets()[e] == 1 && c.tokens[e] <= c.b_m / 2;
+        run = streamed ? run + 1 : 0;
+        ASSERT_LE(run, most) << "a run of streamed rows at position " << q;
+      }
+    } else {
+      for (int q = 0; q < rows; ++q) ASSERT_EQ(order[q], q);
+    }
+    st.set_row_order(order);
+    for (int D : {1, 2, 3}) {
+      MoeInterleavedScheduler::Params p{st.view(), c.instances, c.roles, D};
+      const auto seqs = sequences<MoeInterleavedScheduler>(p);
+      expect_exactly_once(st, seqs);
+      ASSERT_TRUE(executes_without_deadlock(st.view(), seqs));
+      // The lead in positions: when an instance emits L2 at position q, it has emitted its own L1 tiles of every
+      // position < q + D (all of them once its L1 stream is done).
+      for (int g = 0; g < c.instances; ++g) {
+        const auto& seq = seqs[size_t(g) * c.roles];
+        std::vector<int> mine;  // positions of this instance's L1 tiles, in program order
+        for (const MoeTile& t : seq)
+          if (t.kind == MoeTileKind::L1) mine.push_back(pos[t.row]);
+        size_t done = 0;
+        for (const MoeTile& t : seq) {
+          if (t.kind == MoeTileKind::L1) {
+            ++done;
+            continue;
+          }
+          for (size_t i = done; i < mine.size(); ++i) ASSERT_GE(mine[i], pos[t.row] + D) << "lead broken, instance " << g;
+        }
+      }
+    }
+    const int epw = 1 + int(rng() % 3);
+    MoeExpertWaveScheduler::Params w{st.view(), c.instances, c.roles, epw};
+    const auto wseqs = sequences<MoeExpertWaveScheduler>(w);
+    expect_exactly_once(st, wseqs);
+    ASSERT_TRUE(executes_without_deadlock(st.view(), wseqs));
+  }
+  EXPECT_GE(spread, kRandomCases / 4) << "too few layouts with rows to spread";
+  std::printf("spread orders: %d of %d layouts\n", spread, kRandomCases);
 }
 
 }  // namespace

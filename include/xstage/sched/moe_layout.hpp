@@ -10,6 +10,12 @@
 // num_experts + 1 prefix sums and tokens at num_experts token counts, in host or device memory (a
 // kernel gets a view rebased onto device copies of the two arrays: MoeLayout::rebased).
 // MoeLayoutStorage (host only) owns the host arrays.
+//
+// Row order: the schedulers walk *positions* q = 0 .. rows-1 and ask tile(kind, q, n) for the tile there. By
+// default position q is row q (experts in index order); a layout may carry a permutation row_order[q] (rows() entries,
+// same memory as the other arrays) so that the walk visits rows in another order, e.g. spread_row_order below. Every
+// dependency the schedulers reason about (an L2 tile after the L1 tiles of its row) is per row, and both kinds of
+// a row sit at the same position, so the ordering guarantees of docs/SCHEDULERS.md hold in position space.
 #include "xstage/common/hd.hpp"
 
 #ifndef __CUDA_ARCH__
@@ -40,14 +46,21 @@ struct MoeLayout {
   int l2_ntiles = 0;                // N-tiles of one Linear-2 row (hidden / b_n)
   const int* tokens = nullptr;      // tokens routed to each local expert (num_experts entries)
   int b_m = 0;                      // token rows per tile row
+  const int* row_order = nullptr;   // position -> row (rows() entries); null: position q is row q
 
-  // The same layout over other copies of the two arrays (e.g. device memory for a kernel).
-  XSTAGE_HD MoeLayout rebased(const int* row_offset_copy, const int* tokens_copy) const {
+  // The same layout over other copies of the arrays (e.g. device memory for a kernel); the row order too (null
+  // without one: a host pointer must never reach a kernel).
+  XSTAGE_HD MoeLayout rebased(const int* row_offset_copy, const int* tokens_copy,
+                              const int* row_order_copy = nullptr) const {
     MoeLayout l = *this;
     l.row_offset = row_offset_copy;
     l.tokens = tokens_copy;
+    l.row_order = row_order_copy;
     return l;
   }
+
+  // The row the walk visits at position q.
+  XSTAGE_HD int row_at(int q) const { return row_order ? row_order[q] : q; }
 
   XSTAGE_HD int rows() const { return row_offset[num_experts]; }
   XSTAGE_HD int ntiles(MoeTileKind k) const { return k == MoeTileKind::L1 ? l1_ntiles : l2_ntiles; }
@@ -66,8 +79,9 @@ struct MoeLayout {
     return lo;
   }
 
-  // The tile of `kind` at row p, N-tile n, with expert and in-expert row filled in.
-  XSTAGE_HD MoeTile tile(MoeTileKind kind, int p, int n) const {
+  // The tile of `kind` at position q (row p = row_at(q)), N-tile n, with expert and in-expert row filled in.
+  XSTAGE_HD MoeTile tile(MoeTileKind kind, int q, int n) const {
+    const int p = row_at(q);
     MoeTile t;
     t.is_valid = true;
     t.kind = kind;
@@ -115,8 +129,27 @@ class MoeLayoutStorage {
     view_.b_m = b_m;
   }
   MoeLayoutStorage(const MoeLayoutStorage& o)
-      : tokens_(o.tokens_), offsets_(o.offsets_), b_m_(o.b_m_), view_(o.view_.rebased(offsets_.data(), tokens_.data())) {}
+      : tokens_(o.tokens_), offsets_(o.offsets_), order_(o.order_), b_m_(o.b_m_),
+        view_(o.view_.rebased(offsets_.data(), tokens_.data(), order_.empty() ? nullptr : order_.data())) {}
   MoeLayoutStorage& operator=(const MoeLayoutStorage&) = delete;
+
+  // Walk the rows in `order` (position -> row; a permutation of [0, rows)); empty: rows in index order.
+  void set_row_order(std::vector<int> order) {
+    if (!order.empty()) {
+      XSTAGE_REQUIRE(order.size() == size_t(rows()), "MoE layout: a row order needs ", rows(), " entries, got ",
+                     order.size());
+      std::vector<char> hit(order.size(), 0);
+      for (size_t q = 0; q < order.size(); ++q) {
+        const int p = order[q];
+        XSTAGE_REQUIRE(p >= 0 && p < rows() && !hit[size_t(p)], "MoE layout: row order entry ", q, " (row ", p,
+                       ") is out of range [0, ", rows(), ") or repeats a row");
+        hit[size_t(p)] = 1;
+      }
+    }
+    order_ = std::move(order);
+    view_.row_order = order_.empty() ? nullptr : order_.data();
+  }
+  const std::vector<int>& row_order() const { return order_; }
 
   const MoeLayout& view() const { return view_; }
   const std::vector<int>& row_offsets() const { return offsets_; }
@@ -128,9 +161,45 @@ class MoeLayoutStorage {
  private:
   std::vector<int> tokens_;
   std::vector<int> offsets_;
+  std::vector<int> order_;  // empty: index order
   int b_m_;
   MoeLayout view_;
 };
+
+// A row order for layouts where many experts hold a single short row (skewed routing): the rows of experts with one
+// row of at most b_m / 2 tokens ("streamed" rows: their weights serve that row alone, so they stream from DRAM)
+// are spread evenly between the other rows, which keep their order and stay in pairs (rows 2i, 2i + 1 of an expert
+// adjacent: the fused MoE kernel's weight-sharing pairs compute them together). In index order those rows come in
+// runs, between runs of a large expert's rows that need no DRAM at all, so the layer alternates between saturating
+// the DRAM with few tensor cores busy and leaving it idle (docs/MOE.md, "Session 29"). Returns the identity where
+// there is nothing to spread (no streamed rows, or nothing else).
+inline std::vector<int> spread_row_order(const MoeLayout& l) {
+  std::vector<int> streamed, unit_row, unit_len;  // units: a pair (or an expert's odd last row) of the other rows
+  for (int e = 0; e < l.num_experts; ++e) {
+    const int first = l.row_offset[e], rows = l.row_offset[e + 1] - first;
+    if (rows == 1 && l.tokens[e] <= l.b_m / 2) {
+      streamed.push_back(first);
+      continue;
+    }
+    for (int b = 0; b < rows; b += 2) {
+      unit_row.push_back(first + b);
+      unit_len.push_back(rows - b >= 2 ? 2 : 1);
+    }
+  }
+  std::vector<int> order;
+  order.reserve(size_t(l.rows()));
+  const size_t S = streamed.size(), U = unit_row.size();
+  if (S == 0 || U == 0) {
+    for (int q = 0; q < l.rows(); ++q) order.push_back(q);
+    return order;
+  }
+  size_t s = 0;
+  for (size_t u = 0; u < U; ++u) {
+    for (int i = 0; i < unit_len[u]; ++i) order.push_back(unit_row[u] + i);
+    for (const size_t upto = (u + 1) * S / U; s < upto; ++s) order.push_back(streamed[s]);  // Bresenham
+  }
+  return order;
+}
 #endif
 
 }  // namespace xstage::sched

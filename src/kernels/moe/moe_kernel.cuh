@@ -638,11 +638,15 @@ __device__ __forceinline__ bool next_stage_late(S& sh, kernel::PipeState<C::kSta
 // early (KernelParams::early_release): where the next stage is late (next_stage_late), block kb's stage is released
 // as soon as its last batch is done, before the warp waits for the next one (a data-bound tile then has all but
 // the stage being read in flight instead of one fewer).
+// together (W8A8 half tiles, kAcc = 32, KernelParams::half_together): the gate and up batches go out back to back
+// into two scratches and are waited for once, so a K block's chain is one batch latency instead of two (a half
+// tile's m64n64 batches are short: its K block is bound by that chain and the data, docs/MOE.md "Session 29"). The
+// promotion sequence of every element is the same, so the results are bit-identical.
 template <class C, int kAcc, class S, class WaitFull>
 __device__ __forceinline__ int l1_mainloop(S& sh, kernel::PipeState<C::kStages>& ps, float (&fg)[kAcc],
                                            float (&fu)[kAcc], TilePart pt, const float* s1g, const float* s1u,
                                            int KB1, int tid, int cluster, PingPong& turn, WaitFull&& wait_full,
-                                           bool early, bool keep_last = false) {
+                                           bool early, bool keep_last = false, bool together = false) {
   const int r0 = 16 * (tid / 32) + (tid % 32) / 4;
   float acc[kAcc];
   int held = -1;
@@ -653,6 +657,25 @@ __device__ __forceinline__ int l1_mainloop(S& sh, kernel::PipeState<C::kStages>&
     const uint8_t* bg = sh.b[ps.stage] + pt.col0 * kBlockK;  // B rows = output columns; 8 KB steps keep the swizzle
     const uint8_t* bu = bg + C::kBBytes;
     bool late;  // release this block's stage at once (early), not in the shadow of the next block's first batch
+    if constexpr (!C::kInt4 && kAcc == 32) {
+      if (together) {
+        float acc_u[kAcc];
+        const float gs = __ldg(s1g + kb), us = __ldg(s1u + kb);
+        issue_block(acc, a, bg, turn);
+        issue_block(acc_u, a, bu, turn);
+        release_held(sh, held, cluster, tid);
+        late = early && kb + 1 < KB1 && next_stage_late<C>(sh, ps);
+        ptx::wgmma_wait<0>();
+        fence_regs(acc);
+        fence_regs(acc_u);
+        if (late) release_held(sh, ps.stage, cluster, tid);  // the scales are in registers
+        promote(fg, acc, a0 * gs, a1 * gs);
+        promote(fu, acc_u, a0 * us, a1 * us);
+        held = late ? -1 : ps.stage;
+        ps.advance();
+        continue;
+      }
+    }
     if constexpr (C::kInt4) {
       issue_block(acc, a, bg, turn);
       release_held(sh, held, cluster, tid);
@@ -1115,6 +1138,15 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
           const int own_n = own.n(), own_e = own.expert();
           const int grow = g * p.rows_cap + own.row * kBlockM;  // first row in the folded [ranks * rows_cap] maps
           const int ex = g * layout.num_experts + own_e;        // expert index in the weight tensors
+          // L2 prefetch of the weights of K block kb + l2_prefetch (l2_prefetch_streamed: only for an expert's single
+          // short row, whose weights come from HBM for this row alone). Evaluated where used: values kept live across
+          // the K loop spill in the producer's 40 registers.
+          auto prefetch_at = [&](int kb, int KB) {
+            // (an expert of at most 64 tokens has exactly one row, a short one; W4A8 counts none: the token-count
+            // load spilled its producer)
+            return p.l2_prefetch > 0 && kb + p.l2_prefetch < KB &&
+                   (!p.l2_prefetch_streamed || (!C::kInt4 && layout.tokens[own_e] <= kBlockM / 2));
+          };
           if (t.kind == sched::MoeTileKind::L1) {
             wait_dispatch(p, rank, own_e, own.row - p.dl.offset(rank, own_e), own.valid(), seen);
             if constexpr (C::kInt4) wait_weights(own_e, 0);
@@ -1145,7 +1177,7 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
                               ex * KB1 + kb);
                 }
               }
-              if (p.l2_prefetch > 0 && kb + p.l2_prefetch < KB1) {  // the weights of a later K block into L2
+              if (prefetch_at(kb, KB1)) {  // the weights of a later K block into L2
                 const int kp0 = (kb + p.l2_prefetch) * C::kBlockKElems;
                 ptx::tma_prefetch_l2_2d(&p.tma_w1, kp0, gate_row);
                 ptx::tma_prefetch_l2_2d(&p.tma_w1, kp0, gate_row + p.inter);
@@ -1178,8 +1210,10 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
                 if (wide)
                   load_w(&p.tma_w2, &p.tma_w2h, ps, sh.b[ps.stage] + C::kBBytes, k0, w2_row + kBlockN, w2_policy(), share);
               }
-              if (p.l2_prefetch > 0 && kb + p.l2_prefetch < KB2)
-                ptx::tma_prefetch_l2_2d(&p.tma_w2, (kb + p.l2_prefetch) * C::kBlockKElems, w2_row);  // (box 0 only)
+              if (prefetch_at(kb, KB2)) {
+                ptx::tma_prefetch_l2_2d(&p.tma_w2, (kb + p.l2_prefetch) * C::kBlockKElems, w2_row);
+                if (wide) ptx::tma_prefetch_l2_2d(&p.tma_w2, (kb + p.l2_prefetch) * C::kBlockKElems, w2_row + kBlockN);
+              }
               if constexpr (C::kInt4) {
                 if (wide && merge) {
                   tma_load_2d(&p.tma_s2w, &sh.full[ps.stage], &sh.sb[ps.stage][0], col0, ex * KB2 + kb);
@@ -1414,7 +1448,8 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
             float fg[32], fu[32];
 #pragma unroll
             for (int i = 0; i < 32; ++i) fg[i] = fu[i] = 0.f;
-            l1_mainloop<C>(sh, ps, fg, fu, pt, s1g, s1u, KB1, tid, p.cluster, pp, wait_full, early);
+            l1_mainloop<C>(sh, ps, fg, fu, pt, s1g, s1u, KB1, tid, p.cluster, pp, wait_full, early, false,
+                           p.half_together != 0);
             swiglu_amax(fg, fu, t.valid, tid, amax);
             mma_done();
             uint8_t* st = wait_slot();

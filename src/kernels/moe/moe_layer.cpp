@@ -105,12 +105,14 @@ void fill_common(KernelParams<Sched>& kp, runtime::Team& team, const MoeLayerPar
   kp.ctas_per_rank = ctas;
   kp.cluster = cluster;
   kp.l2_prefetch = prm.l2_prefetch;
+  kp.l2_prefetch_streamed = prm.l2_prefetch_streamed;
   kp.l2_hints = prm.l2_hints;
   kp.l2_wide = moe_l2_cols(prm) == 256 ? 1 : 0;
   kp.pingpong = prm.pingpong;
   kp.l2_scratches = prm.l2_scratches;
   // l2_borrow: 256-column Linear-2 tiles of W8A8 / W4A8 with one scratch (the two-scratch loop has no keep_last).
   kp.early_release = prm.weights != MoeWeightFormat::kBf16 && prm.early_release == 1 ? 1 : 0;
+  kp.half_together = prm.weights == MoeWeightFormat::kFp8 && prm.half_together == 1 ? 1 : 0;
   kp.l2_borrow = kp.l2_wide && prm.weights != MoeWeightFormat::kBf16 && prm.l2_scratches == 1 && prm.l2_borrow == 1 ? 1 : 0;
   kp.hidden = prm.shape.hidden;
   kp.inter = prm.shape.inter;
@@ -199,6 +201,7 @@ struct MoeWorkspace::Prepared {
   moe::DispatchPlan plan;
   size_t o_counts, o_base, o_off, o_tok, o_idx, o_pos;  // int32 offsets of the tables in tables_
   std::vector<sched::MoeLayoutStorage> layouts;         // host copies per local rank (scheduler validation)
+  std::vector<size_t> o_order;                          // per local rank: sched::spread_row_order (row_order 1)
 };
 
 int moe_lead_knee(int ctas, int inter) {
@@ -378,6 +381,11 @@ void MoeWorkspace::check_params(runtime::Team& team, const MoeLayerParams& prm) 
   XSTAGE_REQUIRE(prm.l2_borrow == 0 || prm.l2_borrow == 1, "moe layer: l2_borrow must be 0 or 1, got ", prm.l2_borrow);
   XSTAGE_REQUIRE(prm.early_release == 0 || prm.early_release == 1, "moe layer: early_release must be 0 or 1, got ",
                  prm.early_release);
+  XSTAGE_REQUIRE(prm.row_order == 0 || prm.row_order == 1, "moe layer: row_order must be 0 or 1, got ", prm.row_order);
+  XSTAGE_REQUIRE(prm.l2_prefetch_streamed == 0 || prm.l2_prefetch_streamed == 1,
+                 "moe layer: l2_prefetch_streamed must be 0 or 1, got ", prm.l2_prefetch_streamed);
+  XSTAGE_REQUIRE(prm.half_together == 0 || prm.half_together == 1, "moe layer: half_together must be 0 or 1, got ",
+                 prm.half_together);
   XSTAGE_REQUIRE(prm.a_trim == 0 || prm.a_trim == 1, "moe layer: a_trim must be 0 or 1, got ", prm.a_trim);
   XSTAGE_REQUIRE(prm.merge_loads == 0 || prm.merge_loads == 1, "moe layer: merge_loads must be 0 or 1, got ",
                  prm.merge_loads);
@@ -456,12 +464,19 @@ void prepare_moe_layer(runtime::Team& team, MoeWorkspace& ws, const MoeLayerPara
       }
   }
   const size_t o_tok = put(tok), o_idx = put(idx), o_pos = put(pos);
+  // The spread row order of every local rank's layout (MoeLayerParams::row_order 1 walks it; cheap, so always made).
+  std::vector<sched::MoeLayoutStorage> layouts;
+  std::vector<size_t> o_order;
+  for (int g = 0; g < ranks; ++g) {
+    layouts.push_back(plan.layout(first + g, I / kBlockN, H / kBlockN));
+    o_order.push_back(put(sched::spread_row_order(layouts.back().view())));
+  }
   const size_t bytes = tab.size() * sizeof(int32_t);
   grow(ws.tables_, ws.tables_bytes_, bytes, "tables");
   ok(cudaMemcpyAsync(ws.tables_, tab.data(), bytes, cudaMemcpyHostToDevice, stream), "cudaMemcpyAsync (tables)");
   auto prep = std::make_unique<MoeWorkspace::Prepared>(MoeWorkspace::Prepared{plan, o_counts, o_base, o_off, o_tok,
-                                                                               o_idx, o_pos, {}});
-  for (int g = 0; g < ranks; ++g) prep->layouts.push_back(plan.layout(first + g, I / kBlockN, H / kBlockN));
+                                                                               o_idx, o_pos, std::move(layouts),
+                                                                               std::move(o_order)});
   ws.prepared_ = std::move(prep);
 }
 
@@ -576,6 +591,8 @@ void launch_moe_layer(runtime::Team& team, MoeWorkspace& ws, const MoeLayerParam
       l.num_experts = El;
       l.row_offset = dt + o_off + size_t(r) * (El + 1);
       l.tokens = dt + o_tok + size_t(g) * El;
+      // (W8A8 only: W4A8's in-kernel int4 expansion works through the experts in index order.)
+      l.row_order = prm.row_order == 1 && prm.weights == MoeWeightFormat::kFp8 ? dt + pr.o_order[g] : nullptr;
       l.l1_ntiles = I / kBlockN;  // one L1 tile = 128 gate + 128 up columns -> 128 h columns
       l.l2_ntiles = n2;
       l.b_m = kBlockM;

@@ -116,6 +116,11 @@ struct MoeLayerParams {
   // beyond the one it loads (TMA prefetch, no shared memory), so the later load finds them there instead of in
   // HBM. 0 = off (the default: measured as an option, docs/MOE.md); at most 64.
   int l2_prefetch = 0;
+  // Which tiles prefetch (with l2_prefetch > 0): 0 = every tile; 1 = only the tiles of experts with one row of at most
+  // 64 tokens ("streamed" rows, sched::spread_row_order's): their weights serve that row alone and always come from
+  // HBM, where a half tile's few stages in flight do not cover the latency (docs/MOE.md, "Session 29"); W4A8 counts
+  // no tile as such (so 1 prefetches nothing there). Bit-identical either way.
+  int l2_prefetch_streamed = 0;
   // The two MMA warpgroups' wgmma batches strictly alternate (FA3's ping-pong, named barriers): a warpgroup issues
   // its next batch once the other has issued, so each one's fp32 promotion runs under the other's batch instead
   // of both promoting at once while the tensor cores idle (W8A8, W4A8; bf16 has no per-block promotion and
@@ -172,6 +177,18 @@ struct MoeLayerParams {
   // "Session 23"). Measured with 1 against 0 (s28, same process, W8A8 at 8K and 32K on six shapes): Expert-Wave
   // 1.013-1.019x faster (geomean), Interleaved 0.992-0.995x, W4A8 0.997-0.998x; so off. Bit-identical either way.
   int early_release = 0;
+  // The order the tile schedulers walk a rank's rows in (both orders; positions of sched::MoeLayout): 0 = rows in
+  // expert order (the default), 1 = sched::spread_row_order: the rows of experts with one row of at most 64 tokens,
+  // whose weights stream from DRAM for that row alone, spread evenly between the other rows (kept in order and in
+  // pairs), so that the DRAM stream and the tensor work overlap instead of alternating in runs (skewed routing,
+  // docs/MOE.md "Session 29"). W8A8 only (W4A8's in-kernel int4 expansion works through the experts in index order;
+  // W4A8 and bf16 ignore it). Bit-identical either way (a row's tiles compute the same values wherever they run).
+  int row_order = 0;
+  // A half Linear-1 tile's K block (W8A8; W4A8 and bf16 ignore it): 1 = its gate and up batches (m64n64 per
+  // warpgroup) issued back to back into two scratch accumulators and waited for once; 0 = one batch at a time, each
+  // waited for and promoted before the next is issued (the full tile's structure, whose 192 accumulators leave no
+  // room for a second scratch). Bit-identical either way (docs/MOE.md, "Session 29").
+  int half_together = 1;
   // Per-tile instrumentation (W8A8 only): runs the traced instantiation and records every tile of the launch
   // in the workspace (MoeWorkspace::read_trace). The untraced kernels contain no trace code at all.
   bool trace = false;

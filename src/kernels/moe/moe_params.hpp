@@ -115,6 +115,7 @@ struct KernelParams {
   // roles: the same rows, N tiles 2j and 2j + 1) that share the A operand by TMA multicast.
   int cluster;
   int l2_prefetch;  // MoeLayerParams::l2_prefetch: weight K blocks prefetched into L2 ahead of the loads (0: off)
+  int l2_prefetch_streamed;  // MoeLayerParams::l2_prefetch_streamed: only tiles of single short rows prefetch
   int pingpong;     // MoeLayerParams::pingpong: the consumer warpgroups' wgmma batches strictly alternate (1) or not (0)
   int l2_scratches;  // MoeLayerParams::l2_scratches: W8A8 Linear-2 scratch accumulators (1 or 2)
   int l2_hints;      // MoeLayerParams::l2_hints: kHint* bits
@@ -125,6 +126,9 @@ struct KernelParams {
   // MoeLayerParams::early_release resolved (W8A8 / W4A8): a consumer warp that finds the next K block's stage not yet
   // full releases the current one as soon as its last batch is done (next_stage_late in moe_kernel.cuh).
   int early_release;
+  // MoeLayerParams::half_together resolved (W8A8): a half Linear-1 tile issues its gate and up batches together and
+  // waits once per K block (l1_mainloop's `together`).
+  int half_together;
   // CTA pairs sharing the weights (MoeLayerParams::pair_share resolved): 0 = no (A shared, or single CTAs), 1 = where
   // an expert's rows b, b + 1 are both full tiles, 2 = any two rows b, b + 1 of an expert (OwnRow in moe_kernel.cuh).
   int weight_pairs;
