@@ -10,7 +10,7 @@
 //             [--cluster 0|1|2] [--l2-cols 0|128|256] [--compare-single] [--compare-pingpong] [--compare-l2-scratch]
 //             [--compare-l2-cols] [--compare-hints M1,M2,...] [--int4-expand 0|1|2] [--compare-expand]
 //             [--compare-pair-share] [--compare-a-trim] [--compare-merge] [--compare-borrow] [--compare-early]
-//             [--compare-row-order] [--compare-half] [--prefetch-streamed]
+//             [--compare-row-order] [--compare-half] [--compare-half-wide] [--prefetch-streamed]
 //             [--prefetch D1,D2,...] [--custom NAME:H:I:E:K]
 //
 // --cluster: MoeLayerParams::cluster of the fused kernel (0 = auto: CTA pairs sharing the A operand by TMA
@@ -39,7 +39,9 @@
 // fused_<order>_e1 with the default 0, fused_<order>_e0 with 1). --compare-row-order adds, per order, the kernel walking
 // the rows in the other MoeLayerParams::row_order (backend fused_<order>_o1 with the default 0; W8A8 only).
 // --compare-half adds, per order, the kernel with the other MoeLayerParams::half_together (backend fused_<order>_h0
-// with the default 1; W8A8 only). Each checked bit-identical and timed beside the default.
+// with the default 1; W8A8 only). --compare-half-wide adds, per order, the kernel with the other
+// MoeLayerParams::half_wide (backend fused_<order>_w0 with the default 1; W8A8 only). Each checked bit-identical and
+// timed beside the default.
 // --compare-hints M1,M2: adds, per order and mask M, the kernel with MoeLayerParams::l2_hints = M (L2 cache hints:
 // 1 combine stores evict_first, 2 Linear-2 weights evict_last, 4 Linear-1 weights evict_first; backend
 // fused_<order>_h<M>), checked bit-identical and timed beside it.
@@ -323,6 +325,7 @@ struct Args {
   bool compare_early = false;       // --compare-early: also the orders with the other early_release
   bool compare_row_order = false;   // --compare-row-order: also the orders with the other row_order (W8A8)
   bool compare_half = false;        // --compare-half: also the orders with the other half_together (W8A8)
+  bool compare_half_wide = false;   // --compare-half-wide: also the orders with the other half_wide (W8A8)
   double block_s = 0.1, warmup_s = 0.05;
   int rounds = 1;
   long min_calls = bench::kDefaultMinCalls;
@@ -429,6 +432,7 @@ Args parse(int argc, char** argv) {
     else if (k == "--compare-early") a.compare_early = true;
     else if (k == "--compare-row-order") a.compare_row_order = true;
     else if (k == "--compare-half") a.compare_half = true;
+    else if (k == "--compare-half-wide") a.compare_half_wide = true;
     else if (k == "--int4-expand") {
       a.int4_expand = std::stoi(val());
       if (a.int4_expand < 0 || a.int4_expand > 2)
@@ -795,6 +799,8 @@ int main(int argc, char** argv) try {
               add_variants(prm.row_order ? "_o0" : "_o1", [](moe_kernel::MoeLayerParams& q) { q.row_order = 1 - q.row_order; });
             if (a.compare_half && !int4)
               add_variants(prm.half_together ? "_h0" : "_h1", [](moe_kernel::MoeLayerParams& q) { q.half_together = 1 - q.half_together; });
+            if (a.compare_half_wide && !int4)
+              add_variants(prm.half_wide ? "_w0" : "_w1", [](moe_kernel::MoeLayerParams& q) { q.half_wide = 1 - q.half_wide; });
             if (a.compare_expand && int4)
               add_variants(moe_kernel::moe_int4_expand(prm) == moe_kernel::kInt4ExpandInKernel ? "_pre" : "_ink",
                            [](moe_kernel::MoeLayerParams& q) {

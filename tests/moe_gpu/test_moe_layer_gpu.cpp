@@ -346,6 +346,7 @@ void run_case(const Case& c) {
       EXPECT_EQ(prm.early_release, 0) << "the default releases a stage in the next block's shadow only";
       EXPECT_EQ(prm.row_order, 0) << "the default walks the rows in expert order";
       EXPECT_EQ(prm.half_together, 1) << "the default issues a half tile's gate and up batches together";
+      EXPECT_EQ(prm.half_wide, 1) << "the default runs a half tile's own weights as m64n128 batches";
       // Each option flipped from the default alone, on the first run and on every weight-sharing variant.
       struct Flip {
         const char* what;  // label up to its closing parenthesis
@@ -361,6 +362,7 @@ void run_case(const Case& c) {
            1, "0"},
           {"the rows walked in the spread order (row_order 1", &moe_kernel::MoeLayerParams::row_order, 1, "0"},
           {"a half tile's batches one at a time (half_together 0", &moe_kernel::MoeLayerParams::half_together, 0, "1"},
+          {"a half tile's weights as loaded for a full tile (half_wide 0", &moe_kernel::MoeLayerParams::half_wide, 0, "1"},
       };
       const size_t n = variants.size();
       for (const Flip& f : flips) {

@@ -65,13 +65,15 @@ namespace xstage::moe_kernel {
 
 // One scheduled tile as every role needs it (published by the producer; kind_row < 0: no more tiles).
 struct TileDesc {
-  int kind_row;  // kind (1 = L2) << 30 | row
+  int kind_row;  // kind (1 = L2) << 30 | gate-up interleaved (1) << 29 | row
   int n;         // N tile
   int expert;    // local expert
   int valid;     // rows of the tile holding tokens
   __device__ __forceinline__ bool end() const { return kind_row < 0; }
   __device__ __forceinline__ bool l2() const { return (kind_row >> 30) & 1; }
-  __device__ __forceinline__ int row() const { return kind_row & ((1 << 30) - 1); }
+  // A half Linear-1 tile whose weight boxes the producer loaded gate-up interleaved (KernelParams::half_wide).
+  __device__ __forceinline__ bool interleaved() const { return (kind_row >> 29) & 1; }
+  __device__ __forceinline__ int row() const { return kind_row & ((1 << 29) - 1); }
 };
 inline constexpr int kTileRing = 4;  // descriptors the producer may run ahead
 
@@ -642,11 +644,16 @@ __device__ __forceinline__ bool next_stage_late(S& sh, kernel::PipeState<C::kSta
 // into two scratches and are waited for once, so a K block's chain is one batch latency instead of two (a half
 // tile's m64n64 batches are short: its K block is bound by that chain and the data, docs/MOE.md "Session 29"). The
 // promotion sequence of every element is the same, so the results are bit-identical.
+// interleaved (W8A8 half tiles whose producer loaded the weight boxes gate-up interleaved, KernelParams::half_wide):
+// one m64n128 batch per warpgroup and K block over its gate and up columns instead of two m64n64 ones: an m64n64
+// batch reads as many A bytes from shared memory as B bytes, 128 B per cycle at the tensor rate beside the TMA
+// writes, which bound a half tile's K block at about half the rate (32 CTAs streaming V4-Pro at 2K, s29 call 6).
 template <class C, int kAcc, class S, class WaitFull>
 __device__ __forceinline__ int l1_mainloop(S& sh, kernel::PipeState<C::kStages>& ps, float (&fg)[kAcc],
                                            float (&fu)[kAcc], TilePart pt, const float* s1g, const float* s1u,
                                            int KB1, int tid, int cluster, PingPong& turn, WaitFull&& wait_full,
-                                           bool early, bool keep_last = false, bool together = false) {
+                                           bool early, bool keep_last = false, bool together = false,
+                                           bool interleaved = false) {
   const int r0 = 16 * (tid / 32) + (tid % 32) / 4;
   float acc[kAcc];
   int held = -1;
@@ -658,6 +665,28 @@ __device__ __forceinline__ int l1_mainloop(S& sh, kernel::PipeState<C::kStages>&
     const uint8_t* bu = bg + C::kBBytes;
     bool late;  // release this block's stage at once (early), not in the shadow of the next block's first batch
     if constexpr (!C::kInt4 && kAcc == 32) {
+      if (interleaved) {
+        // Warpgroup wg's gate rows [64 wg, +64) and up rows [64 wg, +64) lie as one 128-row B operand at 16 KB x wg
+        // (pt.col0 = 64 wg): one m64n128 batch, whose fragments i < 32 are the gate columns and i >= 32 the up
+        // columns of the same (row, column) positions as the m64n64 fragments.
+        float acc2[2 * kAcc];
+        const float gs = __ldg(s1g + kb), us = __ldg(s1u + kb);
+        issue_block(acc2, a, sh.b[ps.stage] + 2 * pt.col0 * kBlockK, turn);
+        release_held(sh, held, cluster, tid);
+        late = early && kb + 1 < KB1 && next_stage_late<C>(sh, ps);
+        ptx::wgmma_wait<0>();
+        fence_regs(acc2);
+        if (late) release_held(sh, ps.stage, cluster, tid);  // the scales are in registers
+        const float g0 = a0 * gs, g1 = a1 * gs, u0 = a0 * us, u1 = a1 * us;
+#pragma unroll
+        for (int i = 0; i < kAcc; ++i) {  // promote's arithmetic on each half
+          fg[i] += acc2[i] * (((i / 2) % 2) ? g1 : g0);
+          fu[i] += acc2[kAcc + i] * (((i / 2) % 2) ? u1 : u0);
+        }
+        held = late ? -1 : ps.stage;
+        ps.advance();
+        continue;
+      }
       if (together) {
         float acc_u[kAcc];
         const float gs = __ldg(s1g + kb), us = __ldg(s1u + kb);
@@ -1115,8 +1144,13 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
           const sched::MoeTile t = w.tile;
           const bool more = w.is_valid();
           ptx::mbar_wait_acquire_cta(&sh.tile_empty[ts.stage], ts.phase ^ 1);
-          sh.tiles[ts.stage] = more ? TileDesc{(int(t.kind == sched::MoeTileKind::L2) << 30) | own.row, own.n(), own.expert(),
-                                               own.valid()}
+          // KernelParams::half_wide: a half Linear-1 tile that loads its own weights (not shared in a pair) gets its
+          // weight boxes gate-up interleaved per warpgroup (the consumers' m64n128 batches).
+          const bool interleave = !C::kBf16 && !C::kInt4 && p.half_wide && t.kind == sched::MoeTileKind::L1 &&
+                                  own.valid() <= kBlockM / 2 && !own.share_w();
+          sh.tiles[ts.stage] = more ? TileDesc{(int(t.kind == sched::MoeTileKind::L2) << 30) | (int(interleave) << 29) |
+                                                   own.row,
+                                               own.n(), own.expert(), own.valid()}
                                     : TileDesc{-1, 0, 0, 0};
           ptx::mbar_arrive_release_cta(&sh.tile_full[ts.stage]);
           ts.advance();
@@ -1159,7 +1193,14 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
               if constexpr (!C::kBf16)
                 tma_load_2d(&p.tma_sa, &sh.full[ps.stage], sh.sa[ps.stage], own.row * kBlockM, g * KB1 + kb);
               const int gate_row = ex * 2 * p.inter + own_n * kBlockN;
-              if (merge && share) {  // weight-sharing pair: CTA crank multicasts box crank (gate, up) into both
+              if (interleave) {  // warpgroup h's 128 B rows: gate rows [64 h, +64), then up rows [64 h, +64)
+#pragma unroll 1
+                for (int h = 0; h < 2; ++h) {
+                  tma_load_2d(&p.tma_w1h, &sh.full[ps.stage], sh.b[ps.stage] + h * C::kBBytes, k0, gate_row + h * 64);
+                  tma_load_2d(&p.tma_w1h, &sh.full[ps.stage], sh.b[ps.stage] + h * C::kBBytes + C::kBBytes / 2, k0,
+                              gate_row + p.inter + h * 64);
+                }
+              } else if (merge && share) {  // weight-sharing pair: CTA crank multicasts box crank (gate, up) into both
                 ptx::tma_load_2d_multicast(&p.tma_w1, &sh.full[ps.stage], sh.b[ps.stage] + crank * C::kBBytes, k0,
                                            gate_row + int(crank) * p.inter, uint16_t(0x3));
               } else if (merge && !(p.l2_hints & kHintW1EvictFirst)) {  // gate and up boxes by one 3-d load
@@ -1449,7 +1490,7 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
 #pragma unroll
             for (int i = 0; i < 32; ++i) fg[i] = fu[i] = 0.f;
             l1_mainloop<C>(sh, ps, fg, fu, pt, s1g, s1u, KB1, tid, p.cluster, pp, wait_full, early, false,
-                           p.half_together != 0);
+                           p.half_together != 0, t.interleaved());
             swiglu_amax(fg, fu, t.valid, tid, amax);
             mma_done();
             uint8_t* st = wait_slot();

@@ -113,6 +113,7 @@ void fill_common(KernelParams<Sched>& kp, runtime::Team& team, const MoeLayerPar
   // l2_borrow: 256-column Linear-2 tiles of W8A8 / W4A8 with one scratch (the two-scratch loop has no keep_last).
   kp.early_release = prm.weights != MoeWeightFormat::kBf16 && prm.early_release == 1 ? 1 : 0;
   kp.half_together = prm.weights == MoeWeightFormat::kFp8 && prm.half_together == 1 ? 1 : 0;
+  kp.half_wide = prm.weights == MoeWeightFormat::kFp8 && prm.half_wide == 1 ? 1 : 0;
   kp.l2_borrow = kp.l2_wide && prm.weights != MoeWeightFormat::kBf16 && prm.l2_scratches == 1 && prm.l2_borrow == 1 ? 1 : 0;
   kp.hidden = prm.shape.hidden;
   kp.inter = prm.shape.inter;
@@ -386,6 +387,7 @@ void MoeWorkspace::check_params(runtime::Team& team, const MoeLayerParams& prm) 
                  "moe layer: l2_prefetch_streamed must be 0 or 1, got ", prm.l2_prefetch_streamed);
   XSTAGE_REQUIRE(prm.half_together == 0 || prm.half_together == 1, "moe layer: half_together must be 0 or 1, got ",
                  prm.half_together);
+  XSTAGE_REQUIRE(prm.half_wide == 0 || prm.half_wide == 1, "moe layer: half_wide must be 0 or 1, got ", prm.half_wide);
   XSTAGE_REQUIRE(prm.a_trim == 0 || prm.a_trim == 1, "moe layer: a_trim must be 0 or 1, got ", prm.a_trim);
   XSTAGE_REQUIRE(prm.merge_loads == 0 || prm.merge_loads == 1, "moe layer: merge_loads must be 0 or 1, got ",
                  prm.merge_loads);
@@ -566,10 +568,11 @@ void launch_moe_layer(runtime::Team& team, MoeWorkspace& ws, const MoeLayerParam
       }
     }
   }
-  if (share_weights) {  // half weight boxes: each CTA of a pair loads rows [64 crank, +64) of every box into both
+  // Half weight boxes: each CTA of a weight-sharing pair loads rows [64 crank, +64) of every box into both; a half
+  // Linear-1 tile with half_wide loads its gate and up boxes as 64-row halves, interleaved per warpgroup.
+  if (share_weights || (prm.weights == MoeWeightFormat::kFp8 && prm.half_wide == 1))
     make_map_2d(&maps[9], w1, rows_kind, H, experts_here * 2 * I, "w1 (half boxes)", kBlockN / 2);
-    make_map_2d(&maps[10], w2, rows_kind, I, experts_here * H, "w2 (half boxes)", kBlockN / 2);
-  }
+  if (share_weights) make_map_2d(&maps[10], w2, rows_kind, I, experts_here * H, "w2 (half boxes)", kBlockN / 2);
   if (int4) {
     make_map_2d(&maps[6], prm.w1_scale, MapKind::kF32, 2 * I, experts_here * (H / kBlockK), "w1_scale (int4)");
     make_map_2d(&maps[7], prm.w2_scale, MapKind::kF32, H, experts_here * (I / kBlockK), "w2_scale (int4)");

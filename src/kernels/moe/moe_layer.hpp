@@ -189,6 +189,15 @@ struct MoeLayerParams {
   // waited for and promoted before the next is issued (the full tile's structure, whose 192 accumulators leave no
   // room for a second scratch). Bit-identical either way (docs/MOE.md, "Session 29").
   int half_together = 1;
+  // A half Linear-1 tile's weight boxes (W8A8; W4A8 and bf16 ignore it): 1 = where the tile loads its own weights
+  // (single CTAs, A-sharing pairs; not a weight-sharing pair, whose boxes are multicast as a full tile's), the producer
+  // loads them as four 64-row boxes, gate-up interleaved per warpgroup, and each warpgroup runs one m64n128 batch per
+  // K block over its 64 gate and 64 up columns; 0 = two m64n64 batches over the gate and up boxes as loaded for a full
+  // tile (half_together). An m64n64 batch reads as many shared-memory bytes of A as of B (~128 B per cycle at the
+  // tensor rate): on V4-Pro at 2K (every tile a half tile) on 32 CTAs the half tiles' K block took ~1200 cycles
+  // against 512 of tensor work, with the data there 85 % of the time (docs/MOE.md, "Session 29"). Bit-identical
+  // either way.
+  int half_wide = 1;
   // Per-tile instrumentation (W8A8 only): runs the traced instantiation and records every tile of the launch
   // in the workspace (MoeWorkspace::read_trace). The untraced kernels contain no trace code at all.
   bool trace = false;
