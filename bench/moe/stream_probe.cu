@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "xstage/ptx/cluster.cuh"
+#include "xstage/ptx/timer.cuh"
 #include "xstage/runtime/tensor_map.hpp"
 
 namespace ptx = xstage::ptx;
@@ -51,39 +52,14 @@ struct Args {
   unsigned long long* span_ns;      // per CTA: first stage wait to last stage release
 };
 
-__device__ __forceinline__ unsigned long long globaltimer() {
-  unsigned long long t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
-
-__device__ __forceinline__ void tma_2d(const CUtensorMap* map, uint64_t* bar, void* dst, int c0, int c1) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4}], "
-      "[%2];\n" ::"r"(ptx::smem_addr(dst)),
-      "l"(map), "r"(ptx::smem_addr(bar)), "r"(c0), "r"(c1)
-      : "memory");
-}
-
-__device__ __forceinline__ uint32_t cluster_id_x() {
-  uint32_t r;
-  asm volatile("mov.u32 %0, %%clusterid.x;\n" : "=r"(r));
-  return r;
-}
-__device__ __forceinline__ uint32_t nclusters_x() {
-  uint32_t r;
-  asm volatile("mov.u32 %0, %%nclusterid.x;\n" : "=r"(r));
-  return r;
-}
-
 __global__ void __launch_bounds__(64, 1) stream_kernel(const __grid_constant__ Args a) {
   extern __shared__ __align__(1024) uint8_t smem[];
   uint64_t* full = reinterpret_cast<uint64_t*>(smem + a.stages * a.stage_bytes);
   uint64_t* empty = full + kMaxStages;
   const uint32_t crank = a.cluster > 1 ? ptx::cluster_ctarank() : 0;
   const bool l2_side = a.mix_ctas > 0 && int(blockIdx.x) >= a.mix_ctas;
-  const int cid = a.cluster > 1 ? int(cluster_id_x()) : l2_side ? int(blockIdx.x) - a.mix_ctas : int(blockIdx.x);
-  const int ncl = a.cluster > 1 ? int(nclusters_x()) : a.mix_ctas > 0 ? (l2_side ? int(gridDim.x) - a.mix_ctas : a.mix_ctas)
+  const int cid = a.cluster > 1 ? int(ptx::cluster_id_x()) : l2_side ? int(blockIdx.x) - a.mix_ctas : int(blockIdx.x);
+  const int ncl = a.cluster > 1 ? int(ptx::nclusters_x()) : a.mix_ctas > 0 ? (l2_side ? int(gridDim.x) - a.mix_ctas : a.mix_ctas)
                                                                     : int(gridDim.x);
   const int visits = l2_side ? a.mix_visits * ncl : a.visits, tiles = l2_side ? 16 : a.tiles;
   const int a_rows = l2_side ? a.mix_a_rows : a.a_rows, delay_ns = l2_side ? a.mix_delay_ns : a.delay_ns;
@@ -114,9 +90,9 @@ __global__ void __launch_bounds__(64, 1) stream_kernel(const __grid_constant__ A
           if (a.cluster > 1)
             ptx::tma_load_2d_multicast(&a.wmap, &full[stage], st + h * kBoxBytes, c0, c1, uint16_t(0x3));
           else
-            tma_2d(&a.wmap, &full[stage], st + h * kBoxBytes, c0, c1);
+            ptx::tma_load_2d(&a.wmap, &full[stage], st + h * kBoxBytes, c0, c1);
         }
-        if (a_bytes) tma_2d(amap, &full[stage], st + kWBytes, kb * 128, (v % a.a_tiles) * 128);
+        if (a_bytes) ptx::tma_load_2d(amap, &full[stage], st + kWBytes, kb * 128, (v % a.a_tiles) * 128);
         if (++stage == a.stages) stage = 0, phase ^= 1;
       }
     }
@@ -124,13 +100,13 @@ __global__ void __launch_bounds__(64, 1) stream_kernel(const __grid_constant__ A
     int stage = 0;
     uint32_t phase = 0;
     unsigned long long seen = 0;
-    const unsigned long long start = globaltimer();
+    const unsigned long long start = ptx::globaltimer_ns();
     for (int v = cid; v < visits; v += ncl)
       for (int kb = 0; kb < a.kblocks; ++kb) {
         ptx::mbar_wait_acquire_cta(&full[stage], phase);
         if (delay_ns > 0) {
-          const unsigned long long t0 = globaltimer();
-          while (globaltimer() - t0 < unsigned(delay_ns)) {
+          const unsigned long long t0 = ptx::globaltimer_ns();
+          while (ptx::globaltimer_ns() - t0 < unsigned(delay_ns)) {
           }
         }
         __syncwarp();
@@ -147,7 +123,7 @@ __global__ void __launch_bounds__(64, 1) stream_kernel(const __grid_constant__ A
       }
     if (threadIdx.x == 32) {
       a.stages_seen[blockIdx.x] = seen;
-      a.span_ns[blockIdx.x] = globaltimer() - start;
+      a.span_ns[blockIdx.x] = ptx::globaltimer_ns() - start;
     }
   }
   __syncwarp();

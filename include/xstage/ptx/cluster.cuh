@@ -16,6 +16,18 @@ __device__ __forceinline__ uint32_t cluster_ctarank() {
   return r;
 }
 
+// This CTA's cluster index along x and the number of clusters along x (a 1-d grid of clusters).
+__device__ __forceinline__ uint32_t cluster_id_x() {
+  uint32_t r;
+  asm volatile("mov.u32 %0, %%clusterid.x;\n" : "=r"(r));
+  return r;
+}
+__device__ __forceinline__ uint32_t nclusters_x() {
+  uint32_t r;
+  asm volatile("mov.u32 %0, %%nclusterid.x;\n" : "=r"(r));
+  return r;
+}
+
 // Every thread of every CTA of the cluster arrives (release) and waits (acquire). Not .aligned: callers may
 // arrive from divergent code; no thread of the cluster may have exited before it.
 __device__ __forceinline__ void cluster_sync() {

@@ -138,13 +138,7 @@ static_assert(sizeof(SharedStorage<ConfigT<MoeWeightFormat::kInt4>>) <= 227 * 10
 static_assert(sizeof(SharedStorage<ConfigT<MoeWeightFormat::kBf16>>) <= 227 * 1024, "shared memory of one CTA per SM");
 
 // ---------------------------------------------------------------- small device helpers
-__device__ __forceinline__ void tma_load_2d(const CUtensorMap* map, uint64_t* bar, void* dst, int c0, int c1) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4}], "
-      "[%2];\n" ::"r"(ptx::smem_addr(dst)),
-      "l"(map), "r"(ptx::smem_addr(bar)), "r"(c0), "r"(c1)
-      : "memory");
-}
+using ptx::tma_load_2d;
 
 // tma_load_2d with an L2 cache policy (ptx::l2_policy_*; MoeLayerParams::l2_hints).
 __device__ __forceinline__ void tma_load_2d_hint(const CUtensorMap* map, uint64_t* bar, void* dst, int c0, int c1,
