@@ -18,6 +18,11 @@
 //   l1-spin   l1 while one thread of warpgroup 0 polls a global flag by acquire loads in a tight loop (as the
 //             kernel's producer waits for row readiness or dispatch signals)
 //   l1-spin-sleep  the same poll with __nanosleep(256) between loads
+// and a half tile's K block (rows [0, 64) only: both warpgroups on the same 64 A rows, warpgroup wg on gate and up
+// columns [64 wg, +64); per warpgroup and K block half an l1 block's work):
+//   half      two m64n64 batches (gate, up), each waited for and promoted (MoeLayerParams::half_together 0)
+//   half-tog  the two m64n64 batches issued together into two scratches, one wait (half_together 1)
+//   half-wide one m64n128 batch over the warpgroup's gate and up rows laid out as one 128-row B (half_wide 1)
 // and with the operands streamed through the kernel's pipeline instead (4 stages of 48 KB, one producer thread,
 // full/empty mbarriers, bulk copies from a global buffer of --src-mb MB that L2 holds, the weight block scales
 // read per K block with __ldg as the kernel does):
@@ -49,7 +54,7 @@ namespace {
 
 using C = mk::ConfigT<mk::MoeWeightFormat::kFp8>;
 enum class Variant : int { kL2 = 0, kL1 = 1, kL1NoPromote = 2, kL1InPhase = 3, kL1Alternate = 4, kL1Spin = 5,
-                           kL1SpinSleep = 6 };
+                           kL1SpinSleep = 6, kHalf = 7, kHalfTogether = 8, kHalfWide = 9 };
 // Named barriers of this probe (kernel/barrier.cuh): the in-phase meeting, and the ping-pong turns
 // (kTurn + wg: "warpgroup wg may issue").
 enum class Bar : uint32_t { kInPhase = 1, kTurn = 2 };
@@ -136,6 +141,35 @@ __global__ void __launch_bounds__(C::kThreads, 1) probe_kernel(int kblocks, floa
       };
       batch(b, fg, kb == 0);
       batch(b + kBBytes / 2, fu, false);
+    } else if constexpr (kV == Variant::kHalf || kV == Variant::kHalfTogether || kV == Variant::kHalfWide) {
+      // fg[0, 32) / fu[0, 32) stand for the half tile's 32-register finals (the rest stays zero).
+      float (&hg)[32] = *reinterpret_cast<float (*)[32]>(fg);
+      float (&hu)[32] = *reinterpret_cast<float (*)[32]>(fu);
+      float (&h0)[32] = *reinterpret_cast<float (*)[32]>(acc);
+      const uint8_t* bg = b + wg * 64 * 128;  // gate rows [64 wg, +64); up rows kBBytes / 2 further
+      if constexpr (kV == Variant::kHalf) {
+        mk::mma_block(h0, a, bg);
+        mk::promote(hg, h0, s0, s1);
+        mk::mma_block(h0, a, bg + kBBytes / 2);
+        mk::promote(hu, h0, s0, s1);
+      } else if constexpr (kV == Variant::kHalfTogether) {
+        float h1[32];
+        mk::NoTurn free;
+        mk::issue_block(h0, a, bg, free);
+        mk::issue_block(h1, a, bg + kBBytes / 2, free);
+        ptx::wgmma_wait<0>();
+        mk::fence_regs(h0);
+        mk::fence_regs(h1);
+        mk::promote(hg, h0, s0, s1);
+        mk::promote(hu, h1, s0, s1);
+      } else {  // the warpgroup's 128 rows of B at 16 KB x wg (the data differ; the structure is the kernel's)
+        mk::mma_block(acc, a, b + wg * 128 * 128);
+#pragma unroll
+        for (int i = 0; i < 32; ++i) {
+          hg[i] += acc[i] * (((i / 2) % 2) ? s1 : s0);
+          hu[i] += acc[32 + i] * (((i / 2) % 2) ? s1 : s0);
+        }
+      }
     } else {  // kL1, kL1InPhase, kL1Spin, kL1SpinSleep
       mk::mma_block(acc, a_wg, b);
       mk::promote(fg, acc, s0, s1);
@@ -442,6 +476,9 @@ int main(int argc, char** argv) {
   rows.push_back(run<Variant::kL1Alternate>("l1-alt", 2, kblocks, ctas, reps));
   rows.push_back(run<Variant::kL1Spin>("l1-spin", 2, kblocks, ctas, reps));
   rows.push_back(run<Variant::kL1SpinSleep>("l1-spin-sleep", 2, kblocks, ctas, reps));
+  rows.push_back(run<Variant::kHalf>("half", 1, kblocks, ctas, reps));
+  rows.push_back(run<Variant::kHalfTogether>("half-tog", 1, kblocks, ctas, reps));
+  rows.push_back(run<Variant::kHalfWide>("half-wide", 1, kblocks, ctas, reps));
   {
     const size_t src_bytes = size_t(src_mb) << 20;
     uint8_t* src = nullptr;
