@@ -911,6 +911,28 @@ TEST(MoeLayerGpu, RejectsBadClusters) {
   pp.pingpong = 2;
   EXPECT_NE(usage_error([&] { moe_kernel::run_moe_layer(*team, ws2, pp, team->stream()); }).find("pingpong must be 0 or 1, got 2"),
             std::string::npos);
+  {  // the 0/1 options, each named with the bad value
+    struct Opt {
+      const char* name;
+      int moe_kernel::MoeLayerParams::*field;
+    };
+    const Opt opts[] = {{"l2_borrow", &moe_kernel::MoeLayerParams::l2_borrow},
+                        {"early_release", &moe_kernel::MoeLayerParams::early_release},
+                        {"row_order", &moe_kernel::MoeLayerParams::row_order},
+                        {"l2_prefetch_streamed", &moe_kernel::MoeLayerParams::l2_prefetch_streamed},
+                        {"half_together", &moe_kernel::MoeLayerParams::half_together},
+                        {"half_wide", &moe_kernel::MoeLayerParams::half_wide},
+                        {"a_trim", &moe_kernel::MoeLayerParams::a_trim},
+                        {"merge_loads", &moe_kernel::MoeLayerParams::merge_loads}};
+    for (const Opt& o : opts) {
+      moe_kernel::MoeLayerParams b = params(even);
+      b.*o.field = 2;
+      EXPECT_NE(usage_error([&] { moe_kernel::run_moe_layer(*team, ws2, b, team->stream()); })
+                    .find(std::string(o.name) + " must be 0 or 1, got 2"),
+                std::string::npos)
+          << o.name;
+    }
+  }
   moe_kernel::MoeLayerParams sc = params(even);
   sc.l2_scratches = 3;
   EXPECT_NE(usage_error([&] { moe_kernel::run_moe_layer(*team, ws2, sc, team->stream()); }).find("l2_scratches must be 1 or 2, got 3"),
