@@ -1,0 +1,85 @@
+#!/usr/bin/env python3
+"""Where a traced fused-MoE layer's SM-time goes, by tile kind (docs/MOE.md, "Session 29").
+
+    python3 scripts/moe-trace-kinds.py TILES.csv[.gz] [...] [--bin-us 20]
+
+Reads the per-tile trace `bench_moe --trace --trace-csv` writes and prints, per (file, shape, tokens, routing, order):
+the layer's span, the CTAs, the SM clock over the mainloops (cycles / ns), and per kind (L1 / L2, full / half) the
+tiles, their SM-ms and mean mainloop time; then the half-tile concurrency table: each tile's mainloop time grouped by
+how many half tiles ran beside it on average (bins of --bin-us), which says whether the half tiles slow each other down
+(a shared HBM) or not.
+"""
+import argparse
+import collections
+import csv
+import gzip
+import sys
+
+
+def read(path):
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rt") as f:
+        return list(csv.DictReader(f))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("tiles", nargs="+")
+    ap.add_argument("--bin-us", type=float, default=20.0, help="time bin of the concurrency count (us)")
+    a = ap.parse_args()
+    if a.bin_us <= 0:
+        sys.exit(f"moe-trace-kinds: --bin-us must be positive, got {a.bin_us}")
+    for path in a.tiles:
+        rows = read(path)
+        need = {"shape", "tokens", "routing", "order", "cta", "kind", "half", "mma_start_ns", "mma_end_ns", "mma_cycles",
+                "epi_start_ns"}
+        if not rows or not need <= set(rows[0]):
+            sys.exit(f"moe-trace-kinds: {path}: not a per-tile trace (needs columns {sorted(need)})")
+        groups = collections.defaultdict(list)
+        for r in rows:
+            groups[(r["shape"], r["tokens"], r["routing"], r["order"])].append(r)
+        for key, R in sorted(groups.items()):
+            t0 = min(int(r["mma_start_ns"]) for r in R)
+            t1 = max(int(r["epi_start_ns"]) for r in R)
+            ctas = len({r["cta"] for r in R})
+            cyc = sum(int(r["mma_cycles"]) for r in R)
+            ns = sum(int(r["mma_end_ns"]) - int(r["mma_start_ns"]) for r in R)
+            sm_ms = ctas * (t1 - t0) / 1e6
+            print(f"{path}: {' '.join(key)}: span {(t1 - t0) / 1e6:.3f} ms on {ctas} CTAs = {sm_ms:.1f} SM-ms, "
+                  f"clock {cyc / ns:.3f} GHz")
+            busy = collections.defaultdict(float)
+            count = collections.Counter()
+            for r in R:
+                k = (r["kind"], "half" if r["half"] == "1" else "full")
+                busy[k] += (int(r["mma_end_ns"]) - int(r["mma_start_ns"])) / 1e6
+                count[k] += 1
+            for k in sorted(busy):
+                print(f"  {k[0]} {k[1]:4s} {count[k]:6d} tiles {busy[k]:8.1f} SM-ms {busy[k] / count[k] * 1e3:7.1f} us/tile")
+            print(f"  other (outside mainloops) {sm_ms - sum(busy.values()):8.1f} SM-ms")
+            # half tiles running, averaged per bin
+            B = int(a.bin_us * 1000)
+            nb = (max(int(r["mma_end_ns"]) for r in R) - t0) // B + 2
+            occ = [0.0] * nb
+            for r in R:
+                if r["half"] != "1":
+                    continue
+                s, e = int(r["mma_start_ns"]) - t0, int(r["mma_end_ns"]) - t0
+                b = s // B
+                while b * B < e:
+                    occ[b] += (min(e, (b + 1) * B) - max(s, b * B)) / B
+                    b += 1
+            bands = collections.defaultdict(list)
+            for r in R:
+                s, e = int(r["mma_start_ns"]) - t0, int(r["mma_end_ns"]) - t0
+                bs = range(s // B, e // B + 1)
+                c = sum(occ[b] for b in bs) / len(bs)
+                bands[(r["kind"], r["half"], min(int(c // 20) * 20, 100))].append((e - s) / 1000)
+            print("  mainloop us by half tiles running beside it (0-20, 20-40, ...):")
+            for kind, half in sorted({(k[0], k[1]) for k in bands}):
+                cells = " ".join(f"{b}+: {len(v)} x {sum(v) / len(v):.1f}"
+                                 for (k0, k1, b), v in sorted(bands.items()) if (k0, k1) == (kind, half))
+                print(f"    {kind} {'half' if half == '1' else 'full'}: {cells}")
+
+
+if __name__ == "__main__":
+    main()
