@@ -45,12 +45,15 @@
 #include <vector>
 
 #include "moe_kernel.cuh"
-#include "xstage/runtime/tensor_map.hpp"
+#include "probe_common.hpp"
 
 namespace mk = xstage::moe_kernel;
 namespace ptx = xstage::ptx;
 
 namespace {
+
+using probe::make_map;
+using probe::ok;
 
 using C = mk::ConfigT<mk::MoeWeightFormat::kFp8>;
 enum class Variant : int { kL2 = 0, kL1 = 1, kL1NoPromote = 2, kL1InPhase = 3, kL1Alternate = 4, kL1Spin = 5,
@@ -326,13 +329,6 @@ __global__ void __launch_bounds__(C::kThreads, 1) tma_kernel(const __grid_consta
                        [sa](int stage, int row) { return sa[stage * 128 + row]; }, sums, cycles);
 }
 
-void ok(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) {
-    std::fprintf(stderr, "mainloop_probe: %s: %s\n", what, cudaGetErrorString(e));
-    std::exit(1);
-  }
-}
-
 struct Row {
   std::string name;
   double batches_per_kblock;  // m64n128k128 batches per warpgroup and K block
@@ -386,29 +382,6 @@ Row run(const char* name, double batches, int kblocks, int ctas, int reps) {
   });
 }
 
-// A 2-d map of `base` ({cols, rows} elements, row-major) with a {box_cols, box_rows} box, as moe_layer.cpp's.
-CUtensorMap make_map(const void* base, bool fp32, uint64_t cols, uint64_t rows, uint32_t box_cols, uint32_t box_rows) {
-  auto enc = xstage::runtime::tensor_map_encoder();
-  if (enc == nullptr) {
-    std::fprintf(stderr, "mainloop_probe: cuTensorMapEncodeTiled is not available from the driver\n");
-    std::exit(1);
-  }
-  CUtensorMap m;
-  const cuuint64_t dims[2] = {cols, rows};
-  const cuuint64_t strides[1] = {cols * (fp32 ? 4 : 1)};
-  const cuuint32_t box[2] = {box_cols, box_rows};
-  const cuuint32_t es[2] = {1, 1};
-  const CUresult r = enc(&m, fp32 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT32 : CU_TENSOR_MAP_DATA_TYPE_UINT8, 2,
-                         const_cast<void*>(base), dims, strides, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                         fp32 ? CU_TENSOR_MAP_SWIZZLE_NONE : CU_TENSOR_MAP_SWIZZLE_128B,
-                         CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (r != CUDA_SUCCESS) {
-    std::fprintf(stderr, "mainloop_probe: tensor map rejected (CUresult %d)\n", int(r));
-    std::exit(1);
-  }
-  return m;
-}
-
 Row run_tma(int kblocks, int ctas, int reps, const uint8_t* src, size_t src_bytes, const float* scales) {
   const int rows = int(src_bytes / 8192) / 256 * 256;  // src_mb >= 2 MB
   const CUtensorMap mx = make_map(src, false, 8192, uint64_t(rows), 128, 64);
@@ -435,6 +408,7 @@ Row run_pipe(const char* name, int kblocks, int ctas, int reps, const uint8_t* s
 }  // namespace
 
 int main(int argc, char** argv) {
+  probe::g_name = "mainloop_probe";
   int kblocks = 4096, ctas = 0, reps = 5, src_mb = 16;
   std::string json;
   for (int i = 1; i < argc; ++i) {

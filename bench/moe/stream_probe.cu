@@ -32,11 +32,14 @@
 
 #include "xstage/ptx/cluster.cuh"
 #include "xstage/ptx/timer.cuh"
-#include "xstage/runtime/tensor_map.hpp"
+#include "probe_common.hpp"
 
 namespace ptx = xstage::ptx;
 
 namespace {
+
+using probe::make_map;
+using probe::ok;
 
 constexpr int kBoxBytes = 128 * 128, kWBytes = 2 * kBoxBytes, kMaxStages = 8, kSmemLimit = 227 * 1024;
 
@@ -130,35 +133,6 @@ __global__ void __launch_bounds__(64, 1) stream_kernel(const __grid_constant__ A
   if (a.cluster > 1) ptx::cluster_sync();  // no CTA leaves while its peer may still arrive on its barriers
 }
 
-void ok(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) {
-    std::fprintf(stderr, "stream_probe: %s: %s\n", what, cudaGetErrorString(e));
-    std::exit(1);
-  }
-}
-
-CUtensorMap make_map(const void* base, uint64_t cols, uint64_t rows, uint32_t box_rows = 128) {
-  auto enc = xstage::runtime::tensor_map_encoder();
-  if (enc == nullptr) {
-    std::fprintf(stderr, "stream_probe: cuTensorMapEncodeTiled is not available from the driver\n");
-    std::exit(1);
-  }
-  CUtensorMap m;
-  const cuuint64_t dims[2] = {cols, rows};
-  const cuuint64_t strides[1] = {cols};
-  const cuuint32_t box[2] = {128, box_rows};
-  const cuuint32_t es[2] = {1, 1};
-  const CUresult r = enc(&m, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<void*>(base), dims, strides, box, es,
-                         CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                         CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (r != CUDA_SUCCESS) {
-    std::fprintf(stderr, "stream_probe: tensor map rejected (CUresult %d; %llu x %llu)\n", int(r),
-                 (unsigned long long)cols, (unsigned long long)rows);
-    std::exit(1);
-  }
-  return m;
-}
-
 struct Config {
   std::string name;
   int packed, ctas, cluster, stages, a_rows, delay_ns, l2;
@@ -173,6 +147,7 @@ struct Result {
 }  // namespace
 
 int main(int argc, char** argv) {
+  probe::g_name = "stream_probe";
   int gb = 16, K = 7168, reps = 3;
   std::string csv;
   for (int i = 1; i < argc; ++i) {
@@ -219,10 +194,10 @@ int main(int argc, char** argv) {
   unsigned long long* span = nullptr;
   ok(cudaMalloc(&seen, sms * sizeof(unsigned long long)), "cudaMalloc");
   ok(cudaMalloc(&span, sms * sizeof(unsigned long long)), "cudaMalloc");
-  const CUtensorMap map_rows = make_map(w, uint64_t(K), uint64_t(tiles) * 256);
-  const CUtensorMap map_packed = make_map(w, 128, wbytes / 128);
-  const CUtensorMap map_a128 = make_map(am, uint64_t(K), uint64_t(a_tiles) * 128);
-  const CUtensorMap map_a64 = make_map(am, uint64_t(K), uint64_t(a_tiles) * 128, 64);
+  const CUtensorMap map_rows = make_map(w, false, uint64_t(K), uint64_t(tiles) * 256, 128, 128);
+  const CUtensorMap map_packed = make_map(w, false, 128, wbytes / 128, 128, 128);
+  const CUtensorMap map_a128 = make_map(am, false, uint64_t(K), uint64_t(a_tiles) * 128, 128, 128);
+  const CUtensorMap map_a64 = make_map(am, false, uint64_t(K), uint64_t(a_tiles) * 128, 128, 64);
 
   const int even = sms / 2 * 2;
   std::vector<Config> cfgs;

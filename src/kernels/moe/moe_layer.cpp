@@ -75,6 +75,9 @@ void make_map_2d(CUtensorMap* map, const void* base, MapKind kind, uint64_t cols
   make_map_nd(map, base, type, 2, dims, strides, box, tile, what);
 }
 
+// MoeLayerParams::half_wide resolved: W8A8 only. The kernel flag and the 64-row W1 map it loads through follow it.
+bool half_wide_on(const MoeLayerParams& prm) { return prm.weights == MoeWeightFormat::kFp8 && prm.half_wide == 1; }
+
 // Everything of the kernel parameters that does not depend on the scheduler type.
 template <class Sched>
 void fill_common(KernelParams<Sched>& kp, runtime::Team& team, const MoeLayerParams& prm, int ctas,
@@ -113,7 +116,7 @@ void fill_common(KernelParams<Sched>& kp, runtime::Team& team, const MoeLayerPar
   // l2_borrow: 256-column Linear-2 tiles of W8A8 / W4A8 with one scratch (the two-scratch loop has no keep_last).
   kp.early_release = prm.weights != MoeWeightFormat::kBf16 && prm.early_release == 1 ? 1 : 0;
   kp.half_together = prm.weights == MoeWeightFormat::kFp8 && prm.half_together == 1 ? 1 : 0;
-  kp.half_wide = prm.weights == MoeWeightFormat::kFp8 && prm.half_wide == 1 ? 1 : 0;
+  kp.half_wide = half_wide_on(prm) ? 1 : 0;
   kp.l2_borrow = kp.l2_wide && prm.weights != MoeWeightFormat::kBf16 && prm.l2_scratches == 1 && prm.l2_borrow == 1 ? 1 : 0;
   kp.hidden = prm.shape.hidden;
   kp.inter = prm.shape.inter;
@@ -570,7 +573,7 @@ void launch_moe_layer(runtime::Team& team, MoeWorkspace& ws, const MoeLayerParam
   }
   // Half weight boxes: each CTA of a weight-sharing pair loads rows [64 crank, +64) of every box into both; a half
   // Linear-1 tile with half_wide loads its gate and up boxes as 64-row halves, interleaved per warpgroup.
-  if (share_weights || (prm.weights == MoeWeightFormat::kFp8 && prm.half_wide == 1))
+  if (share_weights || half_wide_on(prm))
     make_map_2d(&maps[9], w1, rows_kind, H, experts_here * 2 * I, "w1 (half boxes)", kBlockN / 2);
   if (share_weights) make_map_2d(&maps[10], w2, rows_kind, I, experts_here * H, "w2 (half boxes)", kBlockN / 2);
   if (int4) {

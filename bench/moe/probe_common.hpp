@@ -1,0 +1,49 @@
+#pragma once
+// Host helpers shared by the MoE probes (mainloop_probe.cu, stream_probe.cu): CUDA return codes checked with the
+// probe's name, and the 2-d tensor maps moe_layer.cpp makes for the fused kernel. Programs, not a library: an error
+// ends the process with a message.
+#include <cuda_runtime.h>
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "xstage/runtime/tensor_map.hpp"
+
+namespace probe {
+
+inline const char* g_name = "probe";  // set by the program's main
+
+inline void ok(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) {
+    std::fprintf(stderr, "%s: %s: %s\n", g_name, what, cudaGetErrorString(e));
+    std::exit(1);
+  }
+}
+
+// A 2-d map of `base` ({cols, rows} elements, row-major) with a {box_cols, box_rows} box: FP8 bytes with the 128 B
+// swizzle, or fp32 without, as moe_layer.cpp's.
+inline CUtensorMap make_map(const void* base, bool fp32, uint64_t cols, uint64_t rows, uint32_t box_cols,
+                            uint32_t box_rows) {
+  auto enc = xstage::runtime::tensor_map_encoder();
+  if (enc == nullptr) {
+    std::fprintf(stderr, "%s: cuTensorMapEncodeTiled is not available from the driver\n", g_name);
+    std::exit(1);
+  }
+  CUtensorMap m;
+  const cuuint64_t dims[2] = {cols, rows};
+  const cuuint64_t strides[1] = {cols * (fp32 ? 4 : 1)};
+  const cuuint32_t box[2] = {box_cols, box_rows};
+  const cuuint32_t es[2] = {1, 1};
+  const CUresult r = enc(&m, fp32 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT32 : CU_TENSOR_MAP_DATA_TYPE_UINT8, 2,
+                         const_cast<void*>(base), dims, strides, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                         fp32 ? CU_TENSOR_MAP_SWIZZLE_NONE : CU_TENSOR_MAP_SWIZZLE_128B,
+                         CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS) {
+    std::fprintf(stderr, "%s: tensor map rejected (CUresult %d; %llu x %llu)\n", g_name, int(r),
+                 (unsigned long long)cols, (unsigned long long)rows);
+    std::exit(1);
+  }
+  return m;
+}
+
+}  // namespace probe
