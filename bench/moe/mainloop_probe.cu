@@ -23,6 +23,12 @@
 //   half      two m64n64 batches (gate, up), each waited for and promoted (MoeLayerParams::half_together 0)
 //   half-tog  the two m64n64 batches issued together into two scratches, one wait (half_together 1)
 //   half-wide one m64n128 batch over the warpgroup's gate and up rows laid out as one 128-row B (half_wide 1)
+//   half-wide-ip  half-wide with both warpgroups meeting at a named barrier before every K block (as in the kernel,
+//             where both wait for the same stage)
+//   half-pipe half-wide with two scratches in turn: block kb + 1's batch issued before block kb's is waited for and
+//             promoted (two_scratch_loop; tried in the kernel in s30 call 1, not kept: docs/MOE.md "Session 30")
+//   half-pipe-ip  half-pipe with the in-phase meeting before every batch
+//   half-tog-pipe half-tog with two scratches in turn
 // and with the operands streamed through the kernel's pipeline instead (4 stages of 48 KB, one producer thread,
 // full/empty mbarriers, bulk copies from a global buffer of --src-mb MB that L2 holds, the weight block scales
 // read per K block with __ldg as the kernel does):
@@ -56,8 +62,37 @@ using probe::make_map;
 using probe::ok;
 
 using C = mk::ConfigT<mk::MoeWeightFormat::kFp8>;
+// Two scratch accumulators in turn: block kb + 1's batch is issued before block kb's is waited for and promoted
+// (launch(d, kb) issues kGroups commit groups into d; retire(d) promotes a completed one), blocks retire in order.
+// The kernel's l2_mainloop_fp8 has this structure for Linear-2 (MoeLayerParams::l2_scratches = 2).
+template <int kGroups, class Launch, class Retire>
+__device__ __forceinline__ void two_scratch_loop(int KB, Launch&& launch, Retire&& retire) {
+  float acc0[64], acc1[64];
+  launch(acc0, 0);
+  int kb = 1;
+  for (; kb + 1 < KB; kb += 2) {
+    launch(acc1, kb);
+    ptx::wgmma_wait<kGroups>();
+    retire(acc0);
+    launch(acc0, kb + 1);
+    ptx::wgmma_wait<kGroups>();
+    retire(acc1);
+  }
+  if (kb < KB) {
+    launch(acc1, kb);
+    ptx::wgmma_wait<kGroups>();
+    retire(acc0);
+    ptx::wgmma_wait<0>();
+    retire(acc1);
+  } else {
+    ptx::wgmma_wait<0>();
+    retire(acc0);
+  }
+}
+
 enum class Variant : int { kL2 = 0, kL1 = 1, kL1NoPromote = 2, kL1InPhase = 3, kL1Alternate = 4, kL1Spin = 5,
-                           kL1SpinSleep = 6, kHalf = 7, kHalfTogether = 8, kHalfWide = 9 };
+                           kL1SpinSleep = 6, kHalf = 7, kHalfTogether = 8, kHalfWide = 9, kHalfWideInPhase = 10,
+                           kHalfPipe = 11, kHalfPipeInPhase = 12, kHalfTogPipe = 13 };
 // Named barriers of this probe (kernel/barrier.cuh): the in-phase meeting, and the ping-pong turns
 // (kTurn + wg: "warpgroup wg may issue").
 enum class Bar : uint32_t { kInPhase = 1, kTurn = 2 };
@@ -109,8 +144,36 @@ __global__ void __launch_bounds__(C::kThreads, 1) probe_kernel(int kblocks, floa
   for (int i = 0; i < 64; ++i) fg[i] = fu[i] = 0.f;
   const float s0 = 1.0f + 1e-3f * (tid % 7), s1 = 1.0f + 1e-3f * (tid % 5);  // a_scale * b_scale stand-ins
   const unsigned long long t0 = clock64();
+  if constexpr (kV == Variant::kHalfPipe || kV == Variant::kHalfPipeInPhase || kV == Variant::kHalfTogPipe) {
+    float (&hg)[32] = *reinterpret_cast<float (*)[32]>(fg);
+    float (&hu)[32] = *reinterpret_cast<float (*)[32]>(fu);
+    mk::NoTurn free;
+    auto launch = [&](float (&d)[64], int) {
+      if constexpr (kV == Variant::kHalfPipeInPhase) xstage::kernel::bar_sync(Bar::kInPhase, 256);
+      if constexpr (kV == Variant::kHalfTogPipe) {
+        const uint8_t* bg = b + wg * 64 * 128;
+        mk::issue_block(*reinterpret_cast<float(*)[32]>(d), a, bg, free);
+        mk::issue_block(*reinterpret_cast<float(*)[32]>(d + 32), a, bg + kBBytes / 2, free);
+      } else {
+        mk::issue_block(d, a, b + wg * 128 * 128, free);
+      }
+    };
+    auto retire = [&](float (&d)[64]) {
+      mk::fence_regs(d);
+#pragma unroll
+      for (int i = 0; i < 32; ++i) {
+        hg[i] += d[i] * (((i / 2) % 2) ? s1 : s0);
+        hu[i] += d[32 + i] * (((i / 2) % 2) ? s1 : s0);
+      }
+    };
+    if constexpr (kV == Variant::kHalfTogPipe)
+      two_scratch_loop<2>(kblocks, launch, retire);
+    else
+      two_scratch_loop<1>(kblocks, launch, retire);
+  } else
   for (int kb = 0; kb < kblocks; ++kb) {
-    if constexpr (kV == Variant::kL1InPhase) xstage::kernel::bar_sync(Bar::kInPhase, 256);
+    if constexpr (kV == Variant::kL1InPhase || kV == Variant::kHalfWideInPhase)
+      xstage::kernel::bar_sync(Bar::kInPhase, 256);
     if constexpr (kV == Variant::kL2) {
       mk::mma_block(acc, a_wg, b);
       mk::promote(fg, acc, s0, s1);
@@ -144,7 +207,8 @@ __global__ void __launch_bounds__(C::kThreads, 1) probe_kernel(int kblocks, floa
       };
       batch(b, fg, kb == 0);
       batch(b + kBBytes / 2, fu, false);
-    } else if constexpr (kV == Variant::kHalf || kV == Variant::kHalfTogether || kV == Variant::kHalfWide) {
+    } else if constexpr (kV == Variant::kHalf || kV == Variant::kHalfTogether || kV == Variant::kHalfWide ||
+                         kV == Variant::kHalfWideInPhase) {
       // fg[0, 32) / fu[0, 32) stand for the half tile's 32-register finals (the rest stays zero).
       float (&hg)[32] = *reinterpret_cast<float (*)[32]>(fg);
       float (&hu)[32] = *reinterpret_cast<float (*)[32]>(fu);
@@ -453,6 +517,10 @@ int main(int argc, char** argv) {
   rows.push_back(run<Variant::kHalf>("half", 1, kblocks, ctas, reps));
   rows.push_back(run<Variant::kHalfTogether>("half-tog", 1, kblocks, ctas, reps));
   rows.push_back(run<Variant::kHalfWide>("half-wide", 1, kblocks, ctas, reps));
+  rows.push_back(run<Variant::kHalfWideInPhase>("half-wide-ip", 1, kblocks, ctas, reps));
+  rows.push_back(run<Variant::kHalfPipe>("half-pipe", 1, kblocks, ctas, reps));
+  rows.push_back(run<Variant::kHalfPipeInPhase>("half-pipe-ip", 1, kblocks, ctas, reps));
+  rows.push_back(run<Variant::kHalfTogPipe>("half-tog-pipe", 1, kblocks, ctas, reps));
   {
     const size_t src_bytes = size_t(src_mb) << 20;
     uint8_t* src = nullptr;
