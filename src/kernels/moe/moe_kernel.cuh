@@ -961,10 +961,14 @@ __device__ __forceinline__ TileDesc read_tile(S& sh, kernel::PipeState<kTileRing
   return d;
 }
 
-template <class Sched, MoeWeightFormat kFormat, bool kTrace>
+// kLean (KernelParams::lean): the same kernel compiled with every option that the defaults leave off fixed at its
+// default (pingpong 0, l2_scratches 1, early_release 0, l2_prefetch 0, a_trim 0, merge_loads 1, l2_hints 0,
+// half_together 1), so their code is not in the binary. W8A8 only. The host launches it only with those defaults.
+template <class Sched, MoeWeightFormat kFormat, bool kTrace, bool kLean = false>
 __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kernel(const __grid_constant__ KernelParams<Sched> p) {
   using C = ConfigT<kFormat>;
   static_assert(!kTrace || kFormat == MoeWeightFormat::kFp8, "the per-tile trace is compiled for W8A8 only");
+  static_assert(!kLean || (kFormat == MoeWeightFormat::kFp8 && !kTrace), "the lean kernel is compiled for W8A8 only");
   using EpiState = kernel::PipeState<C::kEpiSlots>;
   // Dynamic shared memory starts at the CTA's shared window (no static shared memory here): 1024-aligned, as
   // the 128 B swizzle needs; checked, because the 4-stage layout has no room for manual alignment.
@@ -1023,12 +1027,12 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
         ptx::prefetch_tma_map(&p.tma_ha);
         if constexpr (!C::kBf16) ptx::prefetch_tma_map(&p.tma_hs);
         ptx::prefetch_tma_map(&p.tma_w2);
-        if (!C::kBf16 && p.merge_loads) {
+        if (!C::kBf16 && (kLean || p.merge_loads)) {
           ptx::prefetch_tma_map(&p.tma_x128);
           ptx::prefetch_tma_map(&p.tma_w1gu);
           ptx::prefetch_tma_map(&p.tma_w2w);
         }
-        if (!C::kBf16 && p.a_trim) {
+        if (!C::kBf16 && !kLean && p.a_trim) {
           ptx::prefetch_tma_map(&p.tma_x16);
           ptx::prefetch_tma_map(&p.tma_ha16);
         }
@@ -1037,8 +1041,8 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
         uint32_t seen = 0;
         // MoeLayerParams::l2_hints: L2 policies of the weight loads (0 = no hint, the plain load).
         // (made where they are used: createpolicy is one instruction, two live 64-bit policies were spilled)
-        auto w1_policy = [&]() -> uint64_t { return (p.l2_hints & kHintW1EvictFirst) ? ptx::l2_policy_evict_first() : 0; };
-        auto w2_policy = [&]() -> uint64_t { return (p.l2_hints & kHintW2EvictLast) ? ptx::l2_policy_evict_last() : 0; };
+        auto w1_policy = [&]() -> uint64_t { return !kLean && (p.l2_hints & kHintW1EvictFirst) ? ptx::l2_policy_evict_first() : 0; };
+        auto w2_policy = [&]() -> uint64_t { return !kLean && (p.l2_hints & kHintW2EvictLast) ? ptx::l2_policy_evict_last() : 0; };
         // A stage is free once the consumers of every CTA that receives its A operand have released it (in a
         // pair the empty barrier counts both CTAs' consumer warps).
         auto wait_empty = [&](const kernel::PipeState<C::kStages>& s) {
@@ -1050,7 +1054,7 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
         // part of one is boxes of 16 rows (map16). Rows past a_rows are not loaded: the MMA reads what the stage held
         // there, which only ever reaches those rows' outputs (padding, never stored).
         // merge (KernelParams::merge_loads): a CTA loading all 128 rows alone does so by one load of map128.
-        const bool merge = !C::kBf16 && p.merge_loads != 0;
+        const bool merge = !C::kBf16 && (kLean || p.merge_loads != 0);
         auto load_a = [&](const CUtensorMap* map, const CUtensorMap* map16, const CUtensorMap* map128,
                           const kernel::PipeState<C::kStages>& s, int k0, int row0, bool share, int a_rows) {
           constexpr int kHalf = kBlockM / 2;
@@ -1159,7 +1163,7 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
           // W8A8, W4A8: half tiles do not load the A box of the padding rows [64, 128); with a_trim no tile loads A
           // rows past its valid rows rounded up to 16 (load_a). The stage's byte count follows.
           const int a_rows = C::kBf16                  ? kBlockM
-                             : p.a_trim                ? min(kBlockM, (own.valid() + 15) & ~15)
+                             : !kLean && p.a_trim      ? min(kBlockM, (own.valid() + 15) & ~15)
                              : own.valid() <= kBlockM / 2 ? kBlockM / 2
                                                        : kBlockM;
           const uint32_t a_less = C::kABytes - uint32_t(a_rows) * (C::kABytes / kBlockM);
@@ -1172,7 +1176,7 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
           auto prefetch_at = [&](int kb, int KB) {
             // (an expert of at most 64 tokens has exactly one row, a short one; W4A8 counts none: the token-count
             // load spilled its producer)
-            return p.l2_prefetch > 0 && kb + p.l2_prefetch < KB &&
+            return !kLean && p.l2_prefetch > 0 && kb + p.l2_prefetch < KB &&
                    (!p.l2_prefetch_streamed || (!C::kInt4 && layout.tokens[own_e] <= kBlockM / 2));
           };
           if (t.kind == sched::MoeTileKind::L1) {
@@ -1197,7 +1201,7 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
               } else if (merge && share) {  // weight-sharing pair: CTA crank multicasts box crank (gate, up) into both
                 ptx::tma_load_2d_multicast(&p.tma_w1, &sh.full[ps.stage], sh.b[ps.stage] + crank * C::kBBytes, k0,
                                            gate_row + int(crank) * p.inter, uint16_t(0x3));
-              } else if (merge && !(p.l2_hints & kHintW1EvictFirst)) {  // gate and up boxes by one 3-d load
+              } else if (merge && (kLean || !(p.l2_hints & kHintW1EvictFirst))) {  // gate and up boxes by one 3-d load
                 ptx::tma_load_3d(&p.tma_w1gu, &sh.full[ps.stage], sh.b[ps.stage], k0, own_n * kBlockN, 2 * ex);
               } else {
                 load_w(&p.tma_w1, &p.tma_w1h, ps, sh.b[ps.stage], k0, gate_row, w1_policy(), share);
@@ -1238,7 +1242,7 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
               if (wide && merge && share) {  // weight-sharing pair: CTA crank multicasts block crank into both
                 ptx::tma_load_2d_multicast(&p.tma_w2, &sh.full[ps.stage], sh.b[ps.stage] + crank * C::kBBytes, k0,
                                            w2_row + int(crank) * kBlockN, uint16_t(0x3));
-              } else if (wide && merge && !(p.l2_hints & kHintW2EvictLast)) {  // both blocks by one 256-row load
+              } else if (wide && merge && (kLean || !(p.l2_hints & kHintW2EvictLast))) {  // both blocks by one 256-row load
                 tma_load_2d(&p.tma_w2w, &sh.full[ps.stage], sh.b[ps.stage], k0, w2_row);
               } else {
                 load_w(&p.tma_w2, &p.tma_w2h, ps, sh.b[ps.stage], k0, w2_row, w2_policy(), share);
@@ -1273,7 +1277,7 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
       // times as fast as by one warp (s23: one warp took 5.1-5.7 us per 32 KB tile at 32K tokens).
       const int ew = warp - kL1EpilogueWarp;  // 0, 1, 2
       // MoeLayerParams::l2_hints: the combine entries are read once, by the weighted sum after the kernel.
-      const uint64_t combine_policy = (p.l2_hints & kHintCombineEvictFirst) ? ptx::l2_policy_evict_first() : 0;
+      const uint64_t combine_policy = !kLean && (p.l2_hints & kHintCombineEvictFirst) ? ptx::l2_policy_evict_first() : 0;
       EpiState es;
       kernel::PipeState<kTileRing> ts;
       uint32_t borrow_phase = 0;  // of sh.borrow_full (l2_borrow)
@@ -1408,7 +1412,7 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
     kernel::PipeState<C::kStages> ps;
     kernel::PipeState<kTileRing> ts;
     EpiState es;
-    PingPong pp(wg, p.pingpong != 0);
+    PingPong pp(wg, !kLean && p.pingpong != 0);
     for (int tile_no = 0;; ++tile_no) {
       const TileDesc t = read_tile(sh, ts, tid % 32);
       if (t.end()) break;
@@ -1454,11 +1458,11 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
           return sh.stage[es.stage];
         };
         const TilePart pt = tile_part(half, wg);
-        const bool early = p.early_release != 0;
+        const bool early = !kLean && p.early_release != 0;
         // The Linear-2 mainloop of a part (MoeLayerParams::l2_scratches: W8A8 with two scratches, else one).
         // keep_last: l2_mainloop's (the host turns l2_borrow off with two scratches).
         auto l2_loop = [&](auto& fa, TilePart part, const float* scales, bool keep_last = false) -> int {
-          if (!C::kInt4 && p.l2_scratches == 2) {
+          if (!C::kInt4 && !kLean && p.l2_scratches == 2) {
             l2_mainloop_fp8<C>(sh, ps, fa, part, scales, KB2, tid, p.cluster, pp, wait_full);
             return -1;
           }
@@ -1484,7 +1488,7 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
 #pragma unroll
             for (int i = 0; i < 32; ++i) fg[i] = fu[i] = 0.f;
             l1_mainloop<C>(sh, ps, fg, fu, pt, s1g, s1u, KB1, tid, p.cluster, pp, wait_full, early, false,
-                           p.half_together != 0, t.interleaved());
+                           kLean || p.half_together != 0, t.interleaved());
             swiglu_amax(fg, fu, t.valid, tid, amax);
             mma_done();
             uint8_t* st = wait_slot();

@@ -118,6 +118,11 @@ void fill_common(KernelParams<Sched>& kp, runtime::Team& team, const MoeLayerPar
   kp.half_together = prm.weights == MoeWeightFormat::kFp8 && prm.half_together == 1 ? 1 : 0;
   kp.half_wide = half_wide_on(prm) ? 1 : 0;
   kp.l2_borrow = kp.l2_wide && prm.weights != MoeWeightFormat::kBf16 && prm.l2_scratches == 1 && prm.l2_borrow == 1 ? 1 : 0;
+  kp.lean = prm.lean == 1 && prm.weights == MoeWeightFormat::kFp8 && !prm.trace && kp.pingpong == 0 &&
+                    kp.l2_scratches == 1 && kp.early_release == 0 && kp.l2_prefetch == 0 && kp.a_trim == 0 &&
+                    kp.merge_loads == 1 && kp.l2_hints == 0 && kp.half_together == 1
+                ? 1
+                : 0;
   kp.hidden = prm.shape.hidden;
   kp.inter = prm.shape.inter;
   kp.topk = prm.shape.topk;
@@ -391,6 +396,7 @@ void MoeWorkspace::check_params(runtime::Team& team, const MoeLayerParams& prm) 
   XSTAGE_REQUIRE(prm.half_together == 0 || prm.half_together == 1, "moe layer: half_together must be 0 or 1, got ",
                  prm.half_together);
   XSTAGE_REQUIRE(prm.half_wide == 0 || prm.half_wide == 1, "moe layer: half_wide must be 0 or 1, got ", prm.half_wide);
+  XSTAGE_REQUIRE(prm.lean == 0 || prm.lean == 1, "moe layer: lean must be 0 or 1, got ", prm.lean);
   XSTAGE_REQUIRE(prm.a_trim == 0 || prm.a_trim == 1, "moe layer: a_trim must be 0 or 1, got ", prm.a_trim);
   XSTAGE_REQUIRE(prm.merge_loads == 0 || prm.merge_loads == 1, "moe layer: merge_loads must be 0 or 1, got ",
                  prm.merge_loads);
