@@ -42,7 +42,7 @@
 // with the default 1; W8A8 only). --compare-half-wide adds, per order, the kernel with the other
 // MoeLayerParams::half_wide (backend fused_<order>_w0 with the default 1; W8A8 only). --compare-lean adds, per order,
 // the kernel with the other MoeLayerParams::lean (backend fused_<order>_l0 with the default 1: the instantiation that
-// holds every option's code; W8A8 only). Each checked bit-identical and timed beside the default.
+// holds every option's code; W8A8 and W4A8). Each checked bit-identical and timed beside the default.
 // --compare-hints M1,M2: adds, per order and mask M, the kernel with MoeLayerParams::l2_hints = M (L2 cache hints:
 // 1 combine stores evict_first, 2 Linear-2 weights evict_last, 4 Linear-1 weights evict_first; backend
 // fused_<order>_h<M>), checked bit-identical and timed beside it.
@@ -327,7 +327,7 @@ struct Args {
   bool compare_row_order = false;   // --compare-row-order: also the orders with the other row_order (W8A8)
   bool compare_half = false;        // --compare-half: also the orders with the other half_together (W8A8)
   bool compare_half_wide = false;   // --compare-half-wide: also the orders with the other half_wide (W8A8)
-  bool compare_lean = false;        // --compare-lean: also the orders with the other lean (W8A8)
+  bool compare_lean = false;        // --compare-lean: also the orders with the other lean (W8A8, W4A8)
   double block_s = 0.1, warmup_s = 0.05;
   int rounds = 1;
   long min_calls = bench::kDefaultMinCalls;
@@ -804,7 +804,7 @@ int main(int argc, char** argv) try {
               add_variants(prm.half_together ? "_h0" : "_h1", [](moe_kernel::MoeLayerParams& q) { q.half_together = 1 - q.half_together; });
             if (a.compare_half_wide && !int4)
               add_variants(prm.half_wide ? "_w0" : "_w1", [](moe_kernel::MoeLayerParams& q) { q.half_wide = 1 - q.half_wide; });
-            if (a.compare_lean && !int4)
+            if (a.compare_lean)
               add_variants(prm.lean ? "_l0" : "_l1", [](moe_kernel::MoeLayerParams& q) { q.lean = 1 - q.lean; });
             if (a.compare_expand && int4)
               add_variants(moe_kernel::moe_int4_expand(prm) == moe_kernel::kInt4ExpandInKernel ? "_pre" : "_ink",

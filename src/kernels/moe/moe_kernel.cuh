@@ -963,12 +963,14 @@ __device__ __forceinline__ TileDesc read_tile(S& sh, kernel::PipeState<kTileRing
 
 // kLean (KernelParams::lean): the same kernel compiled with every option that the defaults leave off fixed at its
 // default (pingpong 0, l2_scratches 1, early_release 0, l2_prefetch 0, a_trim 0, merge_loads 1, l2_hints 0,
-// half_together 1), so their code is not in the binary. W8A8 only. The host launches it only with those defaults.
+// half_together 1) and with 256-column Linear-2 tiles staged through the borrowed stage (l2_wide, l2_borrow: every
+// shape whose hidden size is a multiple of 512), so the other paths' code is not in the binary. W8A8 and W4A8. The
+// host launches it only where those values hold.
 template <class Sched, MoeWeightFormat kFormat, bool kTrace, bool kLean = false>
 __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kernel(const __grid_constant__ KernelParams<Sched> p) {
   using C = ConfigT<kFormat>;
   static_assert(!kTrace || kFormat == MoeWeightFormat::kFp8, "the per-tile trace is compiled for W8A8 only");
-  static_assert(!kLean || (kFormat == MoeWeightFormat::kFp8 && !kTrace), "the lean kernel is compiled for W8A8 only");
+  static_assert(!kLean || (kFormat != MoeWeightFormat::kBf16 && !kTrace), "the lean kernel: W8A8 and W4A8, untraced");
   using EpiState = kernel::PipeState<C::kEpiSlots>;
   // Dynamic shared memory starts at the CTA's shared window (no static shared memory here): 1024-aligned, as
   // the 128 B swizzle needs; checked, because the 4-stage layout has no room for manual alignment.
@@ -1230,7 +1232,7 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
             if constexpr (C::kInt4) wait_weights(own_e, 1);
             ptx::fence_proxy_async_global();
             // l2_wide: the tile is N blocks 2n and 2n + 1 (256 columns), two B boxes per stage as in Linear-1.
-            const bool wide = p.l2_wide != 0;
+            const bool wide = kLean || p.l2_wide != 0;
             const int col0 = own_n * (wide ? 2 : 1) * kBlockN, w2_row = ex * p.hidden + col0;
             for (int kb = 0; kb < KB2; ++kb) {
               wait_empty(ps);
@@ -1290,7 +1292,7 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
         // l2_borrow: an L2 tile's first hand-off is block 1 in the borrowed stage, the slot's comes second (below).
         // The first hand-off's wait comes before anything of the tile is read: it also orders the rows' metadata
         // (written by the dispatch) before the loads below, through the producer's acquire of the rows' readiness.
-        const bool borrow = p.l2_borrow != 0 && t.l2();
+        const bool borrow = (kLean || p.l2_borrow != 0) && t.l2();
         if (borrow)
           xp.wait(&sh.borrow_full, borrow_phase);
         else
@@ -1337,7 +1339,7 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
           // hand-offs, N blocks 2n and 2n + 1.
           const moe::RowRange rows = moe::epilogue_rows(t.valid, ew, kEpilogueWarps);
           const int lo = rows.lo, hi = rows.hi;
-          const int blocks = p.l2_wide ? 2 : 1;
+          const int blocks = kLean || p.l2_wide ? 2 : 1;
           uint64_t dst[2];  // the row's combine entry at the tile's first column
 #pragma unroll
           for (int j = 0; j < 2; ++j) {
@@ -1524,7 +1526,7 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
             hs[pt.row0 + r0] = amax[0] / 448.0f;
             hs[pt.row0 + r0 + 8] = amax[1] / 448.0f;
           }
-        } else if (p.l2_wide) {
+        } else if (kLean || p.l2_wide) {
           // 256 columns: N blocks 2n (b = 0) and 2n + 1 (b = 1), their W8A8 block scales KB2 apart; the output goes
           // to the epilogue as two hand-offs of 128 columns (the slot holds one), in b order. With l2_borrow, block 1
           // goes first, into the B buffer of the tile's last pipeline stage, which the mainloop kept (every consumer
@@ -1532,7 +1534,7 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
           // block 0 into the slot: the MMA warpgroups no longer wait for the epilogue's stores of block 0 (~3.5 us
           // per tile, s26 trace) before the next tile; the producer runs one stage short until the release.
           const float* s2 = p.w2_scale + (int64_t(ex) * (p.hidden / kBlockN) + 2 * t.n) * KB2;
-          const bool borrow = p.l2_borrow != 0;
+          const bool borrow = kLean || p.l2_borrow != 0;
           auto hand_off = [&] {  // this thread's part of the slot is written (or it writes none of this one)
             ptx::fence_proxy_async_shared_cta();
             ptx::mbar_arrive_release_cta(&sh.stage_full[es.stage]);

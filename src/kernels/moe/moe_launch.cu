@@ -106,8 +106,8 @@ cudaError_t dispatch_pairs(MoeWeightFormat format, bool trace, int* pairs) {
 
 }  // namespace
 
-// Instantiations: both orders x {W8A8, W4A8, bf16}, and the traced and the lean W8A8 kernels of both orders (10 in
-// all). The lean kernel's residency is the full one's (same threads, registers and shared memory; launch re-checks).
+// Instantiations: both orders x {W8A8, W4A8, bf16}, the traced W8A8 kernel and the lean W8A8 and W4A8 kernels of
+// both orders (12 in all). The lean kernel's residency is the full one's (same threads, registers and shared memory; launch re-checks).
 template <class Sched>
 cudaError_t dispatch_launch(const KernelParams<Sched>& kp, MoeWeightFormat format, bool trace, int grid,
                             cudaStream_t stream) {
@@ -117,7 +117,9 @@ cudaError_t dispatch_launch(const KernelParams<Sched>& kp, MoeWeightFormat forma
     case F::kFp8:
       return kp.lean ? launch<Sched, F::kFp8, false, true>(kp, grid, stream)
                      : launch<Sched, F::kFp8, false>(kp, grid, stream);
-    case F::kInt4: return launch<Sched, F::kInt4, false>(kp, grid, stream);
+    case F::kInt4:
+      return kp.lean ? launch<Sched, F::kInt4, false, true>(kp, grid, stream)
+                     : launch<Sched, F::kInt4, false>(kp, grid, stream);
     case F::kBf16: return launch<Sched, F::kBf16, false>(kp, grid, stream);
   }
   return cudaErrorNotSupported;

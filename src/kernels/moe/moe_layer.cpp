@@ -118,9 +118,11 @@ void fill_common(KernelParams<Sched>& kp, runtime::Team& team, const MoeLayerPar
   kp.half_together = prm.weights == MoeWeightFormat::kFp8 && prm.half_together == 1 ? 1 : 0;
   kp.half_wide = half_wide_on(prm) ? 1 : 0;
   kp.l2_borrow = kp.l2_wide && prm.weights != MoeWeightFormat::kBf16 && prm.l2_scratches == 1 && prm.l2_borrow == 1 ? 1 : 0;
-  kp.lean = prm.lean == 1 && prm.weights == MoeWeightFormat::kFp8 && !prm.trace && kp.pingpong == 0 &&
+  // MoeLayerParams::lean: the lean instantiation holds these values fixed (moe_fused_kernel's kLean).
+  kp.lean = prm.lean == 1 && prm.weights != MoeWeightFormat::kBf16 && !prm.trace && kp.pingpong == 0 &&
                     kp.l2_scratches == 1 && kp.early_release == 0 && kp.l2_prefetch == 0 && kp.a_trim == 0 &&
-                    kp.merge_loads == 1 && kp.l2_hints == 0 && kp.half_together == 1
+                    kp.merge_loads == 1 && kp.l2_hints == 0 && kp.l2_wide == 1 && kp.l2_borrow == 1 &&
+                    (prm.weights != MoeWeightFormat::kFp8 || kp.half_together == 1)
                 ? 1
                 : 0;
   kp.hidden = prm.shape.hidden;

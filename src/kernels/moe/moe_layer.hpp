@@ -198,11 +198,12 @@ struct MoeLayerParams {
   // against 512 of tensor work, with the data there 85 % of the time (docs/MOE.md, "Session 29"). Bit-identical
   // either way.
   int half_wide = 1;
-  // W8A8 untraced launches: 1 = where pingpong, l2_scratches, early_release, l2_prefetch, a_trim, merge_loads,
-  // l2_hints and half_together are at their defaults, run the kernel compiled without those options' code (a second
-  // instantiation, the same computation bit for bit); 0 = always the kernel that holds them all. The fused kernel's
-  // SASS is ~180 KB; a build with 20 KB more of code that never ran was 8-11 % slower on every shape (docs/MOE.md,
-  // "Session 30"), so code that a launch does not use is not free.
+  // W8A8 and W4A8 untraced launches: 1 = where pingpong, l2_scratches, early_release, l2_prefetch, a_trim,
+  // merge_loads, l2_hints and half_together are at their defaults and Linear-2 tiles are 256 columns staged through the
+  // borrowed stage (l2_cols, l2_borrow: hidden a multiple of 512), run the kernel compiled without the other paths'
+  // code (a second instantiation, the same computation bit for bit; W8A8 SASS 112 KB against 181 KB); 0 = always the
+  // kernel that holds them all. A build with 20 KB more code that never ran was 8-11 % slower on every shape, and the
+  // lean kernel is 2-8 % faster than the full one (docs/MOE.md, "Session 30"): code a launch does not use is not free.
   int lean = 1;
   // Per-tile instrumentation (W8A8 only): runs the traced instantiation and records every tile of the launch
   // in the workspace (MoeWorkspace::read_trace). The untraced kernels contain no trace code at all.

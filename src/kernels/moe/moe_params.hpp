@@ -132,8 +132,8 @@ struct KernelParams {
   // MoeLayerParams::half_wide resolved (W8A8): a half Linear-1 tile not sharing its weights in a pair loads them gate-up
   // interleaved per warpgroup and runs one m64n128 batch per K block (l1_mainloop's `interleaved`).
   int half_wide;
-  // MoeLayerParams::lean resolved: 1 = launch the lean W8A8 instantiation (moe_fused_kernel's kLean), which holds no
-  // code for the options below left at their defaults (only set when they are).
+  // MoeLayerParams::lean resolved: 1 = launch the lean W8A8 / W4A8 instantiation (moe_fused_kernel's kLean), which
+  // holds no code for the other values of the options it fixes (only set where they hold).
   int lean;
   // CTA pairs sharing the weights (MoeLayerParams::pair_share resolved): 0 = no (A shared, or single CTAs), 1 = where
   // an expert's rows b, b + 1 are both full tiles, 2 = any two rows b, b + 1 of an expert (OwnRow in moe_kernel.cuh).
