@@ -13,6 +13,15 @@ namespace probe {
 
 inline const char* g_name = "probe";  // set by the program's main
 
+// The value after argv[i] (i advanced past it); a missing one ends the program with the option named.
+inline const char* arg_value(int argc, char** argv, int& i) {
+  if (i + 1 >= argc) {
+    std::fprintf(stderr, "%s: %s needs a value\n", g_name, argv[i]);
+    std::exit(2);
+  }
+  return argv[++i];
+}
+
 inline void ok(cudaError_t e, const char* what) {
   if (e != cudaSuccess) {
     std::fprintf(stderr, "%s: %s: %s\n", g_name, what, cudaGetErrorString(e));

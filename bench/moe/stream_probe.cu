@@ -152,13 +152,7 @@ int main(int argc, char** argv) {
   std::string csv;
   for (int i = 1; i < argc; ++i) {
     const std::string k = argv[i];
-    auto val = [&]() -> std::string {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "stream_probe: %s needs a value\n", k.c_str());
-        std::exit(2);
-      }
-      return argv[++i];
-    };
+    auto val = [&]() -> std::string { return probe::arg_value(argc, argv, i); };
     if (k == "--gb") gb = std::atoi(val().c_str());
     else if (k == "--k") K = std::atoi(val().c_str());
     else if (k == "--reps") reps = std::atoi(val().c_str());

@@ -965,7 +965,7 @@ __device__ __forceinline__ TileDesc read_tile(S& sh, kernel::PipeState<kTileRing
 // default (pingpong 0, l2_scratches 1, early_release 0, l2_prefetch 0, a_trim 0, merge_loads 1, l2_hints 0,
 // half_together 1) and with 256-column Linear-2 tiles staged through the borrowed stage (l2_wide, l2_borrow: every
 // shape whose hidden size is a multiple of 512), so the other paths' code is not in the binary. W8A8 and W4A8. The
-// host launches it only where those values hold.
+// host launches it only where those values hold (lean_values_hold, moe_params.hpp).
 template <class Sched, MoeWeightFormat kFormat, bool kTrace, bool kLean = false>
 __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kernel(const __grid_constant__ KernelParams<Sched> p) {
   using C = ConfigT<kFormat>;

@@ -115,16 +115,12 @@ void fill_common(KernelParams<Sched>& kp, runtime::Team& team, const MoeLayerPar
   kp.l2_scratches = prm.l2_scratches;
   // l2_borrow: 256-column Linear-2 tiles of W8A8 / W4A8 with one scratch (the two-scratch loop has no keep_last).
   kp.early_release = prm.weights != MoeWeightFormat::kBf16 && prm.early_release == 1 ? 1 : 0;
-  kp.half_together = prm.weights == MoeWeightFormat::kFp8 && prm.half_together == 1 ? 1 : 0;
+  // half_together: W8A8's (W4A8 and bf16 ignore it; 1 there, the value the lean W4A8 kernel is compiled with).
+  kp.half_together = prm.weights != MoeWeightFormat::kFp8 || prm.half_together == 1 ? 1 : 0;
   kp.half_wide = half_wide_on(prm) ? 1 : 0;
   kp.l2_borrow = kp.l2_wide && prm.weights != MoeWeightFormat::kBf16 && prm.l2_scratches == 1 && prm.l2_borrow == 1 ? 1 : 0;
-  // MoeLayerParams::lean: the lean instantiation holds these values fixed (moe_fused_kernel's kLean).
-  kp.lean = prm.lean == 1 && prm.weights != MoeWeightFormat::kBf16 && !prm.trace && kp.pingpong == 0 &&
-                    kp.l2_scratches == 1 && kp.early_release == 0 && kp.l2_prefetch == 0 && kp.a_trim == 0 &&
-                    kp.merge_loads == 1 && kp.l2_hints == 0 && kp.l2_wide == 1 && kp.l2_borrow == 1 &&
-                    (prm.weights != MoeWeightFormat::kFp8 || kp.half_together == 1)
-                ? 1
-                : 0;
+  // MoeLayerParams::lean: the lean instantiation is compiled with the values of XSTAGE_MOE_LEAN_OPTIONS.
+  kp.lean = prm.lean == 1 && prm.weights != MoeWeightFormat::kBf16 && !prm.trace && lean_values_hold(kp) ? 1 : 0;
   kp.hidden = prm.shape.hidden;
   kp.inter = prm.shape.inter;
   kp.topk = prm.shape.topk;

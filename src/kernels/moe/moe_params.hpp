@@ -126,8 +126,8 @@ struct KernelParams {
   // MoeLayerParams::early_release resolved (W8A8 / W4A8): a consumer warp that finds the next K block's stage not yet
   // full releases the current one as soon as its last batch is done (next_stage_late in moe_kernel.cuh).
   int early_release;
-  // MoeLayerParams::half_together resolved (W8A8): a half Linear-1 tile issues its gate and up batches together and
-  // waits once per K block (l1_mainloop's `together`).
+  // MoeLayerParams::half_together resolved (W8A8; 1 for W4A8 and bf16, which ignore it): a half Linear-1 tile issues
+  // its gate and up batches together and waits once per K block (l1_mainloop's `together`).
   int half_together;
   // MoeLayerParams::half_wide resolved (W8A8): a half Linear-1 tile not sharing its weights in a pair loads them gate-up
   // interleaved per warpgroup and runs one m64n128 batch per K block (l1_mainloop's `interleaved`).
@@ -174,6 +174,15 @@ struct KernelParams {
   uint64_t* trace;
   int trace_cap;
 };
+
+// The option values the lean instantiation (moe_fused_kernel's kLean, KernelParams::lean) is compiled with: the
+// check moe_layer.cpp makes before it launches the lean kernel, and the list of the kernel's `kLean ||` / `!kLean &&`
+// sites (moe_kernel.cuh): a change to one is a change to the other.
+template <class P>
+bool lean_values_hold(const P& kp) {
+  return kp.pingpong == 0 && kp.l2_scratches == 1 && kp.early_release == 0 && kp.l2_prefetch == 0 && kp.a_trim == 0 &&
+         kp.merge_loads == 1 && kp.l2_hints == 0 && kp.half_together == 1 && kp.l2_wide == 1 && kp.l2_borrow == 1;
+}
 
 // One traced tile (moe_layer.hpp's MoeTileTrace is the host view): word 0 the tile, then %globaltimer stamps
 // (ns) and clock64 spans (cycles) of the MMA warpgroup 0 (thread 0) and of the tile's epilogue warp (lane 0).
