@@ -7,7 +7,7 @@
 //             [--precision w8a8,w4a8] [--orders wave[,interleaved]] [--worlds 1,2,4,8] [--emulated-tokens 2048]
 //             [--block-s 0.1] [--warmup-s 0.05] [--rounds 1] [--min-calls 3] [--check-tokens 4] [--seed 1] [--no-time]
 //             [--trace] [--trace-csv FILE] [--ctas N] [--leads D1,D2,...] [--platform FILE]
-//             [--cluster 0|1|2] [--l2-cols 0|128|256] [--compare-single] [--compare-pingpong] [--compare-l2-scratch]
+//             [--cluster 0|1|2] [--row-order 0|1] [--l2-cols 0|128|256] [--compare-single] [--compare-pingpong] [--compare-l2-scratch]
 //             [--compare-l2-cols] [--compare-hints M1,M2,...] [--int4-expand 0|1|2] [--compare-expand]
 //             [--compare-pair-share] [--compare-a-trim] [--compare-merge] [--compare-borrow] [--compare-early]
 //             [--compare-row-order] [--compare-half] [--compare-half-wide] [--prefetch-streamed]
@@ -327,6 +327,7 @@ struct Args {
   bool compare_row_order = false;   // --compare-row-order: also the orders with the other row_order (W8A8)
   bool compare_half = false;        // --compare-half: also the orders with the other half_together (W8A8)
   bool compare_half_wide = false;   // --compare-half-wide: also the orders with the other half_wide (W8A8)
+  int row_order = 0;                // --row-order: MoeLayerParams::row_order of every fused launch (W8A8)
   bool compare_lean = false;        // --compare-lean: also the orders with the other lean (W8A8, W4A8)
   double block_s = 0.1, warmup_s = 0.05;
   int rounds = 1;
@@ -420,6 +421,10 @@ Args parse(int argc, char** argv) {
     else if (k == "--cluster") {
       a.cluster = std::stoi(val());
       if (a.cluster < 0 || a.cluster > 2) throw UsageError(detail::concat("--cluster ", a.cluster, ": 0 (auto), 1 or 2"));
+    }
+    else if (k == "--row-order") {
+      a.row_order = std::stoi(val());
+      if (a.row_order < 0 || a.row_order > 1) throw UsageError(detail::concat("--row-order ", a.row_order, ": 0 or 1"));
     }
     else if (k == "--compare-single") a.compare_single = true;
     else if (k == "--compare-pingpong") a.compare_pingpong = true;
@@ -727,6 +732,7 @@ int main(int argc, char** argv) try {
           prm.experts_per_wave = 0;  // auto: waves that fill the SMs
           prm.ctas_per_rank = a.ctas;  // 0: every SM (diagnostics only: fewer CTAs)
           prm.cluster = a.cluster;
+          prm.row_order = a.row_order;
           prm.int4_expand = a.int4_expand;
           // 256-column Linear-2 tiles where the shape allows them (W8A8 / W4A8, hidden % 256, and % 512 for pairs)
           const bool wide_ok = s.hidden % 256 == 0 && (s.hidden / 256) % 2 == 0;

@@ -5,7 +5,10 @@
 // threads and register split (warpgroup 0 idle at kProducerRegs, two consumer warpgroups at kConsumerRegs).
 // What is left is the wgmma structure, so its rate is a ceiling for the kernel's mainloop.
 //
-//   mainloop_probe [--kblocks N] [--ctas N] [--reps N] [--src-mb MB] [--json FILE]
+//   mainloop_probe [--kblocks N] [--ctas N] [--reps N] [--src-mb MB] [--pipe-only] [--json FILE]
+//
+// --src-mb larger than the L2 (e.g. 16384) streams the pipeline variants from HBM; --pipe-only skips the variants on
+// shared-memory operands.
 //
 // Variants (per 128-deep K block, per consumer warpgroup of 64 rows):
 //   l2        one batch of 4 x m64n128k32 into the scratch, wait, promote into the final (the L2 tile)
@@ -15,6 +18,9 @@
 //   l1-inphase  l1 with both warpgroups meeting at a named barrier before every K block (as when both wait for
 //             the same full barrier of a stage that lands late)
 //   l1-alt    l1 with the warpgroups' batches strictly alternating (named barriers, FA3's ping-pong)
+//   l1-ring   the block as four m64n64 batches through two 32-register scratches in turn, each batch issued before
+//             the previous one is waited for and promoted (ring_loop; tried in the kernel in s31, not kept)
+//   l1-ring-ip  l1-ring with the in-phase meeting before every K block
 //   l1-spin   l1 while one thread of warpgroup 0 polls a global flag by acquire loads in a tight loop (as the
 //             kernel's producer waits for row readiness or dispatch signals)
 //   l1-spin-sleep  the same poll with __nanosleep(256) between loads
@@ -37,6 +43,13 @@
 //   l1-tma    l1-pipe with the kernel's tensor-map TMA loads instead of bulk copies: per stage A as two {128 B,
 //             64 rows} boxes, the A row scales as one {128, 1} fp32 box, B as two {128 B, 128 rows} boxes, 128 B
 //             swizzle, L2 promotion 256 B (src as a [rows][8192 B] matrix)
+//   l1-tma-ring  l1-tma with the K blocks as l1-ring runs them
+//   short-half, short-swap, short-none  a half tile's K blocks fed by the pipeline (A 8 or 4 KB + 32 KB of weights per
+//             stage): the kernel's half_wide batch, a swap-AB form with 32 tokens (m64n32, half the tensor work), no
+//             tensor work (short_kernel below)
+//   l1-tma-rs l1-tma with A from registers: read from shared memory once per K block (ldmatrix) instead of by each
+//             of the two batches (wgmma's RS form; per K block the SM then reads 128 KB of shared memory, not 144)
+// GB/s/SM: a pipeline variant's bytes per stage x K blocks / launch time, per CTA.
 // The rate is FLOP per SM cycle (clock64 on the SM) and its fraction of 8192 (the H100/H200 dense FP8 rate per
 // SM and cycle: 1979 TFLOP/s at 1830 MHz on 132 SMs); also TFLOP/s from CUDA events over all CTAs.
 // A program, not a test: it checks only that every variant ran (finite sums); it prints a table and writes JSON.
@@ -92,9 +105,51 @@ __device__ __forceinline__ void two_scratch_loop(int KB, Launch&& launch, Retire
   }
 }
 
+// A full tile's K block as four m64n64 batches through two 32-register scratches in turn: the gate box's columns
+// [0, 64) and [64, 128), then the up box's; batches 0 and 1 go out together, each later batch is issued before the one
+// before it is waited for and promoted, nothing is in flight across K blocks (carrying batch 3 into the next block
+// made ptxas serialize every wgmma, C7514). The same 192 registers as one m64n128 scratch. Built into the fused kernel
+// in s31 (MoeLayerParams::l1_ring, results/moe/runs/s31/l1-ring.patch) and measured 4-8 % slower there: an m64n64
+// batch reads as many A bytes from shared memory as B bytes (docs/MOE.md "Session 31"). begin(kb) waits for block
+// kb's operands and returns them with their scales; release(kb) follows block kb's last batch.
+struct RingBlock {
+  const uint8_t* a;   // the warpgroup's 64 A rows
+  const uint8_t* b0;  // gate box (128 B rows = output columns); up box at b1
+  const uint8_t* b1;
+  float s0[2], s1[2];  // gate / up scales for rows r0 and r0 + 8
+};
+template <class Begin, class Release>
+__device__ __forceinline__ void ring_loop(float (&f0)[64], float (&f1)[64], int KB, Begin&& begin, Release&& release) {
+  auto lo = [](float (&f)[64]) -> float (&)[32] { return *reinterpret_cast<float (*)[32]>(f); };
+  auto hi = [](float (&f)[64]) -> float (&)[32] { return *reinterpret_cast<float (*)[32]>(f + 32); };
+  mk::NoTurn free;
+  float x[32], y[32];  // batches 0 and 2 of a block in x, 1 and 3 in y
+  for (int kb = 0; kb < KB; ++kb) {
+    const RingBlock blk = begin(kb);
+    mk::issue_block(x, blk.a, blk.b0, free);
+    mk::issue_block(y, blk.a, blk.b0 + 64 * mk::kBlockK, free);
+    ptx::wgmma_wait<1>();
+    mk::fence_regs(x);
+    mk::promote(lo(f0), x, blk.s0[0], blk.s0[1]);
+    mk::issue_block(x, blk.a, blk.b1, free);
+    ptx::wgmma_wait<1>();
+    mk::fence_regs(y);
+    mk::promote(hi(f0), y, blk.s0[0], blk.s0[1]);
+    mk::issue_block(y, blk.a, blk.b1 + 64 * mk::kBlockK, free);
+    ptx::wgmma_wait<1>();
+    mk::fence_regs(x);
+    mk::promote(lo(f1), x, blk.s1[0], blk.s1[1]);
+    ptx::wgmma_wait<0>();
+    mk::fence_regs(y);
+    release(kb);
+    mk::promote(hi(f1), y, blk.s1[0], blk.s1[1]);
+  }
+}
+
 enum class Variant : int { kL2 = 0, kL1 = 1, kL1NoPromote = 2, kL1InPhase = 3, kL1Alternate = 4, kL1Spin = 5,
                            kL1SpinSleep = 6, kHalf = 7, kHalfTogether = 8, kHalfWide = 9, kHalfWideInPhase = 10,
-                           kHalfPipe = 11, kHalfPipeInPhase = 12, kHalfTogPipe = 13 };
+                           kHalfPipe = 11, kHalfPipeInPhase = 12, kHalfTogPipe = 13, kL1Ring = 14,
+                           kL1RingInPhase = 15 };
 // Named barriers of this probe (kernel/barrier.cuh): the in-phase meeting, and the ping-pong turns
 // (kTurn + wg: "warpgroup wg may issue").
 enum class Bar : uint32_t { kInPhase = 1, kTurn = 2 };
@@ -146,7 +201,16 @@ __global__ void __launch_bounds__(C::kThreads, 1) probe_kernel(int kblocks, floa
   for (int i = 0; i < 64; ++i) fg[i] = fu[i] = 0.f;
   const float s0 = 1.0f + 1e-3f * (tid % 7), s1 = 1.0f + 1e-3f * (tid % 5);  // a_scale * b_scale stand-ins
   const unsigned long long t0 = clock64();
-  if constexpr (kV == Variant::kHalfPipe || kV == Variant::kHalfPipeInPhase || kV == Variant::kHalfTogPipe) {
+  if constexpr (kV == Variant::kL1Ring || kV == Variant::kL1RingInPhase) {
+    // A full tile's K block as four m64n64 batches through two 32-register scratches in turn (ring_loop).
+    ring_loop(
+        fg, fu, kblocks,
+        [&](int) {
+          if constexpr (kV == Variant::kL1RingInPhase) xstage::kernel::bar_sync(Bar::kInPhase, 256);
+          return RingBlock{a_wg, b, b + kBBytes / 2, {s0, s1}, {s0, s1}};
+        },
+        [](int) {});
+  } else if constexpr (kV == Variant::kHalfPipe || kV == Variant::kHalfPipeInPhase || kV == Variant::kHalfTogPipe) {
     float (&hg)[32] = *reinterpret_cast<float (*)[32]>(fg);
     float (&hu)[32] = *reinterpret_cast<float (*)[32]>(fu);
     mk::NoTurn free;
@@ -274,7 +338,35 @@ __device__ __forceinline__ void bulk_load(void* dst, const void* src, uint32_t b
 // The consumer warpgroups of both pipeline variants: per K block wait for the stage, run the l1 (or l2) block on
 // it (A at the stage's start, B kA bytes in, weight scales by __ldg, A row scales from row_scale(stage, row)),
 // release it; then record the warpgroup's cycles.
-template <bool kL1, class RowScale>
+// An m64n128 batch over one 128-deep block with A from registers (the RS form): af[s] is k step s's fragment.
+__device__ __forceinline__ void rs_block(float (&acc)[64], const uint32_t (&af)[4][4], const uint8_t* b) {
+  const uint64_t db = mk::desc(b, 0);
+  mk::fence_regs(acc);
+  ptx::wgmma_fence();  // the fragments' register writes (ldmatrix) before the tensor cores read them
+#pragma unroll
+  for (int k = 0; k < 4; ++k) ptx::WgmmaFp8<128>::rs(acc, af[k], ptx::desc_advance(db, k * 32), k > 0);
+  ptx::wgmma_commit();
+  ptx::wgmma_wait<0>();
+  mk::fence_regs(acc);
+}
+// This thread's A fragments of a warpgroup's 64 rows x 128-deep block in the kernel's 128 B swizzled layout: one
+// ldmatrix .x4 per 32-byte k step, lanes 8 j .. 8 j + 7 addressing quarter j (rows + 8 (j & 1), bytes + 16 (j >> 1)).
+__device__ __forceinline__ void load_a_frags(uint32_t (&af)[4][4], const uint8_t* a_wg, int tid) {
+  const int lane = tid % 32, j = lane / 8, row = 16 * (tid / 32) + lane % 8 + 8 * (j & 1);
+  const uint32_t base = ptx::smem_addr(a_wg) + uint32_t(row) * 128;
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    const uint32_t chunk = uint32_t(2 * k + (j >> 1)) ^ uint32_t(row & 7);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(af[k][0]), "=r"(af[k][1]), "=r"(af[k][2]), "=r"(af[k][3])
+                 : "r"(base + chunk * 16));
+  }
+}
+
+// kRing (l1 only): the K blocks as ring_loop runs them (four m64n64 batches, two scratches in turn; a stage released
+// once its last batch is done). kRs (l1 only): the l1 structure with A from registers, read from shared memory once
+// per K block (ldmatrix) instead of once per batch.
+template <bool kL1, bool kRing = false, bool kRs = false, class RowScale>
 __device__ __forceinline__ void consume_stream(const uint8_t* smem, uint64_t* full, uint64_t* empty, uint32_t kA,
                                                uint32_t kB, int kblocks, const float* scales, int wg, int tid,
                                                RowScale&& row_scale, float* sums, unsigned long long* cycles) {
@@ -284,6 +376,40 @@ __device__ __forceinline__ void consume_stream(const uint8_t* smem, uint64_t* fu
   for (int i = 0; i < 64; ++i) fg[i] = fu[i] = 0.f;
   xstage::kernel::PipeState<kPipeStages> ps;
   const unsigned long long t0 = clock64();
+  if constexpr (kRing) {
+    int cur = -1;
+    ring_loop(
+        fg, fu, kblocks,
+        [&](int kb) {
+          ptx::mbar_wait_acquire_cta(&full[ps.stage], ps.phase);
+          const uint8_t* st = smem + ps.stage * kStageBytes;
+          const float a0 = row_scale(ps.stage, wg * 64 + r0), a1 = row_scale(ps.stage, wg * 64 + r0 + 8);
+          const float gs = __ldg(scales + (kb % 1024)), us = __ldg(scales + 1024 + (kb % 1024));
+          cur = ps.stage;
+          ps.advance();
+          return RingBlock{st + wg * 64 * 128, st + kA, st + kA + kB / 2, {a0 * gs, a1 * gs}, {a0 * us, a1 * us}};
+        },
+        [&](int) {
+          __syncwarp();
+          if (tid % 32 == 0) ptx::mbar_arrive_release_cta(&empty[cur]);
+        });
+  } else if constexpr (kRs) {
+    for (int kb = 0; kb < kblocks; ++kb) {
+      ptx::mbar_wait_acquire_cta(&full[ps.stage], ps.phase);
+      const uint8_t* st = smem + ps.stage * kStageBytes;
+      const float a0 = row_scale(ps.stage, wg * 64 + r0), a1 = row_scale(ps.stage, wg * 64 + r0 + 8);
+      const float gs = __ldg(scales + (kb % 1024)), us = __ldg(scales + 1024 + (kb % 1024));
+      uint32_t af[4][4];
+      load_a_frags(af, st + wg * 64 * 128, tid);
+      rs_block(acc, af, st + kA);
+      mk::promote(fg, acc, a0 * gs, a1 * gs);
+      rs_block(acc, af, st + kA + kB / 2);
+      __syncwarp();
+      if (tid % 32 == 0) ptx::mbar_arrive_release_cta(&empty[ps.stage]);
+      ps.advance();
+      mk::promote(fu, acc, a0 * us, a1 * us);
+    }
+  } else
   for (int kb = 0; kb < kblocks; ++kb) {
     ptx::mbar_wait_acquire_cta(&full[ps.stage], ps.phase);
     const uint8_t* st = smem + ps.stage * kStageBytes;
@@ -351,6 +477,7 @@ __global__ void __launch_bounds__(C::kThreads, 1) pipe_kernel(int kblocks, const
 }
 
 // l1-pipe with the kernel's TMA tensor loads (moe_kernel.cuh's tma_load_2d; maps as moe_layer.cpp makes them).
+template <bool kRing, bool kRs>
 __global__ void __launch_bounds__(C::kThreads, 1) tma_kernel(const __grid_constant__ CUtensorMap map_x,
                                                              const __grid_constant__ CUtensorMap map_w,
                                                              const __grid_constant__ CUtensorMap map_s, int rows,
@@ -391,8 +518,135 @@ __global__ void __launch_bounds__(C::kThreads, 1) tma_kernel(const __grid_consta
     return;
   }
   ptx::setmaxnreg_inc<C::kConsumerRegs>();
-  consume_stream<true>(smem, full, empty, kA, kB, kblocks, scales, warpgroup - 1, tid,
-                       [sa](int stage, int row) { return sa[stage * 128 + row]; }, sums, cycles);
+  consume_stream<true, kRing, kRs>(smem, full, empty, kA, kB, kblocks, scales, warpgroup - 1, tid,
+                              [sa](int stage, int row) { return sa[stage * 128 + row]; }, sums, cycles);
+}
+
+// A short tile's K blocks (at most 64 token rows: the fused kernel's half tiles) fed through the same pipeline: per
+// stage the tile's A rows at the stage start and 32 KB of weights (gate and up rows, as a half tile loads its own
+// weights: per warpgroup 64 gate then 64 up rows) 16 KB in; the source streams from `src` (HBM when larger than the
+// L2). Consumers per mode:
+//   kShortHalf  the fused kernel's half tile (half_wide): both warpgroups on token rows [0, 64), warpgroup wg one
+//               m64n128 batch over its 128 weight rows, waited for and promoted (A 8 KB per stage)
+//   kShortSwap  swap-AB with 32 tokens: warpgroup wg's gate and up weight rows are the A operand (m64 each), the 32
+//               token rows the B operand (n32): two m64n32 batches issued together, waited for once, promoted (16 + 16
+//               registers; A 4 KB per stage); half the tensor work of kShortHalf for 32 tokens
+//   kShortHalfLate  kShortHalf with the fused kernel's release rule: block kb - 1's stage released once block kb's
+//               batch is issued (the warp holds two stages while it waits for the next)
+//   kShortNone  no tensor work: every consumer warp releases the stage as soon as it is full (what the stream gives)
+// (the rate probe promotes with per-row scale stand-ins in every mode; the swap-AB layout's per-token scales would be
+// per column.)
+enum class Short : int { kHalf = 0, kSwap = 1, kNone = 2, kHalfLate = 3 };
+template <Short kMode>
+__global__ void __launch_bounds__(C::kThreads, 1) short_kernel(int kblocks, const uint8_t* src, size_t src_bytes,
+                                                               float* sums, unsigned long long* cycles) {
+  extern __shared__ __align__(1024) uint8_t smem[];
+  uint64_t* full = reinterpret_cast<uint64_t*>(smem + kPipeStages * kStageBytes);
+  uint64_t* empty = full + kPipeStages;
+  const int warpgroup = ptx::warpgroup_idx_uniform(), tid = threadIdx.x % 128;
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < kPipeStages; ++i) {
+      ptx::mbar_init(&full[i], 1);
+      ptx::mbar_init(&empty[i], 8);  // the consumer warps
+    }
+    ptx::fence_mbar_init_release_cluster();
+  }
+  __syncthreads();
+  constexpr uint32_t kA = kMode == Short::kSwap ? 32 * 128 : 64 * 128, kBOff = 16 * 1024, kB = 32 * 1024;
+  if (warpgroup == 0) {
+    ptx::setmaxnreg_dec<C::kProducerRegs>();
+    if (tid != 0) return;
+    xstage::kernel::PipeState<kPipeStages> ps;
+    size_t off = (size_t(blockIdx.x) * 7919 * 1024) % src_bytes;
+    auto next = [&](uint32_t bytes) {
+      if (off + bytes > src_bytes) off = 0;
+      const uint8_t* p = src + off;
+      off += bytes;
+      return p;
+    };
+    for (int kb = 0; kb < kblocks; ++kb) {
+      ptx::mbar_wait_acquire_cta(&empty[ps.stage], ps.phase ^ 1);
+      ptx::mbar_arrive_expect_tx_release_cta(&full[ps.stage], kA + kB);
+      uint8_t* st = smem + ps.stage * kStageBytes;
+      bulk_load(st, next(kA), kA, &full[ps.stage]);
+      bulk_load(st + kBOff, next(16 * 1024), 16 * 1024, &full[ps.stage]);
+      bulk_load(st + kBOff + 16 * 1024, next(16 * 1024), 16 * 1024, &full[ps.stage]);
+      ps.advance();
+    }
+    return;
+  }
+  ptx::setmaxnreg_inc<C::kConsumerRegs>();
+  const int wg = warpgroup - 1;
+  const float s0 = 1.0f + 1e-3f * (tid % 7), s1 = 1.0f + 1e-3f * (tid % 5);
+  float hg[32], hu[32];
+#pragma unroll
+  for (int i = 0; i < 32; ++i) hg[i] = hu[i] = 0.f;
+  xstage::kernel::PipeState<kPipeStages> ps;
+  const unsigned long long t0 = clock64();
+  for (int kb = 0; kb < kblocks; ++kb) {
+    ptx::mbar_wait_acquire_cta(&full[ps.stage], ps.phase);
+    const uint8_t* st = smem + ps.stage * kStageBytes;
+    const uint8_t* w = st + kBOff + wg * 128 * 128;  // this warpgroup's 64 gate, then 64 up weight rows
+    if constexpr (kMode == Short::kHalfLate) {
+      // the fused kernel's release rule: the previous block's stage released in the shadow of this block's batch
+      float acc[64];
+      mk::NoTurn free;
+      mk::issue_block(acc, st, w, free);
+      __syncwarp();
+      if (kb > 0 && tid % 32 == 0) ptx::mbar_arrive_release_cta(&empty[(ps.stage + kPipeStages - 1) % kPipeStages]);
+      ptx::wgmma_wait<0>();
+      mk::fence_regs(acc);
+#pragma unroll
+      for (int i = 0; i < 32; ++i) {
+        hg[i] += acc[i] * (((i / 2) % 2) ? s1 : s0);
+        hu[i] += acc[32 + i] * (((i / 2) % 2) ? s1 : s0);
+      }
+      ps.advance();
+      continue;
+    } else if constexpr (kMode == Short::kHalf) {
+      float acc[64];
+      mk::mma_block(acc, st, w);
+#pragma unroll
+      for (int i = 0; i < 32; ++i) {
+        hg[i] += acc[i] * (((i / 2) % 2) ? s1 : s0);
+        hu[i] += acc[32 + i] * (((i / 2) % 2) ? s1 : s0);
+      }
+    } else if constexpr (kMode == Short::kSwap) {
+      float g[16], u[16];
+      const uint64_t dt = mk::desc(st, 0), dg = mk::desc(w, 0), du = mk::desc(w + 64 * 128, 0);
+      mk::fence_regs(g);
+      mk::fence_regs(u);
+      ptx::wgmma_fence();
+#pragma unroll
+      for (int k = 0; k < 4; ++k)
+        ptx::WgmmaFp8<32>::ss(g, ptx::desc_advance(dg, k * 32), ptx::desc_advance(dt, k * 32), k > 0);
+#pragma unroll
+      for (int k = 0; k < 4; ++k)
+        ptx::WgmmaFp8<32>::ss(u, ptx::desc_advance(du, k * 32), ptx::desc_advance(dt, k * 32), k > 0);
+      ptx::wgmma_commit();
+      ptx::wgmma_wait<0>();
+      mk::fence_regs(g);
+      mk::fence_regs(u);
+#pragma unroll
+      for (int i = 0; i < 16; ++i) {
+        hg[i] += g[i] * (((i / 2) % 2) ? s1 : s0);
+        hu[i] += u[i] * (((i / 2) % 2) ? s1 : s0);
+      }
+    }
+    __syncwarp();
+    if (tid % 32 == 0) ptx::mbar_arrive_release_cta(&empty[ps.stage]);
+    ps.advance();
+  }
+  if constexpr (kMode == Short::kHalfLate) {  // the last block's stage
+    __syncwarp();
+    if (tid % 32 == 0) ptx::mbar_arrive_release_cta(&empty[(ps.stage + kPipeStages - 1) % kPipeStages]);
+  }
+  const unsigned long long t1 = clock64();
+  float sum = 0.f;
+#pragma unroll
+  for (int i = 0; i < 32; ++i) sum += hg[i] + hu[i];
+  atomicAdd(&sums[blockIdx.x], sum);
+  if (tid == 0) cycles[blockIdx.x * 2 + wg] = t1 - t0;
 }
 
 struct Row {
@@ -400,6 +654,7 @@ struct Row {
   double batches_per_kblock;  // m64n128k128 batches per warpgroup and K block
   double flop_per_cycle, fraction, tflops, ms, max_cycles, min_cycles;
   bool finite;
+  double gbs_per_sm = 0;  // streamed variants: bytes per stage x K blocks per launch / launch time, per CTA
 };
 
 // One variant: a warm-up launch, then `reps` timed launches of `launch(ctas, sums, cycles)`.
@@ -448,17 +703,21 @@ Row run(const char* name, double batches, int kblocks, int ctas, int reps) {
   });
 }
 
-Row run_tma(int kblocks, int ctas, int reps, const uint8_t* src, size_t src_bytes, const float* scales) {
+template <bool kRing, bool kRs = false>
+Row run_tma(const char* name, int kblocks, int ctas, int reps, const uint8_t* src, size_t src_bytes,
+            const float* scales) {
   const int rows = int(src_bytes / 8192) / 256 * 256;  // src_mb >= 2 MB
   const CUtensorMap mx = make_map(src, false, 8192, uint64_t(rows), 128, 64);
   const CUtensorMap mx128 = make_map(src, false, 8192, uint64_t(rows), 128, 128);
   const CUtensorMap ms = make_map(scales, true, 128, 16, 128, 1);  // 16 rows of 128 row scales (2048 floats)
   const size_t smem = size_t(kPipeStages) * kStageBytes + kPipeStages * 128 * sizeof(float) +
                       2 * kPipeStages * sizeof(uint64_t);
-  ok(cudaFuncSetAttribute(tma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)), "l1-tma");
-  return run_launch("l1-tma", 2, kblocks, ctas, reps, [&](int n, float* sums, unsigned long long* cyc) {
-    tma_kernel<<<n, C::kThreads, smem>>>(mx, mx128, ms, rows, kblocks, scales, sums, cyc);
+  ok(cudaFuncSetAttribute(tma_kernel<kRing, kRs>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)), name);
+  Row r = run_launch(name, 2, kblocks, ctas, reps, [&](int n, float* sums, unsigned long long* cyc) {
+    tma_kernel<kRing, kRs><<<n, C::kThreads, smem>>>(mx, mx128, ms, rows, kblocks, scales, sums, cyc);
   });
+  r.gbs_per_sm = (48.0 * 1024 + 128 * sizeof(float)) * kblocks / (r.ms * 1e-3) / 1e9;
+  return r;
 }
 
 template <bool kL1>
@@ -466,9 +725,25 @@ Row run_pipe(const char* name, int kblocks, int ctas, int reps, const uint8_t* s
              const float* scales) {
   const size_t smem = size_t(kPipeStages) * kStageBytes + 2 * kPipeStages * sizeof(uint64_t);
   ok(cudaFuncSetAttribute(pipe_kernel<kL1>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)), name);
-  return run_launch(name, kL1 ? 2 : 1, kblocks, ctas, reps, [&](int n, float* sums, unsigned long long* cyc) {
+  Row r = run_launch(name, kL1 ? 2 : 1, kblocks, ctas, reps, [&](int n, float* sums, unsigned long long* cyc) {
     pipe_kernel<kL1><<<n, C::kThreads, smem>>>(kblocks, src, src_bytes, scales, sums, cyc);
   });
+  r.gbs_per_sm = double(kL1 ? 48 : 32) * 1024 * kblocks / (r.ms * 1e-3) / 1e9;
+  return r;
+}
+
+template <Short kMode>
+Row run_short(const char* name, int kblocks, int ctas, int reps, const uint8_t* src, size_t src_bytes) {
+  const size_t smem = size_t(kPipeStages) * kStageBytes + 2 * kPipeStages * sizeof(uint64_t);
+  ok(cudaFuncSetAttribute(short_kernel<kMode>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)), name);
+  // batches: m64n128k128 equivalents per warpgroup and K block (a half tile's 64 x 256 x 128 is two of them in all)
+  const double batches = kMode == Short::kHalf || kMode == Short::kHalfLate ? 1.0 : kMode == Short::kSwap ? 0.5 : 0.0;
+  Row r = run_launch(name, batches, kblocks, ctas, reps, [&](int n, float* sums, unsigned long long* cyc) {
+    short_kernel<kMode><<<n, C::kThreads, smem>>>(kblocks, src, src_bytes, sums, cyc);
+  });
+  const double stage = (kMode == Short::kSwap ? 32 * 128 : 64 * 128) + 32 * 1024;
+  r.gbs_per_sm = stage * kblocks / (r.ms * 1e-3) / 1e9;
+  return r;
 }
 
 }  // namespace
@@ -476,6 +751,7 @@ Row run_pipe(const char* name, int kblocks, int ctas, int reps, const uint8_t* s
 int main(int argc, char** argv) {
   probe::g_name = "mainloop_probe";
   int kblocks = 4096, ctas = 0, reps = 5, src_mb = 16;
+  bool pipe_only = false;  // --pipe-only: only the variants fed through the pipeline from the source buffer
   std::string json;
   for (int i = 1; i < argc; ++i) {
     const std::string k = argv[i];
@@ -485,6 +761,7 @@ int main(int argc, char** argv) {
     else if (k == "--reps") reps = std::atoi(val().c_str());
     else if (k == "--src-mb") src_mb = std::atoi(val().c_str());
     else if (k == "--json") json = val();
+    else if (k == "--pipe-only") pipe_only = true;
     else {
       std::fprintf(stderr, "mainloop_probe: unknown argument %s (see the file's header)\n", k.c_str());
       return 2;
@@ -503,11 +780,14 @@ int main(int argc, char** argv) {
     return 2;
   }
   std::vector<Row> rows;
+  if (!pipe_only) {
   rows.push_back(run<Variant::kL2>("l2", 1, kblocks, ctas, reps));
   rows.push_back(run<Variant::kL1>("l1", 2, kblocks, ctas, reps));
   rows.push_back(run<Variant::kL1NoPromote>("l1-nopro", 2, kblocks, ctas, reps));
   rows.push_back(run<Variant::kL1InPhase>("l1-inphase", 2, kblocks, ctas, reps));
   rows.push_back(run<Variant::kL1Alternate>("l1-alt", 2, kblocks, ctas, reps));
+  rows.push_back(run<Variant::kL1Ring>("l1-ring", 2, kblocks, ctas, reps));
+  rows.push_back(run<Variant::kL1RingInPhase>("l1-ring-ip", 2, kblocks, ctas, reps));
   rows.push_back(run<Variant::kL1Spin>("l1-spin", 2, kblocks, ctas, reps));
   rows.push_back(run<Variant::kL1SpinSleep>("l1-spin-sleep", 2, kblocks, ctas, reps));
   rows.push_back(run<Variant::kHalf>("half", 1, kblocks, ctas, reps));
@@ -517,6 +797,7 @@ int main(int argc, char** argv) {
   rows.push_back(run<Variant::kHalfPipe>("half-pipe", 1, kblocks, ctas, reps));
   rows.push_back(run<Variant::kHalfPipeInPhase>("half-pipe-ip", 1, kblocks, ctas, reps));
   rows.push_back(run<Variant::kHalfTogPipe>("half-tog-pipe", 1, kblocks, ctas, reps));
+  }
   {
     const size_t src_bytes = size_t(src_mb) << 20;
     uint8_t* src = nullptr;
@@ -527,18 +808,27 @@ int main(int argc, char** argv) {
     ok(cudaMemset(scales, 0, 2048 * sizeof(float)), "memset (scales)");
     rows.push_back(run_pipe<true>("l1-pipe", kblocks, ctas, reps, src, src_bytes, scales));
     rows.push_back(run_pipe<false>("l2-pipe", kblocks, ctas, reps, src, src_bytes, scales));
-    rows.push_back(run_tma(kblocks, ctas, reps, src, src_bytes, scales));
+    rows.push_back(run_tma<false>("l1-tma", kblocks, ctas, reps, src, src_bytes, scales));
+    rows.push_back(run_tma<true>("l1-tma-ring", kblocks, ctas, reps, src, src_bytes, scales));
+    rows.push_back(run_tma<false, true>("l1-tma-rs", kblocks, ctas, reps, src, src_bytes, scales));
+    rows.push_back(run_short<Short::kHalf>("short-half", kblocks, ctas, reps, src, src_bytes));
+    rows.push_back(run_short<Short::kHalfLate>("short-half-late", kblocks, ctas, reps, src, src_bytes));
+    rows.push_back(run_short<Short::kSwap>("short-swap", kblocks, ctas, reps, src, src_bytes));
+    rows.push_back(run_short<Short::kNone>("short-none", kblocks, ctas, reps, src, src_bytes));
     cudaFree(src);
     cudaFree(scales);
   }
   std::printf("%s, %d SMs; %d CTAs x 384 threads, %d K blocks, %d launches per variant; pipe source %d MB\n",
               prop.name, prop.multiProcessorCount, ctas, kblocks, reps, src_mb);
-  std::printf("%-13s %8s %12s %9s %9s %10s %s\n", "variant", "batches", "FLOP/cyc/SM", "of 8192", "TFLOP/s",
-              "cyc spread", "ok");
+  std::printf("%-16s %8s %12s %9s %9s %10s %8s %s\n", "variant", "batches", "FLOP/cyc/SM", "of 8192", "TFLOP/s",
+              "cyc spread", "GB/s/SM", "ok");
   bool all = true;
   for (const Row& r : rows) {
-    std::printf("%-13s %8.0f %12.0f %9.3f %9.1f %10.3f %s\n", r.name.c_str(), r.batches_per_kblock, r.flop_per_cycle,
-                r.fraction, r.tflops, (r.max_cycles - r.min_cycles) / r.max_cycles, r.finite ? "yes" : "NO");
+    char gbs[32] = "-";
+    if (r.gbs_per_sm > 0) std::snprintf(gbs, sizeof gbs, "%.1f", r.gbs_per_sm);
+    std::printf("%-16s %8.1f %12.0f %9.3f %9.1f %10.3f %8s %s\n", r.name.c_str(), r.batches_per_kblock,
+                r.flop_per_cycle, r.fraction, r.tflops, (r.max_cycles - r.min_cycles) / r.max_cycles, gbs,
+                r.finite ? "yes" : "NO");
     all = all && r.finite;
   }
   if (!json.empty()) {
@@ -550,7 +840,7 @@ int main(int argc, char** argv) {
       f << (i ? ", " : "") << "{\"variant\": \"" << r.name << "\", \"batches_per_kblock\": " << r.batches_per_kblock
         << ", \"flop_per_cycle_sm\": " << r.flop_per_cycle << ", \"fraction_of_8192\": " << r.fraction
         << ", \"tflops\": " << r.tflops << ", \"ms_per_launch\": " << r.ms << ", \"max_cycles\": " << r.max_cycles
-        << ", \"min_cycles\": " << r.min_cycles << ", \"finite\": " << (r.finite ? "true" : "false") << "}";
+        << ", \"min_cycles\": " << r.min_cycles << ", \"gbs_per_sm\": " << r.gbs_per_sm << ", \"finite\": " << (r.finite ? "true" : "false") << "}";
     }
     f << "]}\n";
   }
