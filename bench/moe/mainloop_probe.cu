@@ -47,6 +47,8 @@
 //   short-half, short-swap, short-none  a half tile's K blocks fed by the pipeline (A 8 or 4 KB + 32 KB of weights per
 //             stage): the kernel's half_wide batch, a swap-AB form with 32 tokens (m64n32, half the tensor work), no
 //             tensor work (short_kernel below)
+//   short-tma, short-tma-k  short-half with the fused kernel's TMA loads (A box, A row scales, four 64-row weight
+//             boxes per stage); -k also with the kernel's consumer (scales read per K block, the release rule)
 //   l1-tma-rs l1-tma with A from registers: read from shared memory once per K block (ldmatrix) instead of by each
 //             of the two batches (wgmma's RS form; per K block the SM then reads 128 KB of shared memory, not 144)
 // GB/s/SM: a pipeline variant's bytes per stage x K blocks / launch time, per CTA.
@@ -649,6 +651,103 @@ __global__ void __launch_bounds__(C::kThreads, 1) short_kernel(int kblocks, cons
   if (tid == 0) cycles[blockIdx.x * 2 + wg] = t1 - t0;
 }
 
+// short-half with the kernel's loads: per stage, by TMA tensor maps over the source as a [rows][8192 B] matrix with the
+// 128 B swizzle, the A box of 64 rows, the A row scales (one {128, 1} fp32 box) and the weights as four 64-row boxes
+// (a half_wide tile's gate-up interleaved layout), as the fused kernel's producer issues them; every 64 K blocks the
+// weights move to 256 new rows (so the stream comes from HBM once the source is larger than the L2). kKernel: the
+// consumer also reads the A row scales from the stage and the weight block scales by __ldg per K block, and releases
+// a block's stage in the next block's shadow (the fused kernel's consumer).
+template <bool kKernel>
+__global__ void __launch_bounds__(C::kThreads, 1) short_tma_kernel(const __grid_constant__ CUtensorMap map_x,
+                                                                   const __grid_constant__ CUtensorMap map_s, int rows,
+                                                                   int kblocks, const float* scales, float* sums,
+                                                                   unsigned long long* cycles) {
+  extern __shared__ __align__(1024) uint8_t smem[];
+  float* sa = reinterpret_cast<float*>(smem + kPipeStages * kStageBytes);  // [stage][128] row scales
+  uint64_t* full = reinterpret_cast<uint64_t*>(sa + kPipeStages * 128);
+  uint64_t* empty = full + kPipeStages;
+  const int warpgroup = ptx::warpgroup_idx_uniform(), tid = threadIdx.x % 128;
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < kPipeStages; ++i) {
+      ptx::mbar_init(&full[i], 1);
+      ptx::mbar_init(&empty[i], 8);
+    }
+    ptx::fence_mbar_init_release_cluster();
+  }
+  __syncthreads();
+  constexpr uint32_t kBOff = 16 * 1024;
+  if (warpgroup == 0) {
+    ptx::setmaxnreg_dec<C::kProducerRegs>();
+    if (tid != 0) return;
+    xstage::kernel::PipeState<kPipeStages> ps;
+    const int arow = (blockIdx.x * 64) % rows;  // rows is a multiple of 256
+    for (int kb = 0; kb < kblocks; ++kb) {
+      ptx::mbar_wait_acquire_cta(&empty[ps.stage], ps.phase ^ 1);
+      ptx::mbar_arrive_expect_tx_release_cta(&full[ps.stage], 64 * 128 + 32 * 1024 + 128 * sizeof(float));
+      uint8_t* st = smem + ps.stage * kStageBytes;
+      const int k0 = (kb * 128) % 8192;
+      const int brow = int((int64_t(blockIdx.x) * 8192 + int64_t(kb / 64) * 256 + 256) % rows);  // 64 MB per CTA
+      mk::tma_load_2d(&map_x, &full[ps.stage], st, k0, arow);
+      mk::tma_load_2d(&map_s, &full[ps.stage], sa + ps.stage * 128, 0, kb % 16);
+#pragma unroll 1
+      for (int h = 0; h < 2; ++h) {  // warpgroup h's rows: 64 gate, then 64 up
+        mk::tma_load_2d(&map_x, &full[ps.stage], st + kBOff + h * 16384, k0, brow + h * 64);
+        mk::tma_load_2d(&map_x, &full[ps.stage], st + kBOff + h * 16384 + 8192, k0, brow + 128 + h * 64);
+      }
+      ps.advance();
+    }
+    return;
+  }
+  ptx::setmaxnreg_inc<C::kConsumerRegs>();
+  const int wg = warpgroup - 1, r0 = 16 * (tid / 32) + (tid % 32) / 4;
+  float hg[32], hu[32];
+#pragma unroll
+  for (int i = 0; i < 32; ++i) hg[i] = hu[i] = 0.f;
+  xstage::kernel::PipeState<kPipeStages> ps;
+  int held = -1;
+  const unsigned long long t0 = clock64();
+  for (int kb = 0; kb < kblocks; ++kb) {
+    ptx::mbar_wait_acquire_cta(&full[ps.stage], ps.phase);
+    const uint8_t* st = smem + ps.stage * kStageBytes;
+    float g0 = 1.0f, g1 = 1.0f, u0 = 1.0f, u1 = 1.0f;
+    if constexpr (kKernel) {
+      const float a0 = sa[ps.stage * 128 + r0], a1 = sa[ps.stage * 128 + r0 + 8];
+      const float gs = __ldg(scales + (kb % 1024)), us = __ldg(scales + 1024 + (kb % 1024));
+      g0 = a0 * gs, g1 = a1 * gs, u0 = a0 * us, u1 = a1 * us;
+    }
+    float acc[64];
+    mk::NoTurn free;
+    mk::issue_block(acc, st, st + kBOff + wg * 16384, free);
+    if constexpr (kKernel) {
+      __syncwarp();
+      if (held >= 0 && tid % 32 == 0) ptx::mbar_arrive_release_cta(&empty[held]);
+    }
+    ptx::wgmma_wait<0>();
+    mk::fence_regs(acc);
+    if constexpr (!kKernel) {
+      __syncwarp();
+      if (tid % 32 == 0) ptx::mbar_arrive_release_cta(&empty[ps.stage]);
+    }
+#pragma unroll
+    for (int i = 0; i < 32; ++i) {
+      hg[i] += acc[i] * (((i / 2) % 2) ? g1 : g0);
+      hu[i] += acc[32 + i] * (((i / 2) % 2) ? u1 : u0);
+    }
+    held = ps.stage;
+    ps.advance();
+  }
+  if constexpr (kKernel) {
+    __syncwarp();
+    if (tid % 32 == 0) ptx::mbar_arrive_release_cta(&empty[held]);
+  }
+  const unsigned long long t1 = clock64();
+  float sum = 0.f;
+#pragma unroll
+  for (int i = 0; i < 32; ++i) sum += hg[i] + hu[i];
+  atomicAdd(&sums[blockIdx.x], sum);
+  if (tid == 0) cycles[blockIdx.x * 2 + wg] = t1 - t0;
+}
+
 struct Row {
   std::string name;
   double batches_per_kblock;  // m64n128k128 batches per warpgroup and K block
@@ -746,6 +845,22 @@ Row run_short(const char* name, int kblocks, int ctas, int reps, const uint8_t* 
   return r;
 }
 
+template <bool kKernel>
+Row run_short_tma(const char* name, int kblocks, int ctas, int reps, const uint8_t* src, size_t src_bytes,
+                  const float* scales) {
+  const int rows = int(src_bytes / 8192) / 256 * 256;
+  const CUtensorMap mx = make_map(src, false, 8192, uint64_t(rows), 128, 64);
+  const CUtensorMap ms = make_map(scales, true, 128, 16, 128, 1);
+  const size_t smem = size_t(kPipeStages) * kStageBytes + kPipeStages * 128 * sizeof(float) +
+                      2 * kPipeStages * sizeof(uint64_t);
+  ok(cudaFuncSetAttribute(short_tma_kernel<kKernel>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)), name);
+  Row r = run_launch(name, 1.0, kblocks, ctas, reps, [&](int n, float* sums, unsigned long long* cyc) {
+    short_tma_kernel<kKernel><<<n, C::kThreads, smem>>>(mx, ms, rows, kblocks, scales, sums, cyc);
+  });
+  r.gbs_per_sm = (40.0 * 1024 + 128 * sizeof(float)) * kblocks / (r.ms * 1e-3) / 1e9;
+  return r;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -815,6 +930,8 @@ int main(int argc, char** argv) {
     rows.push_back(run_short<Short::kHalfLate>("short-half-late", kblocks, ctas, reps, src, src_bytes));
     rows.push_back(run_short<Short::kSwap>("short-swap", kblocks, ctas, reps, src, src_bytes));
     rows.push_back(run_short<Short::kNone>("short-none", kblocks, ctas, reps, src, src_bytes));
+    rows.push_back(run_short_tma<false>("short-tma", kblocks, ctas, reps, src, src_bytes, scales));
+    rows.push_back(run_short_tma<true>("short-tma-k", kblocks, ctas, reps, src, src_bytes, scales));
     cudaFree(src);
     cudaFree(scales);
   }
