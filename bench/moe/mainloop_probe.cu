@@ -328,7 +328,44 @@ __global__ void __launch_bounds__(C::kThreads, 1) probe_kernel(int kblocks, floa
   if (tid == 0) cycles[blockIdx.x * 2 + wg] = t1 - t0;
 }
 
+// A pipeline variant's consumer warpgroup, done: its finals' sum into sums[CTA] (the run's finiteness check) and its
+// cycles since t0.
+template <int N>
+__device__ __forceinline__ void record_consumer(const float (&a)[N], const float (&b)[N], unsigned long long t0,
+                                                float* sums, unsigned long long* cycles, int wg, int tid) {
+  const unsigned long long t1 = clock64();
+  float sum = 0.f;
+#pragma unroll
+  for (int i = 0; i < N; ++i) sum += a[i] + b[i];
+  atomicAdd(&sums[blockIdx.x], sum);
+  if (tid == 0) cycles[blockIdx.x * 2 + wg] = t1 - t0;
+}
+
 constexpr int kPipeStages = 4, kStageBytes = 48 * 1024;
+
+// The pipeline variants' shared memory past their kPipeStages stages: with row scales, [stage][128] fp32 A row scales,
+// then the full barriers (one producer arrival and the stage's bytes) and the empty barriers (the 8 consumer warps),
+// initialized by thread 0 and visible to every thread after the __syncthreads.
+struct Pipe {
+  float* sa;  // null without row scales
+  uint64_t* full;
+  uint64_t* empty;
+};
+__device__ __forceinline__ Pipe init_pipe(uint8_t* smem, bool row_scales) {
+  Pipe p;
+  p.sa = row_scales ? reinterpret_cast<float*>(smem + kPipeStages * kStageBytes) : nullptr;
+  p.full = reinterpret_cast<uint64_t*>(smem + kPipeStages * kStageBytes + (row_scales ? kPipeStages * 128 * 4 : 0));
+  p.empty = p.full + kPipeStages;
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < kPipeStages; ++i) {
+      ptx::mbar_init(&p.full[i], 1);
+      ptx::mbar_init(&p.empty[i], 8);  // the consumer warps
+    }
+    ptx::fence_mbar_init_release_cluster();
+  }
+  __syncthreads();
+  return p;
+}
 
 __device__ __forceinline__ void bulk_load(void* dst, const void* src, uint32_t bytes, uint64_t* bar) {
   asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
@@ -427,12 +464,7 @@ __device__ __forceinline__ void consume_stream(const uint8_t* smem, uint64_t* fu
     ps.advance();
     if constexpr (kL1) mk::promote(fu, acc, a0 * us, a1 * us);
   }
-  const unsigned long long t1 = clock64();
-  float sum = 0.f;
-#pragma unroll
-  for (int i = 0; i < 64; ++i) sum += fg[i] + fu[i];
-  atomicAdd(&sums[blockIdx.x], sum);
-  if (tid == 0) cycles[blockIdx.x * 2 + wg] = t1 - t0;
+  record_consumer(fg, fu, t0, sums, cycles, wg, tid);
 }
 
 // The mainloop fed by a pipeline like the kernel's: one producer thread bulk-copies each K block's A (16 KB) and B
@@ -443,17 +475,10 @@ __global__ void __launch_bounds__(C::kThreads, 1) pipe_kernel(int kblocks, const
                                                               const float* scales, float* sums,
                                                               unsigned long long* cycles) {
   extern __shared__ __align__(1024) uint8_t smem[];
-  uint64_t* full = reinterpret_cast<uint64_t*>(smem + kPipeStages * kStageBytes);
-  uint64_t* empty = full + kPipeStages;
+  const Pipe pipe = init_pipe(smem, false);
+  uint64_t* full = pipe.full;
+  uint64_t* empty = pipe.empty;
   const int warpgroup = ptx::warpgroup_idx_uniform(), tid = threadIdx.x % 128;
-  if (threadIdx.x == 0) {
-    for (int i = 0; i < kPipeStages; ++i) {
-      ptx::mbar_init(&full[i], 1);
-      ptx::mbar_init(&empty[i], 8);  // the consumer warps
-    }
-    ptx::fence_mbar_init_release_cluster();
-  }
-  __syncthreads();
   constexpr uint32_t kA = 16 * 1024, kB = kL1 ? 32 * 1024 : 16 * 1024;
   if (warpgroup == 0) {
     ptx::setmaxnreg_dec<C::kProducerRegs>();
@@ -486,18 +511,11 @@ __global__ void __launch_bounds__(C::kThreads, 1) tma_kernel(const __grid_consta
                                                              int kblocks, const float* scales, float* sums,
                                                              unsigned long long* cycles) {
   extern __shared__ __align__(1024) uint8_t smem[];
-  float* sa = reinterpret_cast<float*>(smem + kPipeStages * kStageBytes);  // [stage][128] row scales
-  uint64_t* full = reinterpret_cast<uint64_t*>(sa + kPipeStages * 128);
-  uint64_t* empty = full + kPipeStages;
+  const Pipe pipe = init_pipe(smem, true);
+  float* sa = pipe.sa;  // [stage][128] row scales
+  uint64_t* full = pipe.full;
+  uint64_t* empty = pipe.empty;
   const int warpgroup = ptx::warpgroup_idx_uniform(), tid = threadIdx.x % 128;
-  if (threadIdx.x == 0) {
-    for (int i = 0; i < kPipeStages; ++i) {
-      ptx::mbar_init(&full[i], 1);
-      ptx::mbar_init(&empty[i], 8);
-    }
-    ptx::fence_mbar_init_release_cluster();
-  }
-  __syncthreads();
   constexpr uint32_t kA = 16 * 1024, kB = 32 * 1024, kCols = 8192;
   if (warpgroup == 0) {
     ptx::setmaxnreg_dec<C::kProducerRegs>();
@@ -543,17 +561,10 @@ template <Short kMode>
 __global__ void __launch_bounds__(C::kThreads, 1) short_kernel(int kblocks, const uint8_t* src, size_t src_bytes,
                                                                float* sums, unsigned long long* cycles) {
   extern __shared__ __align__(1024) uint8_t smem[];
-  uint64_t* full = reinterpret_cast<uint64_t*>(smem + kPipeStages * kStageBytes);
-  uint64_t* empty = full + kPipeStages;
+  const Pipe pipe = init_pipe(smem, false);
+  uint64_t* full = pipe.full;
+  uint64_t* empty = pipe.empty;
   const int warpgroup = ptx::warpgroup_idx_uniform(), tid = threadIdx.x % 128;
-  if (threadIdx.x == 0) {
-    for (int i = 0; i < kPipeStages; ++i) {
-      ptx::mbar_init(&full[i], 1);
-      ptx::mbar_init(&empty[i], 8);  // the consumer warps
-    }
-    ptx::fence_mbar_init_release_cluster();
-  }
-  __syncthreads();
   constexpr uint32_t kA = kMode == Short::kSwap ? 32 * 128 : 64 * 128, kBOff = 16 * 1024, kB = 32 * 1024;
   if (warpgroup == 0) {
     ptx::setmaxnreg_dec<C::kProducerRegs>();
@@ -643,12 +654,7 @@ __global__ void __launch_bounds__(C::kThreads, 1) short_kernel(int kblocks, cons
     __syncwarp();
     if (tid % 32 == 0) ptx::mbar_arrive_release_cta(&empty[(ps.stage + kPipeStages - 1) % kPipeStages]);
   }
-  const unsigned long long t1 = clock64();
-  float sum = 0.f;
-#pragma unroll
-  for (int i = 0; i < 32; ++i) sum += hg[i] + hu[i];
-  atomicAdd(&sums[blockIdx.x], sum);
-  if (tid == 0) cycles[blockIdx.x * 2 + wg] = t1 - t0;
+  record_consumer(hg, hu, t0, sums, cycles, wg, tid);
 }
 
 // short-half with the kernel's loads: per stage, by TMA tensor maps over the source as a [rows][8192 B] matrix with the
@@ -663,18 +669,11 @@ __global__ void __launch_bounds__(C::kThreads, 1) short_tma_kernel(const __grid_
                                                                    int kblocks, const float* scales, float* sums,
                                                                    unsigned long long* cycles) {
   extern __shared__ __align__(1024) uint8_t smem[];
-  float* sa = reinterpret_cast<float*>(smem + kPipeStages * kStageBytes);  // [stage][128] row scales
-  uint64_t* full = reinterpret_cast<uint64_t*>(sa + kPipeStages * 128);
-  uint64_t* empty = full + kPipeStages;
+  const Pipe pipe = init_pipe(smem, true);
+  float* sa = pipe.sa;  // [stage][128] row scales
+  uint64_t* full = pipe.full;
+  uint64_t* empty = pipe.empty;
   const int warpgroup = ptx::warpgroup_idx_uniform(), tid = threadIdx.x % 128;
-  if (threadIdx.x == 0) {
-    for (int i = 0; i < kPipeStages; ++i) {
-      ptx::mbar_init(&full[i], 1);
-      ptx::mbar_init(&empty[i], 8);
-    }
-    ptx::fence_mbar_init_release_cluster();
-  }
-  __syncthreads();
   constexpr uint32_t kBOff = 16 * 1024;
   if (warpgroup == 0) {
     ptx::setmaxnreg_dec<C::kProducerRegs>();
@@ -740,12 +739,7 @@ __global__ void __launch_bounds__(C::kThreads, 1) short_tma_kernel(const __grid_
     __syncwarp();
     if (tid % 32 == 0) ptx::mbar_arrive_release_cta(&empty[held]);
   }
-  const unsigned long long t1 = clock64();
-  float sum = 0.f;
-#pragma unroll
-  for (int i = 0; i < 32; ++i) sum += hg[i] + hu[i];
-  atomicAdd(&sums[blockIdx.x], sum);
-  if (tid == 0) cycles[blockIdx.x * 2 + wg] = t1 - t0;
+  record_consumer(hg, hu, t0, sums, cycles, wg, tid);
 }
 
 struct Row {
