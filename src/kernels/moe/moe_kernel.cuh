@@ -566,6 +566,16 @@ __device__ void wait_dispatch(const P& p, int rank, int le, int m, int valid, ui
   }
 }
 
+// MoeLayerParams::scale_prefetch: the 128-byte lines of a weight block scale row (the mainloop reads one float per K
+// block by __ldg) into this SM's L1, by the producer as the tile's loads go out, so that no K block's scale read
+// waits on DRAM in the consumers' critical path: a short row's scales are read by its tile alone, after the weight
+// stream has evicted them from L2. The row's geometry comes from the parameter bank (ScalePrefetch): values computed
+// here are loop-invariant, ptxas hoists them, and the producer's 56 registers spill.
+__device__ __forceinline__ void prefetch_scale_row(const float* s, const uint32_t (&at)[4]) {
+#pragma unroll
+  for (int j = 0; j < 4; ++j) ptx::prefetch_l1(reinterpret_cast<const char*>(s) + at[j]);
+}
+
 // ---------------------------------------------------------------- the fused kernel
 __device__ __forceinline__ void tma_store_2d(const CUtensorMap* map, const void* src, int c0, int c1) {
   asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group [%0, {%2, %3}], [%1];\n" ::"l"(map),
@@ -1184,6 +1194,13 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
           if (t.kind == sched::MoeTileKind::L1) {
             wait_dispatch(p, rank, own_e, own.row - p.dl.offset(rank, own_e), own.valid(), seen);
             if constexpr (C::kInt4) wait_weights(own_e, 0);
+            if constexpr (!C::kBf16 && !C::kInt4) {
+              if (p.spf.on) {  // the gate and up rows (l1_mainloop's s1g, s1u)
+                const float* s1 = p.w1_scale + (int64_t(ex) * p.spf.l1_expert + own_n * p.spf.l1_n);
+                prefetch_scale_row(s1, p.spf.l1_at);
+                prefetch_scale_row(s1 + p.spf.l1_up, p.spf.l1_at);
+              }
+            }
             ptx::fence_proxy_async_global();
             for (int kb = 0; kb < KB1; ++kb) {
               wait_empty(ps);
@@ -1234,6 +1251,10 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
             // l2_wide: the tile is N blocks 2n and 2n + 1 (256 columns), two B boxes per stage as in Linear-1.
             const bool wide = kLean || p.l2_wide != 0;
             const int col0 = own_n * (wide ? 2 : 1) * kBlockN, w2_row = ex * p.hidden + col0;
+            if constexpr (!C::kBf16 && !C::kInt4) {
+              if (p.spf.on)  // its one row, or two adjacent rows when wide (the consumers' s2)
+                prefetch_scale_row(p.w2_scale + (int64_t(ex) * p.spf.l2_expert + own_n * p.spf.l2_n), p.spf.l2_at);
+            }
             for (int kb = 0; kb < KB2; ++kb) {
               wait_empty(ps);
               ptx::mbar_arrive_expect_tx_release_cta(&sh.full[ps.stage], (wide ? C::kL2WideTxBytes : C::kL2TxBytes) - a_less);
@@ -1420,7 +1441,8 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
       if (t.end()) break;
       const int ex = g * layout.num_experts + t.expert;
       uint64_t* tr = wg == 0 && tid == 0 ? trace_rec<kTrace>(p, tile_no) : nullptr;
-      uint64_t c0 = 0;
+      uint64_t c0 = 0, full_wait = 0;  // traced: the tile's data waits, stored once at the mainloop's end (a global
+                                       // read-modify-write per K block sat in every K block's critical path)
       if (kTrace && tr) {
         tr[kTrTile] = (uint64_t(t.l2()) << 63) | (uint64_t(t.valid <= 64) << 62) | (uint64_t(t.expert) << 40) |
                       (uint64_t(t.row()) << 16) | uint64_t(t.n);
@@ -1435,7 +1457,7 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
           if (tr) {
             const uint64_t w1 = ptx::clock_cycles();
             if (kb == 0) tr[kTrFirstWait] = w1 - c0;
-            tr[kTrFullWait] += w1 - w0;
+            full_wait += w1 - w0;
           }
         } else {
           ptx::mbar_wait_acquire_cta(&sh.full[ps.stage], ps.phase);
@@ -1451,6 +1473,7 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
             tr[kTrMmaEnd] = ptx::globaltimer_ns();
             const uint64_t c1 = ptx::clock_cycles();
             tr[kTrMmaCycles] = c1 - c0;
+            tr[kTrFullWait] = full_wait;
             c0 = c1;
           }
         };
