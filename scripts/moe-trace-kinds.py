@@ -5,7 +5,8 @@
 
 Reads the per-tile trace `bench_moe --trace --trace-csv` writes and prints, per (file, shape, tokens, routing, order):
 the layer's span, the CTAs, the SM clock over the mainloops (cycles / ns), and per kind (L1 / L2, full / half) the
-tiles, their SM-ms and mean mainloop time; then the half-tile concurrency table: each tile's mainloop time grouped by
+tiles, their SM-ms and mean mainloop time, the share of the mainloop spent waiting for full stages (data), the mean
+wait for the first stage and the mean time from the mainloop's end to the CTA's next mainloop; then the half-tile concurrency table: each tile's mainloop time grouped by
 how many half tiles ran beside it on average (bins of --bin-us), which says whether the half tiles slow each other down
 (a shared HBM) or not.
 """
@@ -49,12 +50,29 @@ def main():
                   f"clock {cyc / ns:.3f} GHz")
             busy = collections.defaultdict(float)
             count = collections.Counter()
+            cycles = collections.Counter()
+            waited = collections.Counter()  # cycles waiting for full stages (data), all K blocks
+            first = collections.Counter()   # cycles until the first stage was full
+            gap = collections.defaultdict(float)  # ns from this tile's mainloop end to the CTA's next mainloop start
+            by_cta = collections.defaultdict(list)
             for r in R:
                 k = (r["kind"], "half" if r["half"] == "1" else "full")
                 busy[k] += (int(r["mma_end_ns"]) - int(r["mma_start_ns"])) / 1e6
                 count[k] += 1
+                cycles[k] += int(r["mma_cycles"])
+                waited[k] += int(r.get("full_wait_cycles") or 0)
+                first[k] += int(r.get("first_wait_cycles") or 0)
+                by_cta[r["cta"]].append(r)
+            for rs in by_cta.values():
+                rs.sort(key=lambda r: int(r["mma_start_ns"]))
+                for r, nxt in zip(rs, rs[1:]):
+                    gap[(r["kind"], "half" if r["half"] == "1" else "full")] += int(nxt["mma_start_ns"]) - int(r["mma_end_ns"])
+            ghz = cyc / ns if ns else 1.0
+            print("  kind      tiles      SM-ms  us/tile  data wait  first wait us  gap to next us")
             for k in sorted(busy):
-                print(f"  {k[0]} {k[1]:4s} {count[k]:6d} tiles {busy[k]:8.1f} SM-ms {busy[k] / count[k] * 1e3:7.1f} us/tile")
+                print(f"  {k[0]} {k[1]:4s} {count[k]:6d} {busy[k]:10.1f} {busy[k] / count[k] * 1e3:8.1f} "
+                      f"{waited[k] / max(cycles[k], 1):9.1%} {first[k] / count[k] / ghz / 1e3:14.2f} "
+                      f"{gap[k] / count[k] / 1e3:15.2f}")
             print(f"  other (outside mainloops) {sm_ms - sum(busy.values()):8.1f} SM-ms")
             # half tiles running, averaged per bin
             B = int(a.bin_us * 1000)
