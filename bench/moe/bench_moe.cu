@@ -10,7 +10,7 @@
 //             [--cluster 0|1|2] [--row-order 0|1] [--l2-cols 0|128|256] [--compare-single] [--compare-pingpong] [--compare-l2-scratch]
 //             [--compare-l2-cols] [--compare-hints M1,M2,...] [--int4-expand 0|1|2] [--compare-expand]
 //             [--compare-pair-share] [--compare-a-trim] [--compare-merge] [--compare-borrow] [--compare-early]
-//             [--compare-row-order] [--compare-half] [--compare-half-wide] [--compare-scale-prefetch] [--prefetch-streamed]
+//             [--compare-row-order] [--compare-half] [--compare-half-wide] [--prefetch-streamed]
 //             [--prefetch D1,D2,...] [--custom NAME:H:I:E:K]
 //
 // --cluster: MoeLayerParams::cluster of the fused kernel (0 = auto: CTA pairs sharing the A operand by TMA
@@ -40,9 +40,7 @@
 // the rows in the other MoeLayerParams::row_order (backend fused_<order>_o1 with the default 0; W8A8 only).
 // --compare-half adds, per order, the kernel with the other MoeLayerParams::half_together (backend fused_<order>_h0
 // with the default 1; W8A8 only). --compare-half-wide adds, per order, the kernel with the other
-// MoeLayerParams::half_wide (backend fused_<order>_w0 with the default 1; W8A8 only). --compare-scale-prefetch adds,
-// per order, the kernel with the other MoeLayerParams::scale_prefetch (backend fused_<order>_p0 with the default 1;
-// W8A8 only). --compare-lean adds, per order,
+// MoeLayerParams::half_wide (backend fused_<order>_w0 with the default 1; W8A8 only). --compare-lean adds, per order,
 // the kernel with the other MoeLayerParams::lean (backend fused_<order>_l0 with the default 1: the instantiation that
 // holds every option's code; W8A8 and W4A8). Each checked bit-identical and timed beside the default.
 // --compare-hints M1,M2: adds, per order and mask M, the kernel with MoeLayerParams::l2_hints = M (L2 cache hints:
@@ -329,7 +327,6 @@ struct Args {
   bool compare_row_order = false;   // --compare-row-order: also the orders with the other row_order (W8A8)
   bool compare_half = false;        // --compare-half: also the orders with the other half_together (W8A8)
   bool compare_half_wide = false;   // --compare-half-wide: also the orders with the other half_wide (W8A8)
-  bool compare_scale_prefetch = false;  // --compare-scale-prefetch: also the orders with the other scale_prefetch (W8A8)
   int row_order = 0;                // --row-order: MoeLayerParams::row_order of every fused launch (W8A8)
   bool compare_lean = false;        // --compare-lean: also the orders with the other lean (W8A8, W4A8)
   double block_s = 0.1, warmup_s = 0.05;
@@ -443,7 +440,6 @@ Args parse(int argc, char** argv) {
     else if (k == "--compare-row-order") a.compare_row_order = true;
     else if (k == "--compare-half") a.compare_half = true;
     else if (k == "--compare-half-wide") a.compare_half_wide = true;
-    else if (k == "--compare-scale-prefetch") a.compare_scale_prefetch = true;
     else if (k == "--compare-lean") a.compare_lean = true;
     else if (k == "--int4-expand") {
       a.int4_expand = std::stoi(val());
@@ -814,9 +810,6 @@ int main(int argc, char** argv) try {
               add_variants(prm.half_together ? "_h0" : "_h1", [](moe_kernel::MoeLayerParams& q) { q.half_together = 1 - q.half_together; });
             if (a.compare_half_wide && !int4)
               add_variants(prm.half_wide ? "_w0" : "_w1", [](moe_kernel::MoeLayerParams& q) { q.half_wide = 1 - q.half_wide; });
-            if (a.compare_scale_prefetch && !int4)
-              add_variants(prm.scale_prefetch ? "_p0" : "_p1",
-                           [](moe_kernel::MoeLayerParams& q) { q.scale_prefetch = 1 - q.scale_prefetch; });
             if (a.compare_lean)
               add_variants(prm.lean ? "_l0" : "_l1", [](moe_kernel::MoeLayerParams& q) { q.lean = 1 - q.lean; });
             if (a.compare_expand && int4)

@@ -347,7 +347,6 @@ void run_case(const Case& c) {
       EXPECT_EQ(prm.row_order, 0) << "the default walks the rows in expert order";
       EXPECT_EQ(prm.half_together, 1) << "the default issues a half tile's gate and up batches together";
       EXPECT_EQ(prm.half_wide, 1) << "the default runs a half tile's own weights as m64n128 batches";
-      EXPECT_EQ(prm.scale_prefetch, 1) << "the default prefetches a tile's weight block scales";
       EXPECT_EQ(prm.lean, 1) << "the default launches the lean W8A8 kernel where the options allow it";
       // Each option flipped from the default alone, on the first run and on every weight-sharing variant.
       struct Flip {
@@ -365,7 +364,6 @@ void run_case(const Case& c) {
           {"the rows walked in the spread order (row_order 1", &moe_kernel::MoeLayerParams::row_order, 1, "0"},
           {"a half tile's batches one at a time (half_together 0", &moe_kernel::MoeLayerParams::half_together, 0, "1"},
           {"a half tile's weights as loaded for a full tile (half_wide 0", &moe_kernel::MoeLayerParams::half_wide, 0, "1"},
-          {"the scales read where needed (scale_prefetch 0", &moe_kernel::MoeLayerParams::scale_prefetch, 0, "1"},
           {"the kernel holding every option's code (lean 0", &moe_kernel::MoeLayerParams::lean, 0, "1"},
       };
       const size_t n = variants.size();
@@ -926,7 +924,6 @@ TEST(MoeLayerGpu, RejectsBadClusters) {
                         {"l2_prefetch_streamed", &moe_kernel::MoeLayerParams::l2_prefetch_streamed},
                         {"half_together", &moe_kernel::MoeLayerParams::half_together},
                         {"half_wide", &moe_kernel::MoeLayerParams::half_wide},
-                        {"scale_prefetch", &moe_kernel::MoeLayerParams::scale_prefetch},
                         {"lean", &moe_kernel::MoeLayerParams::lean},
                         {"a_trim", &moe_kernel::MoeLayerParams::a_trim},
                         {"merge_loads", &moe_kernel::MoeLayerParams::merge_loads}};

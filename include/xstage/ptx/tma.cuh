@@ -117,11 +117,6 @@ __device__ __forceinline__ void tma_prefetch_l2_2d(const CUtensorMap* map, int c
   asm volatile("cp.async.bulk.prefetch.tensor.2d.L2.global.tile [%0, {%1, %2}];\n" ::"l"(map), "r"(c0), "r"(c1)
                : "memory");
 }
-// Brings the 128-byte line holding `addr` into this SM's L1 (and L2; no completion): a load issued later hits there.
-// A gpu-scope acquire of the SM (ld.acquire.gpu: CCTL.IVALL in the SASS) drops it again.
-__device__ __forceinline__ void prefetch_l1(const void* addr) {
-  asm volatile("prefetch.global.L1 [%0];\n" ::"l"(addr) : "memory");
-}
 __device__ __forceinline__ void prefetch_tma_map(const CUtensorMap* map) {
   asm volatile("prefetch.tensormap [%0];\n" ::"l"(map) : "memory");
 }

@@ -566,16 +566,6 @@ __device__ void wait_dispatch(const P& p, int rank, int le, int m, int valid, ui
   }
 }
 
-// MoeLayerParams::scale_prefetch: the 128-byte lines of a weight block scale row (the mainloop reads one float per K
-// block by __ldg) into this SM's L1, by the producer as the tile's loads go out, so that no K block's scale read
-// waits on DRAM in the consumers' critical path: a short row's scales are read by its tile alone, after the weight
-// stream has evicted them from L2. The row's geometry comes from the parameter bank (ScalePrefetch): values computed
-// here are loop-invariant, ptxas hoists them, and the producer's 56 registers spill.
-__device__ __forceinline__ void prefetch_scale_row(const float* s, const uint32_t (&at)[4]) {
-#pragma unroll
-  for (int j = 0; j < 4; ++j) ptx::prefetch_l1(reinterpret_cast<const char*>(s) + at[j]);
-}
-
 // ---------------------------------------------------------------- the fused kernel
 __device__ __forceinline__ void tma_store_2d(const CUtensorMap* map, const void* src, int c0, int c1) {
   asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group [%0, {%2, %3}], [%1];\n" ::"l"(map),
@@ -1194,13 +1184,6 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
           if (t.kind == sched::MoeTileKind::L1) {
             wait_dispatch(p, rank, own_e, own.row - p.dl.offset(rank, own_e), own.valid(), seen);
             if constexpr (C::kInt4) wait_weights(own_e, 0);
-            if constexpr (!C::kBf16 && !C::kInt4) {
-              if (p.spf.on) {  // the gate and up rows (l1_mainloop's s1g, s1u)
-                const float* s1 = p.w1_scale + (int64_t(ex) * p.spf.l1_expert + own_n * p.spf.l1_n);
-                prefetch_scale_row(s1, p.spf.l1_at);
-                prefetch_scale_row(s1 + p.spf.l1_up, p.spf.l1_at);
-              }
-            }
             ptx::fence_proxy_async_global();
             for (int kb = 0; kb < KB1; ++kb) {
               wait_empty(ps);
@@ -1251,10 +1234,6 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
             // l2_wide: the tile is N blocks 2n and 2n + 1 (256 columns), two B boxes per stage as in Linear-1.
             const bool wide = kLean || p.l2_wide != 0;
             const int col0 = own_n * (wide ? 2 : 1) * kBlockN, w2_row = ex * p.hidden + col0;
-            if constexpr (!C::kBf16 && !C::kInt4) {
-              if (p.spf.on)  // its one row, or two adjacent rows when wide (the consumers' s2)
-                prefetch_scale_row(p.w2_scale + (int64_t(ex) * p.spf.l2_expert + own_n * p.spf.l2_n), p.spf.l2_at);
-            }
             for (int kb = 0; kb < KB2; ++kb) {
               wait_empty(ps);
               ptx::mbar_arrive_expect_tx_release_cta(&sh.full[ps.stage], (wide ? C::kL2WideTxBytes : C::kL2TxBytes) - a_less);

@@ -123,21 +123,6 @@ void fill_common(KernelParams<Sched>& kp, runtime::Team& team, const MoeLayerPar
   kp.lean = prm.lean == 1 && prm.weights != MoeWeightFormat::kBf16 && !prm.trace && lean_values_hold(kp) ? 1 : 0;
   kp.hidden = prm.shape.hidden;
   kp.inter = prm.shape.inter;
-  {  // scale_prefetch: the scale rows' geometry (KernelParams::ScalePrefetch)
-    const int kb1 = prm.shape.hidden / 128, kb2 = prm.shape.inter / 128, l2_rows = kp.l2_wide ? 2 : 1;
-    auto at = [](uint32_t (&o)[4], int n) {
-      for (int j = 0; j < 3; ++j) o[j] = uint32_t(std::min(32 * j, n - 1)) * sizeof(float);
-      o[3] = uint32_t(n - 1) * sizeof(float);
-    };
-    kp.spf.on = prm.weights == MoeWeightFormat::kFp8 && prm.scale_prefetch == 1 ? 1 : 0;
-    kp.spf.l1_expert = 2 * (prm.shape.inter / 128) * kb1;
-    kp.spf.l1_n = kb1;
-    kp.spf.l1_up = (prm.shape.inter / 128) * kb1;
-    kp.spf.l2_expert = (prm.shape.hidden / 128) * kb2;
-    kp.spf.l2_n = l2_rows * kb2;
-    at(kp.spf.l1_at, kb1);
-    at(kp.spf.l2_at, l2_rows * kb2);
-  }
   kp.topk = prm.shape.topk;
   kp.tokens = prm.shape.tokens_per_rank;
   kp.w1_scale = prm.w1_scale;
@@ -409,8 +394,6 @@ void MoeWorkspace::check_params(runtime::Team& team, const MoeLayerParams& prm) 
   XSTAGE_REQUIRE(prm.half_together == 0 || prm.half_together == 1, "moe layer: half_together must be 0 or 1, got ",
                  prm.half_together);
   XSTAGE_REQUIRE(prm.half_wide == 0 || prm.half_wide == 1, "moe layer: half_wide must be 0 or 1, got ", prm.half_wide);
-  XSTAGE_REQUIRE(prm.scale_prefetch == 0 || prm.scale_prefetch == 1, "moe layer: scale_prefetch must be 0 or 1, got ",
-                 prm.scale_prefetch);
   XSTAGE_REQUIRE(prm.lean == 0 || prm.lean == 1, "moe layer: lean must be 0 or 1, got ", prm.lean);
   XSTAGE_REQUIRE(prm.a_trim == 0 || prm.a_trim == 1, "moe layer: a_trim must be 0 or 1, got ", prm.a_trim);
   XSTAGE_REQUIRE(prm.merge_loads == 0 || prm.merge_loads == 1, "moe layer: merge_loads must be 0 or 1, got ",

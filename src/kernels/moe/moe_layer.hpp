@@ -198,13 +198,6 @@ struct MoeLayerParams {
   // against 512 of tensor work, with the data there 85 % of the time (docs/MOE.md, "Session 29"). Bit-identical
   // either way.
   int half_wide = 1;
-  // A tile's weight block scales (W8A8; W4A8 and bf16 ignore it): 1 = prefetched into the SM's L1 by the producer
-  // when the tile's loads go out; 0 = read where the mainloop needs them (one float per K block by __ldg, whose first
-  // read of each 128-byte line then waits on L2 or DRAM in the K block's critical path: a short row's scales are read
-  // by its tile alone, after the weight stream has evicted them). Measured with 0 against 1 (s32, same process, W8A8
-  // at 8K and 32K on five shapes): Expert-Wave 1.023 / 1.031x the time (geomean, 1.003-1.060, no flips), Interleaved
-  // 0.997 / 1.000 (a wash). Bit-identical either way (docs/MOE.md, "Session 32").
-  int scale_prefetch = 1;
   // W8A8 and W4A8 untraced launches: 1 = where pingpong, l2_scratches, early_release, l2_prefetch, a_trim,
   // merge_loads, l2_hints and half_together are at their defaults and Linear-2 tiles are 256 columns staged through the
   // borrowed stage (l2_cols, l2_borrow: hidden a multiple of 512), run the kernel compiled without the other paths'

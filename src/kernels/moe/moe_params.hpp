@@ -132,16 +132,6 @@ struct KernelParams {
   // MoeLayerParams::half_wide resolved (W8A8): a half Linear-1 tile not sharing its weights in a pair loads them gate-up
   // interleaved per warpgroup and runs one m64n128 batch per K block (l1_mainloop's `interleaved`).
   int half_wide;
-  // MoeLayerParams::scale_prefetch resolved (W8A8), with the geometry of the weight block scale rows the producer
-  // prefetches into L1 at a tile's start (prefetch_scale_row in moe_kernel.cuh), in floats: a Linear-1 tile's gate row
-  // at w1_scale + expert * l1_expert + n * l1_n, its up row l1_up further; a Linear-2 tile's row (two adjacent rows
-  // when 256 columns wide) at w2_scale + expert * l2_expert + n * l2_n; *_at: the byte offsets prefetched in a row
-  // (floats 0, 32, 64 and the last, capped at the last: every 128-byte line of a row of up to 96 floats).
-  struct ScalePrefetch {
-    int on;
-    int l1_expert, l1_n, l1_up, l2_expert, l2_n;
-    uint32_t l1_at[4], l2_at[4];
-  } spf;
   // MoeLayerParams::lean resolved: 1 = launch the lean W8A8 / W4A8 instantiation (moe_fused_kernel's kLean), which
   // holds no code for the other values of the options it fixes (only set where they hold).
   int lean;
