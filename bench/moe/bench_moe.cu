@@ -7,7 +7,7 @@
 //             [--precision w8a8,w4a8] [--orders wave[,interleaved]] [--worlds 1,2,4,8] [--emulated-tokens 2048]
 //             [--block-s 0.1] [--warmup-s 0.05] [--rounds 1] [--min-calls 3] [--check-tokens 4] [--seed 1] [--no-time]
 //             [--trace] [--trace-csv FILE] [--ctas N] [--leads D1,D2,...] [--platform FILE]
-//             [--cluster 0|1|2] [--row-order 0|1] [--l2-cols 0|128|256] [--compare-single] [--compare-pingpong] [--compare-l2-scratch]
+//             [--cluster 0|1|2] [--row-order 0|1] [--l2-cols 0|128|256] [--compare-control] [--compare-single] [--compare-pingpong] [--compare-l2-scratch]
 //             [--compare-l2-cols] [--compare-hints M1,M2,...] [--int4-expand 0|1|2] [--compare-expand]
 //             [--compare-pair-share] [--compare-a-trim] [--compare-merge] [--compare-borrow] [--compare-early]
 //             [--compare-row-order] [--compare-half] [--compare-half-wide] [--prefetch-streamed]
@@ -16,6 +16,8 @@
 // --cluster: MoeLayerParams::cluster of the fused kernel (0 = auto: CTA pairs sharing the A operand by TMA
 // multicast wherever the N-tile counts are even; 1 = single CTAs; 2 = pairs). --compare-single adds, per order,
 // the same kernel forced to single CTAs (backend fused_<order>_c1), checked bit-identical and timed beside it.
+// --compare-control adds, per order, the same launch unchanged (backend fused_<order>_ctl): its ratio is what a
+// variant's slot in the ABBA blocks does alone, the yardstick for any other variant's few percent.
 // --compare-pingpong adds, per order, the kernel with its MMA warpgroups' batches alternating
 // (MoeLayerParams::pingpong = 1; backend fused_<order>_pp), checked bit-identical and timed beside it.
 // --compare-l2-scratch adds, per order, the kernel with two scratch accumulators in the W8A8 Linear-2 mainloop
@@ -312,6 +314,7 @@ struct Args {
   std::vector<int> tokens{2048, 8192, 32768}, worlds{1};
   int emulated_tokens = 2048, check_tokens = 4, ctas = 0, cluster = 0;
   bool compare_single = false;
+  bool compare_control = false;     // --compare-control: also the orders again, unchanged (the slot bias)
   bool compare_pingpong = false;  // --compare-pingpong: also the orders with pingpong = 1
   bool compare_l2_scratch = false;  // --compare-l2-scratch: also the orders with l2_scratches = 2
   std::vector<int> compare_hints;   // --compare-hints: also the orders with these l2_hints masks
@@ -427,6 +430,7 @@ Args parse(int argc, char** argv) {
       if (a.row_order < 0 || a.row_order > 1) throw UsageError(detail::concat("--row-order ", a.row_order, ": 0 or 1"));
     }
     else if (k == "--compare-single") a.compare_single = true;
+    else if (k == "--compare-control") a.compare_control = true;
     else if (k == "--compare-pingpong") a.compare_pingpong = true;
     else if (k == "--compare-l2-scratch") a.compare_l2_scratch = true;
     else if (k == "--compare-hints") a.compare_hints = split_int(val(), k.c_str());
@@ -781,6 +785,9 @@ int main(int argc, char** argv) try {
                 fns.push_back([&, j](int) { moe_kernel::launch_moe_layer(*team1, ws, variant_prm[j], st); });
               }
             };
+            // The same launch again under another name: what a variant's slot in the ABBA blocks alone does to its ratio
+            // (s32: an identical-work variant timed 0.978-1.052x the default, mostly unflipped).
+            if (a.compare_control) add_variants("_ctl", [](moe_kernel::MoeLayerParams&) {});
             if (a.compare_single) add_variants("_c1", [](moe_kernel::MoeLayerParams& q) { q.cluster = 1; });  // no A multicast
             if (a.compare_pingpong) add_variants("_pp", [](moe_kernel::MoeLayerParams& q) { q.pingpong = 1; });
             if (a.compare_l2_scratch) add_variants("_s2", [](moe_kernel::MoeLayerParams& q) { q.l2_scratches = 2; });
