@@ -23,6 +23,11 @@ def read(path):
         return list(csv.DictReader(f))
 
 
+def tile_kind(r):
+    """A traced tile's kind: (L1 / L2, full / half)."""
+    return r["kind"], "half" if r["half"] == "1" else "full"
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("tiles", nargs="+")
@@ -56,7 +61,7 @@ def main():
             gap = collections.defaultdict(float)  # ns from this tile's mainloop end to the CTA's next mainloop start
             by_cta = collections.defaultdict(list)
             for r in R:
-                k = (r["kind"], "half" if r["half"] == "1" else "full")
+                k = tile_kind(r)
                 busy[k] += (int(r["mma_end_ns"]) - int(r["mma_start_ns"])) / 1e6
                 count[k] += 1
                 cycles[k] += int(r["mma_cycles"])
@@ -66,7 +71,7 @@ def main():
             for rs in by_cta.values():
                 rs.sort(key=lambda r: int(r["mma_start_ns"]))
                 for r, nxt in zip(rs, rs[1:]):
-                    gap[(r["kind"], "half" if r["half"] == "1" else "full")] += int(nxt["mma_start_ns"]) - int(r["mma_end_ns"])
+                    gap[tile_kind(r)] += int(nxt["mma_start_ns"]) - int(r["mma_end_ns"])
             ghz = cyc / ns if ns else 1.0
             print("  kind      tiles      SM-ms  us/tile  data wait  first wait us  gap to next us")
             for k in sorted(busy):

@@ -119,7 +119,7 @@ void fill_common(KernelParams<Sched>& kp, runtime::Team& team, const MoeLayerPar
   kp.half_together = prm.weights != MoeWeightFormat::kFp8 || prm.half_together == 1 ? 1 : 0;
   kp.half_wide = half_wide_on(prm) ? 1 : 0;
   kp.l2_borrow = kp.l2_wide && prm.weights != MoeWeightFormat::kBf16 && prm.l2_scratches == 1 && prm.l2_borrow == 1 ? 1 : 0;
-  // MoeLayerParams::lean: the lean instantiation is compiled with the values of XSTAGE_MOE_LEAN_OPTIONS.
+  // MoeLayerParams::lean: the lean instantiation is compiled with the values lean_values_hold checks (moe_params.hpp).
   kp.lean = prm.lean == 1 && prm.weights != MoeWeightFormat::kBf16 && !prm.trace && lean_values_hold(kp) ? 1 : 0;
   kp.hidden = prm.shape.hidden;
   kp.inter = prm.shape.inter;
