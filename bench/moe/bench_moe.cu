@@ -7,14 +7,15 @@
 //             [--precision w8a8,w4a8] [--orders wave[,interleaved]] [--worlds 1,2,4,8] [--emulated-tokens 2048]
 //             [--block-s 0.1] [--warmup-s 0.05] [--rounds 1] [--min-calls 3] [--check-tokens 4] [--seed 1] [--no-time]
 //             [--trace] [--trace-csv FILE] [--ctas N] [--leads D1,D2,...] [--platform FILE]
-//             [--cluster 0|1|2] [--row-order 0|1] [--l2-cols 0|128|256] [--compare-control] [--compare-single] [--compare-pingpong] [--compare-l2-scratch]
+//             [--cluster 0|1|2] [--pair-share 0|1|2|3] [--row-order 0|1] [--l2-cols 0|128|256] [--compare-control] [--compare-single] [--compare-pingpong] [--compare-l2-scratch]
 //             [--compare-l2-cols] [--compare-hints M1,M2,...] [--int4-expand 0|1|2] [--compare-expand]
 //             [--compare-pair-share] [--compare-a-trim] [--compare-merge] [--compare-borrow] [--compare-early]
 //             [--compare-row-order] [--compare-half] [--compare-half-wide] [--prefetch-streamed]
 //             [--prefetch D1,D2,...] [--custom NAME:H:I:E:K]
 //
 // --cluster: MoeLayerParams::cluster of the fused kernel (0 = auto: CTA pairs sharing the A operand by TMA
-// multicast wherever the N-tile counts are even; 1 = single CTAs; 2 = pairs). --compare-single adds, per order,
+// multicast wherever the N-tile counts are even; 1 = single CTAs; 2 = pairs). --pair-share: MoeLayerParams::pair_share
+// of the fused kernel (0 = auto; for ncu on one mode). --compare-single adds, per order,
 // the same kernel forced to single CTAs (backend fused_<order>_c1), checked bit-identical and timed beside it.
 // --compare-control adds, per order, the same launch unchanged (backend fused_<order>_ctl): its ratio is what a
 // variant's slot in the ABBA blocks does alone, the yardstick for any other variant's few percent.
@@ -313,6 +314,7 @@ struct Args {
   std::vector<std::string> shapes, routings{"balanced", "skewed"}, precisions{"w8a8"}, orders{"wave"};
   std::vector<int> tokens{2048, 8192, 32768}, worlds{1};
   int emulated_tokens = 2048, check_tokens = 4, ctas = 0, cluster = 0;
+  int pair_share = 0;  // --pair-share: MoeLayerParams::pair_share of the fused kernel (0 = auto)
   bool compare_single = false;
   bool compare_control = false;     // --compare-control: also the orders again, unchanged (the slot bias)
   bool compare_pingpong = false;  // --compare-pingpong: also the orders with pingpong = 1
@@ -421,7 +423,11 @@ Args parse(int argc, char** argv) {
     else if (k == "--seed") a.seed = std::stoull(val());
     else if (k == "--no-time") a.time = false;
     else if (k == "--ctas") a.ctas = split_int(val(), k.c_str()).at(0);
-    else if (k == "--cluster") {
+    else if (k == "--pair-share") {
+      a.pair_share = std::stoi(val());
+      if (a.pair_share < 0 || a.pair_share > 3)
+        throw UsageError(detail::concat("--pair-share ", a.pair_share, ": 0 (auto), 1 (A), 2 (weights of full rows) or 3 (weights)"));
+    } else if (k == "--cluster") {
       a.cluster = std::stoi(val());
       if (a.cluster < 0 || a.cluster > 2) throw UsageError(detail::concat("--cluster ", a.cluster, ": 0 (auto), 1 or 2"));
     }
@@ -736,6 +742,7 @@ int main(int argc, char** argv) try {
           prm.experts_per_wave = 0;  // auto: waves that fill the SMs
           prm.ctas_per_rank = a.ctas;  // 0: every SM (diagnostics only: fewer CTAs)
           prm.cluster = a.cluster;
+          prm.pair_share = a.pair_share;
           prm.row_order = a.row_order;
           prm.int4_expand = a.int4_expand;
           // 256-column Linear-2 tiles where the shape allows them (W8A8 / W4A8, hidden % 256, and % 512 for pairs)
