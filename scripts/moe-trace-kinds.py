@@ -6,9 +6,9 @@
 Reads the per-tile trace `bench_moe --trace --trace-csv` writes and prints, per (file, shape, tokens, routing, order):
 the layer's span, the CTAs, the SM clock over the mainloops (cycles / ns), and per kind (L1 / L2, full / half) the
 tiles, their SM-ms and mean mainloop time, the share of the mainloop spent waiting for full stages (data), the mean
-wait for the first stage and the mean time from the mainloop's end to the CTA's next mainloop; then the half-tile concurrency table: each tile's mainloop time grouped by
-how many half tiles ran beside it on average (bins of --bin-us), which says whether the half tiles slow each other down
-(a shared HBM) or not.
+wait for the first stage and the mean time from the mainloop's end to the CTA's next mainloop; then the half-tile
+concurrency table: each tile's mainloop time grouped by how many half tiles ran beside it on average (bins of
+--bin-us), which says whether the half tiles slow each other down (a shared HBM) or not.
 """
 import argparse
 import collections
