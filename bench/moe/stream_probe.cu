@@ -223,6 +223,14 @@ int main(int argc, char** argv) {
   cfgs.push_back({"rows", 0, sms, 1, 4, 64, 600, 0, 33, 128, 800});
   cfgs.push_back({"rows", 0, sms, 1, 4, 64, 300, 0, 99, 128, 800});
   cfgs.push_back({"rows", 0, sms, 1, 2, 64, 300, 0, 33, 128, 800});
+  // stages against a hold (s36): does a deeper ring raise a CTA's stream while its consumer holds each stage for the
+  // time of a full tile's K block (~1 us at 8K) or a half tile's (~0.3-0.6 us)? Weights alone (32 KB stages) and with
+  // a half tile's 8 KB A box (40 KB), from HBM, on all SMs and on half of them.
+  for (int ctas : {sms, sms / 2})
+    for (int d : {600, 1000})
+      for (int st : {3, 4, 5, 6}) cfgs.push_back({"rows", 0, ctas, 1, st, 0, d, 0});
+  for (int ctas : {sms, sms / 2})
+    for (int st : {3, 4, 5}) cfgs.push_back({"rows", 0, ctas, 1, st, 64, 1000, 0});
 
   std::vector<Result> res;
   bool all = true;
