@@ -7,7 +7,9 @@
 #   OUT=/root/out bash scripts/moe-study.sh                # P = 1 (and emulated P = 2, 4, 8 bit-identity)
 #   STEPS="w8 w4 dsweep tiles merge" selects steps (at P = 1 on one H200 each of w8, w4 took about a minute, 2026-12-01;
 #   the device tool brings back at most 8 files per call: tar the folders or drop blocks.json).
-#   Steps big8, big4 (not in the default list): the 32768-token configurations again with longer blocks, a real
+#   Step emu (not in the default list): correctness only (--no-time), both precisions and orders, emulated P = 2, 4, 8
+#   bit-identity at 8192 and at 32768 global tokens as well (the default steps check it at 2048); $OUT/emu8192,
+#   $OUT/emu32768. Steps big8, big4 (not in the default list): the 32768-token configurations again with longer blocks, a real
 #   warm-up and two rounds ($BIGPROTO), for points where a 30 ms layer otherwise gets 3 calls per block; about
 #   2.5 min each at P = 1 (estimate: 14 configurations x 4 backends x 4 blocks x 0.6 s + checks). merge then also
 #   writes $OUT/moe-big, $OUT/moe-schedule-big.
@@ -30,7 +32,7 @@ bench() {  # bench DIR ARGS...: one bench_moe run, real ranks when RANKS is set
   if [ -n "$RANKS" ]; then
     "$BUILD/src/cli/xstage" launch -n "$RANKS" -- "$BUILD/bench/moe/bench_moe" --out "$dir" "$@"
   else
-    "$BUILD/bench/moe/bench_moe" --out "$dir" --worlds 1,2,4,8 --emulated-tokens 2048 "$@"
+    "$BUILD/bench/moe/bench_moe" --out "$dir" --worlds 1,2,4,8 --emulated-tokens "${EMUL_T:-2048}" "$@"
   fi
 }
 for step in $STEPS; do
@@ -40,6 +42,10 @@ for step in $STEPS; do
     big8|big4) p=w8a8; [ "$step" = big4 ] && p=w4a8
           bench "$OUT/$step" --precision $p --tokens 32768 --orders wave,interleaved --check-tokens 1 --worlds 1 \
             $BIGPROTO $EXTRA ;;
+    emu) for t in ${EMU_TOKENS:-8192 32768}; do
+           EMUL_T=$t bench "$OUT/emu$t" --precision w8a8,w4a8 --tokens "$t" --orders wave,interleaved \
+             --check-tokens 1 --no-time $EXTRA
+         done ;;
     dsweep) bench "$OUT/dsweep" --shapes dit-moe-xl,qwen3-30b-a3b,deepseek-v4-flash --tokens 8192 \
               --orders wave,interleaved --leads 1,2,4,8,16,32,64 --check-tokens 1 $PROTO ;;
     tiles) mkdir -p "$OUT/tiles"  # every traced tile of two small configurations (the per-tile CSV, per rank)
