@@ -9,7 +9,8 @@
 #   the device tool brings back at most 8 files per call: tar the folders or drop blocks.json).
 #   Step emu (not in the default list): correctness only (--no-time), both precisions and orders, emulated P = 2, 4, 8
 #   bit-identity at 8192 and at 32768 global tokens as well (the default steps check it at 2048); $OUT/emu8192,
-#   $OUT/emu32768 (EMU_TOKENS picks the counts). Steps big8, big4 (not in the default list): the 32768-token configurations again with longer blocks, a real
+#   $OUT/emu32768 (EMU_TOKENS picks the counts).
+#   Steps big8, big4 (not in the default list): the 32768-token configurations again with longer blocks, a real
 #   warm-up and two rounds ($BIGPROTO), for points where a 30 ms layer otherwise gets 3 calls per block; about
 #   2.5 min each at P = 1 (estimate: 14 configurations x 4 backends x 4 blocks x 0.6 s + checks). merge then also
 #   writes $OUT/moe-big, $OUT/moe-schedule-big.
