@@ -43,6 +43,9 @@
 //   l1-tma    l1-pipe with the kernel's tensor-map TMA loads instead of bulk copies: per stage A as two {128 B,
 //             64 rows} boxes, the A row scales as one {128, 1} fp32 box, B as two {128 B, 128 rows} boxes, 128 B
 //             swizzle, L2 promotion 256 B (src as a [rows][8192 B] matrix)
+//   l1-tma-mix  l1-tma with the fused kernel's data mix at 8192 tokens: A from a few MB that stay in L2, the weights
+//             streamed from the rest of the source without reuse (with --src-mb beyond L2: from HBM); the row to set
+//             against the 8K layers' ceiling fraction (needs --src-mb >= 8)
 //   l1-tma-ring  l1-tma with the K blocks as l1-ring runs them
 //   short-half, short-swap, short-none  a half tile's K blocks fed by the pipeline (A 8 or 4 KB + 32 KB of weights per
 //             stage): the kernel's half_wide batch, a swap-AB form with 32 tokens (m64n32, half the tensor work), no
@@ -507,9 +510,9 @@ __global__ void __launch_bounds__(C::kThreads, 1) pipe_kernel(int kblocks, const
 template <bool kRing, bool kRs>
 __global__ void __launch_bounds__(C::kThreads, 1) tma_kernel(const __grid_constant__ CUtensorMap map_x,
                                                              const __grid_constant__ CUtensorMap map_w,
-                                                             const __grid_constant__ CUtensorMap map_s, int rows,
-                                                             int kblocks, const float* scales, float* sums,
-                                                             unsigned long long* cycles) {
+                                                             const __grid_constant__ CUtensorMap map_s, int arows,
+                                                             int brows, int bstep, int kblocks, const float* scales,
+                                                             float* sums, unsigned long long* cycles) {
   extern __shared__ __align__(1024) uint8_t smem[];
   const Pipe pipe = init_pipe(smem, true);
   float* sa = pipe.sa;  // [stage][128] row scales
@@ -521,18 +524,21 @@ __global__ void __launch_bounds__(C::kThreads, 1) tma_kernel(const __grid_consta
     ptx::setmaxnreg_dec<C::kProducerRegs>();
     if (tid != 0) return;
     xstage::kernel::PipeState<kPipeStages> ps;
-    // rows is a multiple of 256: every box lies inside the matrix
-    const int arow = (blockIdx.x * 128) % rows, brow = (blockIdx.x * 256 + rows / 2) % rows;
+    // arows and brows are multiples of 256: every box lies inside its matrix. The weight rows move on by bstep
+    // (< brows) after every full sweep of the 8192 columns (bstep 0: the CTA re-reads its 256 rows)
+    const int arow = (blockIdx.x * 128) % arows;
+    int brow = (blockIdx.x * 256 + brows / 2) % brows;
     for (int kb = 0; kb < kblocks; ++kb) {
       ptx::mbar_wait_acquire_cta(&empty[ps.stage], ps.phase ^ 1);
       ptx::mbar_arrive_expect_tx_release_cta(&full[ps.stage], kA + kB + 128 * sizeof(float));
       uint8_t* st = smem + ps.stage * kStageBytes;
       const int k0 = (kb * 128) % kCols;
+      if (k0 == 0 && kb > 0) brow = brow + bstep >= brows ? brow + bstep - brows : brow + bstep;
       mk::tma_load_2d(&map_x, &full[ps.stage], st, k0, arow);
-      mk::tma_load_2d(&map_x, &full[ps.stage], st + 64 * 128, k0, (arow + 64) % rows);
+      mk::tma_load_2d(&map_x, &full[ps.stage], st + 64 * 128, k0, (arow + 64) % arows);
       mk::tma_load_2d(&map_s, &full[ps.stage], sa + ps.stage * 128, 0, kb % 16);
       mk::tma_load_2d(&map_w, &full[ps.stage], st + kA, k0, brow);
-      mk::tma_load_2d(&map_w, &full[ps.stage], st + kA + kB / 2, k0, (brow + 128) % rows);
+      mk::tma_load_2d(&map_w, &full[ps.stage], st + kA + kB / 2, k0, (brow + 128) % brows);
       ps.advance();
     }
     return;
@@ -796,18 +802,25 @@ Row run(const char* name, double batches, int kblocks, int ctas, int reps) {
   });
 }
 
+// mix_bytes 0: A and the weights from the whole source, each CTA on its own 256 weight rows (l1-tma). Otherwise
+// (l1-tma-mix) A comes from the source's first mix_bytes (small: the L2 keeps it, as it keeps the fused kernel's
+// token rows, read by every N tile of their expert) and the weights stream from the rest, every CTA moving on to
+// new rows after each 8192-column sweep (as the kernel's tiles walk an expert's weights once at 8192 tokens).
 template <bool kRing, bool kRs = false>
 Row run_tma(const char* name, int kblocks, int ctas, int reps, const uint8_t* src, size_t src_bytes,
-            const float* scales) {
-  const int rows = int(src_bytes / 8192) / 256 * 256;  // src_mb >= 2 MB
-  const CUtensorMap mx = make_map(src, false, 8192, uint64_t(rows), 128, 64);
-  const CUtensorMap mx128 = make_map(src, false, 8192, uint64_t(rows), 128, 128);
+            const float* scales, size_t mix_bytes = 0) {
+  const uint8_t* wsrc = src + mix_bytes;
+  const int arows = int((mix_bytes ? mix_bytes : src_bytes) / 8192) / 256 * 256;  // src_mb >= 2 MB
+  const int brows = int((src_bytes - mix_bytes) / 8192) / 256 * 256;
+  const int bstep = mix_bytes ? (ctas * 256) % brows : 0;
+  const CUtensorMap mx = make_map(src, false, 8192, uint64_t(arows), 128, 64);
+  const CUtensorMap mw = make_map(wsrc, false, 8192, uint64_t(brows), 128, 128);
   const CUtensorMap ms = make_map(scales, true, 128, 16, 128, 1);  // 16 rows of 128 row scales (2048 floats)
   const size_t smem = size_t(kPipeStages) * kStageBytes + kPipeStages * 128 * sizeof(float) +
                       2 * kPipeStages * sizeof(uint64_t);
   ok(cudaFuncSetAttribute(tma_kernel<kRing, kRs>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)), name);
   Row r = run_launch(name, 2, kblocks, ctas, reps, [&](int n, float* sums, unsigned long long* cyc) {
-    tma_kernel<kRing, kRs><<<n, C::kThreads, smem>>>(mx, mx128, ms, rows, kblocks, scales, sums, cyc);
+    tma_kernel<kRing, kRs><<<n, C::kThreads, smem>>>(mx, mw, ms, arows, brows, bstep, kblocks, scales, sums, cyc);
   });
   r.gbs_per_sm = (48.0 * 1024 + 128 * sizeof(float)) * kblocks / (r.ms * 1e-3) / 1e9;
   return r;
@@ -918,6 +931,10 @@ int main(int argc, char** argv) {
     rows.push_back(run_pipe<true>("l1-pipe", kblocks, ctas, reps, src, src_bytes, scales));
     rows.push_back(run_pipe<false>("l2-pipe", kblocks, ctas, reps, src, src_bytes, scales));
     rows.push_back(run_tma<false>("l1-tma", kblocks, ctas, reps, src, src_bytes, scales));
+    if (src_mb >= 8) {  // A from 2-8 MB, the weights from the rest
+      const size_t mix = std::min<size_t>(8, size_t(src_mb) / 4) << 20;
+      rows.push_back(run_tma<false>("l1-tma-mix", kblocks, ctas, reps, src, src_bytes, scales, mix));
+    }
     rows.push_back(run_tma<true>("l1-tma-ring", kblocks, ctas, reps, src, src_bytes, scales));
     rows.push_back(run_tma<false, true>("l1-tma-rs", kblocks, ctas, reps, src, src_bytes, scales));
     rows.push_back(run_short<Short::kHalf>("short-half", kblocks, ctas, reps, src, src_bytes));
