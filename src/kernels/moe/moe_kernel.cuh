@@ -292,10 +292,13 @@ __device__ __forceinline__ void mma_block_bf16(float (&acc)[64], const uint8_t* 
 }
 
 // final += scratch * (a_scale[row] * b_scale): rows r0 (elements with (i/2)%2 == 0) and r0 + 8.
+// Every promotion is an explicit fmaf: left to contraction, the compiler split the half tiles' product and sum
+// across the join of l1_mainloop's paths (FMUL + FADD: twice the instructions on the consumers' chain and a second
+// rounding; ncu of s43 call 6), so the rounding also depended on the code path a tile took.
 template <int kAcc>
 __device__ __forceinline__ void promote(float (&fin)[kAcc], const float (&acc)[kAcc], float s0, float s1) {
 #pragma unroll
-  for (int i = 0; i < kAcc; ++i) fin[i] += acc[i] * (((i / 2) % 2) ? s1 : s0);
+  for (int i = 0; i < kAcc; ++i) fin[i] = fmaf(acc[i], ((i / 2) % 2) ? s1 : s0, fin[i]);
 }
 // W4A8: final += scratch * (a_scale[row] * b_scale[col]), b_scale per column from shared memory (sb: the
 // scale of the fragment's column 0).
@@ -305,10 +308,10 @@ __device__ __forceinline__ void promote_cols(float (&fin)[kAcc], const float (&a
 #pragma unroll
   for (int i = 0; i < kAcc; i += 4) {
     const float2 b = *reinterpret_cast<const float2*>(sb + kernel::frag_col(i, tid));
-    fin[i] += acc[i] * (s0 * b.x);
-    fin[i + 1] += acc[i + 1] * (s0 * b.y);
-    fin[i + 2] += acc[i + 2] * (s1 * b.x);
-    fin[i + 3] += acc[i + 3] * (s1 * b.y);
+    fin[i] = fmaf(acc[i], s0 * b.x, fin[i]);
+    fin[i + 1] = fmaf(acc[i + 1], s0 * b.y, fin[i + 1]);
+    fin[i + 2] = fmaf(acc[i + 2], s1 * b.x, fin[i + 2]);
+    fin[i + 3] = fmaf(acc[i + 3], s1 * b.y, fin[i + 3]);
   }
 }
 
@@ -674,8 +677,8 @@ __device__ __forceinline__ int l1_mainloop(S& sh, kernel::PipeState<C::kStages>&
         const float g0 = a0 * gs, g1 = a1 * gs, u0 = a0 * us, u1 = a1 * us;
 #pragma unroll
         for (int i = 0; i < kAcc; ++i) {  // promote's arithmetic on each half
-          fg[i] += acc2[i] * (((i / 2) % 2) ? g1 : g0);
-          fu[i] += acc2[kAcc + i] * (((i / 2) % 2) ? u1 : u0);
+          fg[i] = fmaf(acc2[i], ((i / 2) % 2) ? g1 : g0, fg[i]);
+          fu[i] = fmaf(acc2[kAcc + i], ((i / 2) % 2) ? u1 : u0, fu[i]);
         }
         held = late ? -1 : ps.stage;
         ps.advance();
