@@ -46,6 +46,8 @@
 //   l1-tma-mix  l1-tma with the fused kernel's data mix at 8192 tokens: A from a few MB that stay in L2, the weights
 //             streamed from the rest of the source without reuse (with --src-mb beyond L2: from HBM); the row to set
 //             against the 8K layers' ceiling fraction (needs --src-mb >= 8)
+//   l1-tma-2p, l1-tma-mix-2p  l1-tma / l1-tma-mix with a second producer thread (warp 1) issuing the weight boxes
+//             while warp 0's issues A's boxes and row scales (each prints its mean cycles per stage to issue its loads)
 //   l1-tma-ring  l1-tma with the K blocks as l1-ring runs them
 //   short-half, short-swap, short-none  a half tile's K blocks fed by the pipeline (A 8 or 4 KB + 32 KB of weights per
 //             stage): the kernel's half_wide batch, a swap-AB form with 32 tokens (m64n32, half the tensor work), no
@@ -354,15 +356,15 @@ struct Pipe {
   uint64_t* full;
   uint64_t* empty;
 };
-__device__ __forceinline__ Pipe init_pipe(uint8_t* smem, bool row_scales) {
+__device__ __forceinline__ Pipe init_pipe(uint8_t* smem, bool row_scales, uint32_t producers = 1) {
   Pipe p;
   p.sa = row_scales ? reinterpret_cast<float*>(smem + kPipeStages * kStageBytes) : nullptr;
   p.full = reinterpret_cast<uint64_t*>(smem + kPipeStages * kStageBytes + (row_scales ? kPipeStages * 128 * 4 : 0));
   p.empty = p.full + kPipeStages;
   if (threadIdx.x == 0) {
     for (int i = 0; i < kPipeStages; ++i) {
-      ptx::mbar_init(&p.full[i], 1);
-      ptx::mbar_init(&p.empty[i], 8);  // the consumer warps
+      ptx::mbar_init(&p.full[i], producers);  // each producer thread's arrival with its bytes
+      ptx::mbar_init(&p.empty[i], 8);       // the consumer warps
     }
     ptx::fence_mbar_init_release_cluster();
   }
@@ -507,14 +509,19 @@ __global__ void __launch_bounds__(C::kThreads, 1) pipe_kernel(int kblocks, const
 }
 
 // l1-pipe with the kernel's TMA tensor loads (moe_kernel.cuh's tma_load_2d; maps as moe_layer.cpp makes them).
-template <bool kRing, bool kRs>
+// kProducers 2 (l1-tma-2p, l1-tma-mix-2p): a second producer thread (warp 1) issues the weight boxes, warp 0's the A
+// boxes and row scales; each waits for the free stage and arrives on its full barrier with its own bytes. Each
+// producer thread's mean cycles per stage from the free stage to its last load issued go to g_issue[CTA][thread]
+// (s44: the fused kernel's one producer thread takes 700-970 cycles per stage for its TMA loads).
+__device__ unsigned long long g_issue[2 * 1024];
+template <bool kRing, bool kRs, int kProducers = 1>
 __global__ void __launch_bounds__(C::kThreads, 1) tma_kernel(const __grid_constant__ CUtensorMap map_x,
                                                              const __grid_constant__ CUtensorMap map_w,
                                                              const __grid_constant__ CUtensorMap map_s, int arows,
                                                              int brows, int bstep, int kblocks, const float* scales,
                                                              float* sums, unsigned long long* cycles) {
   extern __shared__ __align__(1024) uint8_t smem[];
-  const Pipe pipe = init_pipe(smem, true);
+  const Pipe pipe = init_pipe(smem, true, kProducers);
   float* sa = pipe.sa;  // [stage][128] row scales
   uint64_t* full = pipe.full;
   uint64_t* empty = pipe.empty;
@@ -522,25 +529,36 @@ __global__ void __launch_bounds__(C::kThreads, 1) tma_kernel(const __grid_consta
   constexpr uint32_t kA = 16 * 1024, kB = 32 * 1024, kCols = 8192;
   if (warpgroup == 0) {
     ptx::setmaxnreg_dec<C::kProducerRegs>();
-    if (tid != 0) return;
+    const int who = tid == 0 ? 0 : tid == 32 && kProducers == 2 ? 1 : -1;  // 0: A (and alone, everything); 1: weights
+    if (who < 0) return;
     xstage::kernel::PipeState<kPipeStages> ps;
     // arows and brows are multiples of 256: every box lies inside its matrix. The weight rows move on by bstep
     // (< brows) after every full sweep of the 8192 columns (bstep 0: the CTA re-reads its 256 rows)
     const int arow = (blockIdx.x * 128) % arows;
     int brow = (blockIdx.x * 256 + brows / 2) % brows;
+    const bool do_a = who == 0, do_w = kProducers == 1 || who == 1;
+    const uint32_t bytes = (do_a ? kA + 128 * sizeof(float) : 0) + (do_w ? kB : 0);
+    unsigned long long issue = 0;
     for (int kb = 0; kb < kblocks; ++kb) {
       ptx::mbar_wait_acquire_cta(&empty[ps.stage], ps.phase ^ 1);
-      ptx::mbar_arrive_expect_tx_release_cta(&full[ps.stage], kA + kB + 128 * sizeof(float));
+      const unsigned long long c0 = clock64();
+      ptx::mbar_arrive_expect_tx_release_cta(&full[ps.stage], bytes);
       uint8_t* st = smem + ps.stage * kStageBytes;
       const int k0 = (kb * 128) % kCols;
       if (k0 == 0 && kb > 0) brow = brow + bstep >= brows ? brow + bstep - brows : brow + bstep;
-      mk::tma_load_2d(&map_x, &full[ps.stage], st, k0, arow);
-      mk::tma_load_2d(&map_x, &full[ps.stage], st + 64 * 128, k0, (arow + 64) % arows);
-      mk::tma_load_2d(&map_s, &full[ps.stage], sa + ps.stage * 128, 0, kb % 16);
-      mk::tma_load_2d(&map_w, &full[ps.stage], st + kA, k0, brow);
-      mk::tma_load_2d(&map_w, &full[ps.stage], st + kA + kB / 2, k0, (brow + 128) % brows);
+      if (do_a) {
+        mk::tma_load_2d(&map_x, &full[ps.stage], st, k0, arow);
+        mk::tma_load_2d(&map_x, &full[ps.stage], st + 64 * 128, k0, (arow + 64) % arows);
+        mk::tma_load_2d(&map_s, &full[ps.stage], sa + ps.stage * 128, 0, kb % 16);
+      }
+      if (do_w) {
+        mk::tma_load_2d(&map_w, &full[ps.stage], st + kA, k0, brow);
+        mk::tma_load_2d(&map_w, &full[ps.stage], st + kA + kB / 2, k0, (brow + 128) % brows);
+      }
+      issue += clock64() - c0;
       ps.advance();
     }
+    if (blockIdx.x < 1024) g_issue[2 * blockIdx.x + who] = issue / (unsigned long long)kblocks;
     return;
   }
   ptx::setmaxnreg_inc<C::kConsumerRegs>();
@@ -754,6 +772,7 @@ struct Row {
   double flop_per_cycle, fraction, tflops, ms, max_cycles, min_cycles;
   bool finite;
   double gbs_per_sm = 0;  // streamed variants: bytes per stage x K blocks per launch / launch time, per CTA
+  double issue_cycles[2] = {0, 0};  // l1-tma*: each producer thread's mean cycles per stage to issue its loads
 };
 
 // One variant: a warm-up launch, then `reps` timed launches of `launch(ctas, sums, cycles)`.
@@ -806,7 +825,7 @@ Row run(const char* name, double batches, int kblocks, int ctas, int reps) {
 // (l1-tma-mix) A comes from the source's first mix_bytes (small: the L2 keeps it, as it keeps the fused kernel's
 // token rows, read by every N tile of their expert) and the weights stream from the rest, every CTA moving on to
 // new rows after each 8192-column sweep (as the kernel's tiles walk an expert's weights once at 8192 tokens).
-template <bool kRing, bool kRs = false>
+template <bool kRing, bool kRs = false, int kProducers = 1>
 Row run_tma(const char* name, int kblocks, int ctas, int reps, const uint8_t* src, size_t src_bytes,
             const float* scales, size_t mix_bytes = 0) {
   const uint8_t* wsrc = src + mix_bytes;
@@ -818,11 +837,23 @@ Row run_tma(const char* name, int kblocks, int ctas, int reps, const uint8_t* sr
   const CUtensorMap ms = make_map(scales, true, 128, 16, 128, 1);  // 16 rows of 128 row scales (2048 floats)
   const size_t smem = size_t(kPipeStages) * kStageBytes + kPipeStages * 128 * sizeof(float) +
                       2 * kPipeStages * sizeof(uint64_t);
-  ok(cudaFuncSetAttribute(tma_kernel<kRing, kRs>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)), name);
+  ok(cudaFuncSetAttribute(tma_kernel<kRing, kRs, kProducers>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)),
+     name);
   Row r = run_launch(name, 2, kblocks, ctas, reps, [&](int n, float* sums, unsigned long long* cyc) {
-    tma_kernel<kRing, kRs><<<n, C::kThreads, smem>>>(mx, mw, ms, arows, brows, bstep, kblocks, scales, sums, cyc);
+    tma_kernel<kRing, kRs, kProducers><<<n, C::kThreads, smem>>>(mx, mw, ms, arows, brows, bstep, kblocks, scales, sums,
+                                                                 cyc);
   });
   r.gbs_per_sm = (48.0 * 1024 + 128 * sizeof(float)) * kblocks / (r.ms * 1e-3) / 1e9;
+  std::vector<unsigned long long> is(2 * 1024);
+  ok(cudaMemcpyFromSymbol(is.data(), g_issue, is.size() * sizeof(is[0])), "g_issue");
+  const int n = std::min(ctas, 1024);
+  double s0 = 0, s1 = 0;
+  for (int b = 0; b < n; ++b) {
+    s0 += double(is[2 * b]);
+    s1 += double(is[2 * b + 1]);
+  }
+  r.issue_cycles[0] = s0 / n;
+  r.issue_cycles[1] = kProducers == 2 ? s1 / n : 0;
   return r;
 }
 
@@ -934,7 +965,9 @@ int main(int argc, char** argv) {
     if (src_mb >= 8) {  // A from 2-8 MB, the weights from the rest
       const size_t mix = std::min<size_t>(8, size_t(src_mb) / 4) << 20;
       rows.push_back(run_tma<false>("l1-tma-mix", kblocks, ctas, reps, src, src_bytes, scales, mix));
+      rows.push_back(run_tma<false, false, 2>("l1-tma-mix-2p", kblocks, ctas, reps, src, src_bytes, scales, mix));
     }
+    rows.push_back(run_tma<false, false, 2>("l1-tma-2p", kblocks, ctas, reps, src, src_bytes, scales));
     rows.push_back(run_tma<true>("l1-tma-ring", kblocks, ctas, reps, src, src_bytes, scales));
     rows.push_back(run_tma<false, true>("l1-tma-rs", kblocks, ctas, reps, src, src_bytes, scales));
     rows.push_back(run_short<Short::kHalf>("short-half", kblocks, ctas, reps, src, src_bytes));
@@ -954,9 +987,13 @@ int main(int argc, char** argv) {
   for (const Row& r : rows) {
     char gbs[32] = "-";
     if (r.gbs_per_sm > 0) std::snprintf(gbs, sizeof gbs, "%.1f", r.gbs_per_sm);
-    std::printf("%-16s %8.1f %12.0f %9.3f %9.1f %10.3f %8s %s\n", r.name.c_str(), r.batches_per_kblock,
+    char iss[48] = "";
+    if (r.issue_cycles[0] > 0)
+      std::snprintf(iss, sizeof iss, r.issue_cycles[1] > 0 ? "  issue %.0f / %.0f cyc" : "  issue %.0f cyc",
+                    r.issue_cycles[0], r.issue_cycles[1]);
+    std::printf("%-16s %8.1f %12.0f %9.3f %9.1f %10.3f %8s %s%s\n", r.name.c_str(), r.batches_per_kblock,
                 r.flop_per_cycle, r.fraction, r.tflops, (r.max_cycles - r.min_cycles) / r.max_cycles, gbs,
-                r.finite ? "yes" : "NO");
+                r.finite ? "yes" : "NO", iss);
     all = all && r.finite;
   }
   if (!json.empty()) {
@@ -968,7 +1005,8 @@ int main(int argc, char** argv) {
       f << (i ? ", " : "") << "{\"variant\": \"" << r.name << "\", \"batches_per_kblock\": " << r.batches_per_kblock
         << ", \"flop_per_cycle_sm\": " << r.flop_per_cycle << ", \"fraction_of_8192\": " << r.fraction
         << ", \"tflops\": " << r.tflops << ", \"ms_per_launch\": " << r.ms << ", \"max_cycles\": " << r.max_cycles
-        << ", \"min_cycles\": " << r.min_cycles << ", \"gbs_per_sm\": " << r.gbs_per_sm << ", \"finite\": " << (r.finite ? "true" : "false") << "}";
+        << ", \"min_cycles\": " << r.min_cycles << ", \"gbs_per_sm\": " << r.gbs_per_sm
+        << ", \"issue_cycles\": [" << r.issue_cycles[0] << ", " << r.issue_cycles[1] << "], \"finite\": " << (r.finite ? "true" : "false") << "}";
     }
     f << "]}\n";
   }
