@@ -513,7 +513,8 @@ __global__ void __launch_bounds__(C::kThreads, 1) pipe_kernel(int kblocks, const
 // boxes and row scales; each waits for the free stage and arrives on its full barrier with its own bytes. Each
 // producer thread's mean cycles per stage from the free stage to its last load issued go to g_issue[CTA][thread]
 // (s44: the fused kernel's one producer thread takes 700-970 cycles per stage for its TMA loads).
-__device__ unsigned long long g_issue[2 * 1024];
+constexpr int kIssueCtas = 1024;  // CTAs whose issue cycles are kept
+__device__ unsigned long long g_issue[2 * kIssueCtas];
 template <bool kRing, bool kRs, int kProducers = 1>
 __global__ void __launch_bounds__(C::kThreads, 1) tma_kernel(const __grid_constant__ CUtensorMap map_x,
                                                              const __grid_constant__ CUtensorMap map_w,
@@ -558,7 +559,7 @@ __global__ void __launch_bounds__(C::kThreads, 1) tma_kernel(const __grid_consta
       issue += clock64() - c0;
       ps.advance();
     }
-    if (blockIdx.x < 1024) g_issue[2 * blockIdx.x + who] = issue / (unsigned long long)kblocks;
+    if (blockIdx.x < kIssueCtas) g_issue[2 * blockIdx.x + who] = issue / (unsigned long long)kblocks;
     return;
   }
   ptx::setmaxnreg_inc<C::kConsumerRegs>();
@@ -844,9 +845,9 @@ Row run_tma(const char* name, int kblocks, int ctas, int reps, const uint8_t* sr
                                                                  cyc);
   });
   r.gbs_per_sm = (48.0 * 1024 + 128 * sizeof(float)) * kblocks / (r.ms * 1e-3) / 1e9;
-  std::vector<unsigned long long> is(2 * 1024);
+  std::vector<unsigned long long> is(2 * kIssueCtas);
   ok(cudaMemcpyFromSymbol(is.data(), g_issue, is.size() * sizeof(is[0])), "g_issue");
-  const int n = std::min(ctas, 1024);
+  const int n = std::min(ctas, kIssueCtas);
   double s0 = 0, s1 = 0;
   for (int b = 0; b < n; ++b) {
     s0 += double(is[2 * b]);
