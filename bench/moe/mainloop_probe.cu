@@ -48,6 +48,10 @@
 //             against the 8K layers' ceiling fraction (needs --src-mb >= 8)
 //   l1-tma-2p, l1-tma-mix-2p  l1-tma / l1-tma-mix with a second producer thread (warp 1) issuing the weight boxes
 //             while warp 0's issues A's boxes and row scales (each prints its mean cycles per stage to issue its loads)
+//   l1-w4, l1-w4-mix  l1-tma / l1-tma-mix in W4A8 form: the weights streamed as int4 (16 KB per stage) and expanded
+//             to e4m3 in shared memory by the three epilogue warps, 3 stages (w4_kernel); -nocvt: no expansion
+//   l1-w4c-mix  l1-w4-mix with the stage expanded by the consumer warps, block kb + 1's expansion beside block kb's
+//             gate batch; 3 stages of 64 KB (w4c_kernel)
 //   l1-tma-ring  l1-tma with the K blocks as l1-ring runs them
 //   short-half, short-swap, short-none  a half tile's K blocks fed by the pipeline (A 8 or 4 KB + 32 KB of weights per
 //             stage): the kernel's half_wide batch, a swap-AB form with 32 tokens (m64n32, half the tensor work), no
@@ -567,6 +571,223 @@ __global__ void __launch_bounds__(C::kThreads, 1) tma_kernel(const __grid_consta
                               [sa](int stage, int row) { return sa[stage * 128 + row]; }, sums, cycles);
 }
 
+// l1-w4, l1-w4-mix (and -nocvt): the W4A8 form of l1-tma / l1-tma-mix with the weights streamed as int4 and expanded in
+// shared memory per stage, against the kernel's way (the epilogue warps write an e4m3 copy of every local expert's
+// weights to global memory, which the weight maps then read: 2.5 bytes of DRAM traffic per weight instead of 0.5).
+// The producer thread loads A's two boxes, A's row scales and the stage's 256 per-column weight scales into a 3-stage
+// ring of 48 KB (the kernel's W4A8 depth). The three epilogue warps (96 threads) own a 4-slot ring of int4 boxes
+// ({64 B, 256 rows} = 16 KB, no swizzle): per K block they wait for the raw slot and for the stage to be free, write
+// its 256 x 128 e4m3 codes into the stage's B half in the 128 B swizzled layout the kernel's weight maps give
+// (int4x32_to_e4m3, exact), order those writes before the tensor cores' reads (fence.proxy.async) and arrive on the
+// stage's full barrier; after a named barrier of the 96, thread 0 of warp 1 loads the slot's next box. The consumers
+// are l1-tma's with W4A8's per-column promotion (promote_cols). kConvert false (-nocvt): the same traffic and
+// barriers, no expansion (the tensor cores read whatever the stage holds), to separate the converters' cost.
+constexpr int kW4Stages = 3, kW4Raw = 4, kW4RawBytes = 16 * 1024, kW4Converters = 96;
+constexpr size_t kW4Smem = size_t(kW4Stages) * kStageBytes + size_t(kW4Raw) * kW4RawBytes +
+                           kW4Stages * (128 + 256) * sizeof(float) + (2 * kW4Stages + kW4Raw) * sizeof(uint64_t);
+template <bool kConvert>
+__global__ void __launch_bounds__(C::kThreads, 1) w4_kernel(const __grid_constant__ CUtensorMap map_x,
+                                                            const __grid_constant__ CUtensorMap map_w4,
+                                                            const __grid_constant__ CUtensorMap map_s,
+                                                            const __grid_constant__ CUtensorMap map_c, int arows,
+                                                            int brows, int bstep, int kblocks, float* sums,
+                                                            unsigned long long* cycles) {
+  extern __shared__ __align__(1024) uint8_t smem[];
+  uint8_t* raw = smem + kW4Stages * kStageBytes;
+  float* sa = reinterpret_cast<float*>(raw + kW4Raw * kW4RawBytes);  // [stage][128] A row scales
+  float* sc = sa + kW4Stages * 128;                                   // [stage][256] weight column scales
+  uint64_t* full = reinterpret_cast<uint64_t*>(sc + kW4Stages * 256);
+  uint64_t* empty = full + kW4Stages;
+  uint64_t* raw_full = empty + kW4Stages;
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < kW4Stages; ++i) {
+      ptx::mbar_init(&full[i], 1 + kW4Converters / 32);  // the producer's bytes and each converter warp
+      ptx::mbar_init(&empty[i], 8);                     // the consumer warps
+    }
+    for (int i = 0; i < kW4Raw; ++i) ptx::mbar_init(&raw_full[i], 1);
+    ptx::fence_mbar_init_release_cluster();
+  }
+  __syncthreads();
+  const int warpgroup = ptx::warpgroup_idx_uniform(), tid = threadIdx.x % 128;
+  constexpr uint32_t kA = 16 * 1024, kB = 32 * 1024, kCols = 8192;
+  if (warpgroup == 0) {
+    ptx::setmaxnreg_dec<C::kProducerRegs>();
+    if (tid == 0) {  // A, its row scales and the weight column scales
+      const int arow = (blockIdx.x * 128) % arows;
+      xstage::kernel::PipeState<kW4Stages> ps;
+      for (int kb = 0; kb < kblocks; ++kb) {
+        ptx::mbar_wait_acquire_cta(&empty[ps.stage], ps.phase ^ 1);
+        ptx::mbar_arrive_expect_tx_release_cta(&full[ps.stage], kA + (128 + 256) * sizeof(float));
+        uint8_t* st = smem + ps.stage * kStageBytes;
+        const int k0 = (kb * 128) % kCols;
+        mk::tma_load_2d(&map_x, &full[ps.stage], st, k0, arow);
+        mk::tma_load_2d(&map_x, &full[ps.stage], st + 64 * 128, k0, (arow + 64) % arows);
+        mk::tma_load_2d(&map_s, &full[ps.stage], sa + ps.stage * 128, 0, kb % 16);
+        mk::tma_load_2d(&map_c, &full[ps.stage], sc + ps.stage * 256, 0, kb % 8);
+        ps.advance();
+      }
+      return;
+    }
+    if (tid < 32) return;
+    const int ct = tid - 32, lane = tid % 32;
+    // K block kb's int4 box: bytes [64 (k0 / 128), +64) of 256 weight rows that move on by bstep after every sweep
+    // of the 8192 columns (as l1-tma's weights), so the boxes loaded ahead know their rows.
+    const int brow0 = (blockIdx.x * 256 + brows / 2) % brows;
+    auto load_raw = [&](int kb, int slot) {
+      const int brow = int((int64_t(brow0) + int64_t(kb / (kCols / 128)) * bstep) % brows);
+      ptx::mbar_arrive_expect_tx_release_cta(&raw_full[slot], kW4RawBytes);
+      mk::tma_load_2d(&map_w4, &raw_full[slot], raw + slot * kW4RawBytes, ((kb * 128) % kCols) / 2, brow);
+    };
+    if (ct == 0)
+      for (int kb = 0; kb < kW4Raw && kb < kblocks; ++kb) load_raw(kb, kb);
+    xstage::kernel::PipeState<kW4Stages> ps;
+    for (int kb = 0; kb < kblocks; ++kb) {
+      const int slot = kb % kW4Raw;
+      ptx::mbar_wait_acquire_cta(&raw_full[slot], uint32_t(kb / kW4Raw) & 1u);
+      ptx::mbar_wait_acquire_cta(&empty[ps.stage], ps.phase ^ 1);
+      if constexpr (kConvert) {
+        const uint8_t* src = raw + slot * kW4RawBytes;
+        uint8_t* dst = smem + ps.stage * kStageBytes + kA;
+        for (int i = ct; i < 256 * 4; i += kW4Converters) {  // (row, 16-byte raw chunk q): e4m3 chunks 2q, 2q + 1
+          const int row = i >> 2, q = i & 3;
+          uint4 lo, hi;
+          mk::int4x32_to_e4m3(*reinterpret_cast<const uint4*>(src + row * 64 + q * 16), lo, hi);
+          *reinterpret_cast<uint4*>(dst + row * 128 + (((2 * q) ^ (row & 7)) * 16)) = lo;
+          *reinterpret_cast<uint4*>(dst + row * 128 + (((2 * q + 1) ^ (row & 7)) * 16)) = hi;
+        }
+        ptx::fence_proxy_async_shared_cta();  // this thread's codes before the tensor cores read them
+      }
+      __syncwarp();
+      if (lane == 0) ptx::mbar_arrive_release_cta(&full[ps.stage]);
+      ps.advance();
+      ptx::named_barrier_sync(1, kW4Converters);  // every converter is done reading the slot
+      if (ct == 0 && kb + kW4Raw < kblocks) load_raw(kb + kW4Raw, slot);
+    }
+    return;
+  }
+  ptx::setmaxnreg_inc<C::kConsumerRegs>();
+  const int wg = warpgroup - 1, r0 = 16 * (tid / 32) + (tid % 32) / 4;
+  float acc[64], fg[64], fu[64];
+#pragma unroll
+  for (int i = 0; i < 64; ++i) fg[i] = fu[i] = 0.f;
+  xstage::kernel::PipeState<kW4Stages> ps;
+  const unsigned long long t0 = clock64();
+  for (int kb = 0; kb < kblocks; ++kb) {
+    ptx::mbar_wait_acquire_cta(&full[ps.stage], ps.phase);
+    const uint8_t* st = smem + ps.stage * kStageBytes;
+    const uint8_t* a_wg = st + wg * 64 * 128;
+    const float a0 = sa[ps.stage * 128 + wg * 64 + r0], a1 = sa[ps.stage * 128 + wg * 64 + r0 + 8];
+    mk::mma_block(acc, a_wg, st + kA);
+    mk::promote_cols(fg, acc, a0, a1, sc + ps.stage * 256, tid);
+    mk::mma_block(acc, a_wg, st + kA + kB / 2);
+    mk::promote_cols(fu, acc, a0, a1, sc + ps.stage * 256 + 128, tid);  // reads the stage's scales: release after it
+    __syncwarp();
+    if (tid % 32 == 0) ptx::mbar_arrive_release_cta(&empty[ps.stage]);
+    ps.advance();
+  }
+  record_consumer(fg, fu, t0, sums, cycles, wg, tid);
+}
+
+// l1-w4c-mix: the W4A8 stage expanded by the two consumer warpgroups themselves (256 threads; session 45 also ran the
+// three epilogue warps beside them, 352 threads: 0.32 against 0.33, not kept). A stage holds A (16 KB), the e4m3 weights
+// (32 KB) and their int4 box (16 KB): 64 KB, 3 stages. The producer thread loads A, its row scales, the column scales
+// and the int4 box onto the stage's full barrier. Block kb + 1 is expanded while block kb's gate batch runs on the
+// tensor cores: a consumer warp issues the gate batch, waits for stage kb + 1, expands its share of the box into
+// the stage's e4m3 half, then waits for the batch, promotes, runs the up batch and releases stage kb; a named barrier
+// of the 256 (after each one's fence.proxy.async) orders the expansion before block kb + 1's batches.
+constexpr int kW4cStages = 3, kW4cStageBytes = 64 * 1024, kW4cConverters = 256;
+constexpr size_t kW4cSmem = size_t(kW4cStages) * kW4cStageBytes + kW4cStages * (128 + 256) * sizeof(float) +
+                            2 * kW4cStages * sizeof(uint64_t);
+// Expands the int4 box at src (256 rows x 64 B) into dst (256 rows x 128 B e4m3, 128 B swizzle): chunks c, c + n, ...
+__device__ __forceinline__ void expand_box(const uint8_t* src, uint8_t* dst, int c, int n) {
+  for (int i = c; i < 256 * 4; i += n) {
+    const int row = i >> 2, q = i & 3;
+    uint4 lo, hi;
+    mk::int4x32_to_e4m3(*reinterpret_cast<const uint4*>(src + row * 64 + q * 16), lo, hi);
+    *reinterpret_cast<uint4*>(dst + row * 128 + (((2 * q) ^ (row & 7)) * 16)) = lo;
+    *reinterpret_cast<uint4*>(dst + row * 128 + (((2 * q + 1) ^ (row & 7)) * 16)) = hi;
+  }
+  ptx::fence_proxy_async_shared_cta();  // this thread's codes before the tensor cores read them
+}
+__global__ void __launch_bounds__(C::kThreads, 1) w4c_kernel(const __grid_constant__ CUtensorMap map_x,
+                                                             const __grid_constant__ CUtensorMap map_w4,
+                                                             const __grid_constant__ CUtensorMap map_s,
+                                                             const __grid_constant__ CUtensorMap map_c, int arows,
+                                                             int brows, int bstep, int kblocks, float* sums,
+                                                             unsigned long long* cycles) {
+  extern __shared__ __align__(1024) uint8_t smem[];
+  float* sa = reinterpret_cast<float*>(smem + kW4cStages * kW4cStageBytes);  // [stage][128] A row scales
+  float* sc = sa + kW4cStages * 128;                                          // [stage][256] column scales
+  uint64_t* full = reinterpret_cast<uint64_t*>(sc + kW4cStages * 256);
+  uint64_t* empty = full + kW4cStages;
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < kW4cStages; ++i) {
+      ptx::mbar_init(&full[i], 1);
+      ptx::mbar_init(&empty[i], 8);
+    }
+    ptx::fence_mbar_init_release_cluster();
+  }
+  __syncthreads();
+  const int warpgroup = ptx::warpgroup_idx_uniform(), tid = threadIdx.x % 128;
+  constexpr uint32_t kA = 16 * 1024, kB = 32 * 1024, kRaw = kA + kB, kCols = 8192;
+  auto stage_at = [&](int s) { return smem + s * kW4cStageBytes; };
+  if (warpgroup == 0) {
+    ptx::setmaxnreg_dec<C::kProducerRegs>();
+    if (tid == 0) {
+      const int arow = (blockIdx.x * 128) % arows;
+      int brow = (blockIdx.x * 256 + brows / 2) % brows;
+      xstage::kernel::PipeState<kW4cStages> ps;
+      for (int kb = 0; kb < kblocks; ++kb) {
+        ptx::mbar_wait_acquire_cta(&empty[ps.stage], ps.phase ^ 1);
+        ptx::mbar_arrive_expect_tx_release_cta(&full[ps.stage], kA + 16 * 1024 + (128 + 256) * sizeof(float));
+        uint8_t* st = stage_at(ps.stage);
+        const int k0 = (kb * 128) % kCols;
+        if (k0 == 0 && kb > 0) brow = brow + bstep >= brows ? brow + bstep - brows : brow + bstep;
+        mk::tma_load_2d(&map_x, &full[ps.stage], st, k0, arow);
+        mk::tma_load_2d(&map_x, &full[ps.stage], st + 64 * 128, k0, (arow + 64) % arows);
+        mk::tma_load_2d(&map_w4, &full[ps.stage], st + kRaw, k0 / 2, brow);
+        mk::tma_load_2d(&map_s, &full[ps.stage], sa + ps.stage * 128, 0, kb % 16);
+        mk::tma_load_2d(&map_c, &full[ps.stage], sc + ps.stage * 256, 0, kb % 8);
+        ps.advance();
+      }
+      return;
+    }
+    return;
+  }
+  ptx::setmaxnreg_inc<C::kConsumerRegs>();
+  const int wg = warpgroup - 1, r0 = 16 * (tid / 32) + (tid % 32) / 4, c = wg * 128 + tid;
+  float acc[64], fg[64], fu[64];
+#pragma unroll
+  for (int i = 0; i < 64; ++i) fg[i] = fu[i] = 0.f;
+  xstage::kernel::PipeState<kW4cStages> ps;
+  mk::NoTurn free;
+  const unsigned long long t0 = clock64();
+  ptx::mbar_wait_acquire_cta(&full[0], 0);
+  expand_box(stage_at(0) + kRaw, stage_at(0) + kA, c, kW4cConverters);
+  ptx::named_barrier_sync(2, kW4cConverters);
+  for (int kb = 0; kb < kblocks; ++kb) {
+    const uint8_t* st = stage_at(ps.stage);
+    const uint8_t* a_wg = st + wg * 64 * 128;
+    const int cur = ps.stage;
+    const float a0 = sa[cur * 128 + wg * 64 + r0], a1 = sa[cur * 128 + wg * 64 + r0 + 8];
+    mk::issue_block(acc, a_wg, st + kA, free);
+    ps.advance();
+    if (kb + 1 < kblocks) {  // block kb + 1's weights while the gate batch runs
+      ptx::mbar_wait_acquire_cta(&full[ps.stage], ps.phase);
+      expand_box(stage_at(ps.stage) + kRaw, stage_at(ps.stage) + kA, c, kW4cConverters);
+    }
+    ptx::wgmma_wait<0>();
+    mk::fence_regs(acc);
+    mk::promote_cols(fg, acc, a0, a1, sc + cur * 256, tid);
+    mk::mma_block(acc, a_wg, st + kA + kB / 2);
+    mk::promote_cols(fu, acc, a0, a1, sc + cur * 256 + 128, tid);  // reads the stage's scales: release after it
+    __syncwarp();
+    if (tid % 32 == 0) ptx::mbar_arrive_release_cta(&empty[cur]);
+    ptx::named_barrier_sync(2, kW4cConverters);  // block kb + 1 expanded by every converter
+  }
+  record_consumer(fg, fu, t0, sums, cycles, wg, tid);
+}
+
 // A short tile's K blocks (at most 64 token rows: the fused kernel's half tiles) fed through the same pipeline: per
 // stage the tile's A rows at the stage start and 32 KB of weights (gate and up rows, as a half tile loads its own
 // weights: per warpgroup 64 gate then 64 up rows) 16 KB in; the source streams from `src` (HBM when larger than the
@@ -858,6 +1079,45 @@ Row run_tma(const char* name, int kblocks, int ctas, int reps, const uint8_t* sr
   return r;
 }
 
+// l1-w4 / l1-w4-mix: mix_bytes as run_tma's; the int4 weights are the rest of the source as a [rows][4096 B] matrix
+// (8192 int4 per row, the same K as l1-tma's 8192-byte rows).
+template <bool kConvert>
+Row run_w4(const char* name, int kblocks, int ctas, int reps, const uint8_t* src, size_t src_bytes, const float* scales,
+           size_t mix_bytes = 0) {
+  const uint8_t* wsrc = src + mix_bytes;
+  const int arows = int((mix_bytes ? mix_bytes : src_bytes) / 8192) / 256 * 256;
+  const int brows = int((src_bytes - mix_bytes) / 4096) / 256 * 256;
+  const int bstep = mix_bytes ? (ctas * 256) % brows : 0;
+  const CUtensorMap mx = make_map(src, false, 8192, uint64_t(arows), 128, 64);
+  const CUtensorMap mw = probe::make_map_plain(wsrc, 4096, uint64_t(brows), 64, 256);
+  const CUtensorMap ms = make_map(scales, true, 128, 16, 128, 1);  // 16 rows of 128 A row scales
+  const CUtensorMap mc = make_map(scales, true, 256, 8, 256, 1);   // 8 rows of 256 column scales
+  ok(cudaFuncSetAttribute(w4_kernel<kConvert>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kW4Smem)), name);
+  Row r = run_launch(name, 2, kblocks, ctas, reps, [&](int n, float* sums, unsigned long long* cyc) {
+    w4_kernel<kConvert><<<n, C::kThreads, kW4Smem>>>(mx, mw, ms, mc, arows, brows, bstep, kblocks, sums, cyc);
+  });
+  r.gbs_per_sm = (16.0 * 1024 + kW4RawBytes + (128 + 256) * sizeof(float)) * kblocks / (r.ms * 1e-3) / 1e9;
+  return r;
+}
+
+Row run_w4c(const char* name, int kblocks, int ctas, int reps, const uint8_t* src, size_t src_bytes,
+            const float* scales, size_t mix_bytes) {
+  const uint8_t* wsrc = src + mix_bytes;
+  const int arows = int((mix_bytes ? mix_bytes : src_bytes) / 8192) / 256 * 256;
+  const int brows = int((src_bytes - mix_bytes) / 4096) / 256 * 256;
+  const int bstep = mix_bytes ? (ctas * 256) % brows : 0;
+  const CUtensorMap mx = make_map(src, false, 8192, uint64_t(arows), 128, 64);
+  const CUtensorMap mw = probe::make_map_plain(wsrc, 4096, uint64_t(brows), 64, 256);
+  const CUtensorMap ms = make_map(scales, true, 128, 16, 128, 1);
+  const CUtensorMap mc = make_map(scales, true, 256, 8, 256, 1);
+  ok(cudaFuncSetAttribute(w4c_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kW4cSmem)), name);
+  Row r = run_launch(name, 2, kblocks, ctas, reps, [&](int n, float* sums, unsigned long long* cyc) {
+    w4c_kernel<<<n, C::kThreads, kW4cSmem>>>(mx, mw, ms, mc, arows, brows, bstep, kblocks, sums, cyc);
+  });
+  r.gbs_per_sm = (16.0 * 1024 + 16 * 1024 + (128 + 256) * sizeof(float)) * kblocks / (r.ms * 1e-3) / 1e9;
+  return r;
+}
+
 template <bool kL1>
 Row run_pipe(const char* name, int kblocks, int ctas, int reps, const uint8_t* src, size_t src_bytes,
              const float* scales) {
@@ -967,7 +1227,11 @@ int main(int argc, char** argv) {
       const size_t mix = std::min<size_t>(8, size_t(src_mb) / 4) << 20;
       rows.push_back(run_tma<false>("l1-tma-mix", kblocks, ctas, reps, src, src_bytes, scales, mix));
       rows.push_back(run_tma<false, false, 2>("l1-tma-mix-2p", kblocks, ctas, reps, src, src_bytes, scales, mix));
+      rows.push_back(run_w4<true>("l1-w4-mix", kblocks, ctas, reps, src, src_bytes, scales, mix));
+      rows.push_back(run_w4<false>("l1-w4-mix-nocvt", kblocks, ctas, reps, src, src_bytes, scales, mix));
+      rows.push_back(run_w4c("l1-w4c-mix", kblocks, ctas, reps, src, src_bytes, scales, mix));
     }
+    rows.push_back(run_w4<true>("l1-w4", kblocks, ctas, reps, src, src_bytes, scales));
     rows.push_back(run_tma<false, false, 2>("l1-tma-2p", kblocks, ctas, reps, src, src_bytes, scales));
     rows.push_back(run_tma<true>("l1-tma-ring", kblocks, ctas, reps, src, src_bytes, scales));
     rows.push_back(run_tma<false, true>("l1-tma-rs", kblocks, ctas, reps, src, src_bytes, scales));

@@ -29,10 +29,9 @@ inline void ok(cudaError_t e, const char* what) {
   }
 }
 
-// A 2-d map of `base` ({cols, rows} elements, row-major) with a {box_cols, box_rows} box: FP8 bytes with the 128 B
-// swizzle, or fp32 without, as moe_layer.cpp's.
-inline CUtensorMap make_map(const void* base, bool fp32, uint64_t cols, uint64_t rows, uint32_t box_cols,
-                            uint32_t box_rows) {
+// A 2-d map of `base` ({cols, rows} elements of elem_bytes, row-major) with a {box_cols, box_rows} box.
+inline CUtensorMap encode_map(const void* base, CUtensorMapDataType type, uint32_t elem_bytes, uint64_t cols,
+                              uint64_t rows, uint32_t box_cols, uint32_t box_rows, CUtensorMapSwizzle swizzle) {
   auto enc = xstage::runtime::tensor_map_encoder();
   if (enc == nullptr) {
     std::fprintf(stderr, "%s: cuTensorMapEncodeTiled is not available from the driver\n", g_name);
@@ -40,19 +39,31 @@ inline CUtensorMap make_map(const void* base, bool fp32, uint64_t cols, uint64_t
   }
   CUtensorMap m;
   const cuuint64_t dims[2] = {cols, rows};
-  const cuuint64_t strides[1] = {cols * (fp32 ? 4 : 1)};
+  const cuuint64_t strides[1] = {cols * elem_bytes};
   const cuuint32_t box[2] = {box_cols, box_rows};
   const cuuint32_t es[2] = {1, 1};
-  const CUresult r = enc(&m, fp32 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT32 : CU_TENSOR_MAP_DATA_TYPE_UINT8, 2,
-                         const_cast<void*>(base), dims, strides, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                         fp32 ? CU_TENSOR_MAP_SWIZZLE_NONE : CU_TENSOR_MAP_SWIZZLE_128B,
-                         CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  const CUresult r = enc(&m, type, 2, const_cast<void*>(base), dims, strides, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                         swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS) {
     std::fprintf(stderr, "%s: tensor map rejected (CUresult %d; %llu x %llu)\n", g_name, int(r),
                  (unsigned long long)cols, (unsigned long long)rows);
     std::exit(1);
   }
   return m;
+}
+
+// FP8 bytes with the 128 B swizzle, or fp32 without, as moe_layer.cpp's maps.
+inline CUtensorMap make_map(const void* base, bool fp32, uint64_t cols, uint64_t rows, uint32_t box_cols,
+                            uint32_t box_rows) {
+  return fp32 ? encode_map(base, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, cols, rows, box_cols, box_rows,
+                           CU_TENSOR_MAP_SWIZZLE_NONE)
+              : encode_map(base, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, cols, rows, box_cols, box_rows,
+                           CU_TENSOR_MAP_SWIZZLE_128B);
+}
+
+// Bytes without swizzle (a box lands row after row): the int4 boxes of mainloop_probe's l1-w4 rows.
+inline CUtensorMap make_map_plain(const void* base, uint64_t cols, uint64_t rows, uint32_t box_cols, uint32_t box_rows) {
+  return encode_map(base, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, cols, rows, box_cols, box_rows, CU_TENSOR_MAP_SWIZZLE_NONE);
 }
 
 }  // namespace probe
