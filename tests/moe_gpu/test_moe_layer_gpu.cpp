@@ -28,6 +28,7 @@
 #include "../common/gpu_test.hpp"
 #include "../common/usage_error.hpp"
 #include "moe_layer.hpp"
+#include "moe_params.hpp"
 #include "xstage/common/error.hpp"
 #include "xstage/moe/quant.hpp"
 #include "xstage/moe/reference.hpp"
@@ -624,6 +625,37 @@ TEST(MoeLayerGpu, W4A8Emulated) {
   d.int4 = true;
   d.check_expand = true;
   run_case(d);
+}
+
+// The int4 -> e4m3 expansion (int4x32_to_e4m3, which the pre-pass, the in-kernel expansion and the probe share) is
+// exact: every 16-bit pattern of four int4 values, in the low and in the high half of a 32-bit word, against the host's
+// e4m3 encoding of the integer, through the pre-pass kernel into a poisoned output.
+TEST(MoeLayerGpu, Int4ToE4m3Exact) {
+  NEED_SM90();
+  std::vector<uint16_t> in;
+  for (int k = 0; k < 65536; ++k) in.push_back(uint16_t(k));  // pattern k at slot k: even k low, odd k high halves
+  in.push_back(0x8001);                                       // one slot more: the same patterns, halves swapped
+  for (int k = 0; k < 65536; ++k) in.push_back(uint16_t(k));
+  while (in.size() % 8) in.push_back(uint16_t(in.size() * 40503u));  // a whole number of 16-byte units
+  const size_t bytes = in.size() * sizeof(uint16_t);
+  DevBuf din(bytes), dout(2 * bytes);
+  CUDA_CHECK(cudaMemcpy(din.p, in.data(), bytes, cudaMemcpyHostToDevice));
+  CUDA_CHECK(cudaMemset(dout.p, 0x7f, 2 * bytes));  // e4m3 NaN: a code never written shows
+  CUDA_CHECK(moe_kernel::launch_int4_to_e4m3(static_cast<const uint8_t*>(din.p), static_cast<uint8_t*>(dout.p), bytes,
+                                              nullptr));
+  CUDA_CHECK(cudaDeviceSynchronize());
+  std::vector<uint8_t> out(2 * bytes);
+  CUDA_CHECK(cudaMemcpy(out.data(), dout.p, out.size(), cudaMemcpyDeviceToHost));
+  const uint8_t* raw = reinterpret_cast<const uint8_t*>(in.data());
+  size_t bad = 0;
+  for (size_t e = 0; e < out.size(); ++e) {  // element e: nibble e % 2 of byte e / 2 (low nibble first)
+    const int nib = (raw[e / 2] >> (4 * (e % 2))) & 0xF;
+    const uint8_t want = moe::fp8_e4m3_encode(float(nib >= 8 ? nib - 16 : nib));
+    if (out[e] != want && bad++ < 5)
+      ADD_FAILURE() << "element " << e << " (int4 " << (nib >= 8 ? nib - 16 : nib) << "): e4m3 0x" << std::hex
+                    << int(out[e]) << ", expected 0x" << int(want) << std::dec;
+  }
+  EXPECT_EQ(bad, 0u) << "of " << out.size() << " elements";
 }
 
 // CTA pairs sharing the weights (pair_share 2 and 3) against single CTAs: experts with 1-6 row tiles (odd counts,

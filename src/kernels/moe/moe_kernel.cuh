@@ -316,26 +316,31 @@ __device__ __forceinline__ void promote_cols(float (&fin)[kAcc], const float (&a
 }
 
 // ---------------------------------------------------------------- W4A8: int4 -> e4m3 in shared memory
-// Four int4 values (the low 16 bits of w, value i in nibble i, two's complement) -> four e4m3 codes. Exact:
-// every integer in [-8, 7] is an e4m3 value. Two 8-entry byte tables indexed by the low 3 bits (prmt), one
-// for the non-negative nibbles 0..7 and one for 8..15 (= -8..-1), then a third prmt picks per byte by bit 3.
-__device__ __forceinline__ uint32_t int4x4_to_e4m3x4(uint32_t w) {
+// Eight int4 values (value i in nibble i of w, two's complement) -> eight e4m3 codes, values 0-3 in lo and 4-7 in hi.
+// Exact: every integer in [-8, 7] is an e4m3 value. Two 8-entry byte tables indexed by the low 3 bits (prmt), one for
+// the non-negative nibbles 0..7 and one for 8..15 (= -8..-1), then a third prmt picks per byte by bit 3. prmt reads
+// only the low 16 bits of its selector, so one mask and one pick computation serve both halves of the word (the
+// expansion runs on the integer pipes, which bound it: docs/MOE.md "Session 45").
+__device__ __forceinline__ void int4x8_to_e4m3x8(uint32_t w, uint32_t& lo, uint32_t& hi) {
   // e4m3 of 0..7: 00 38 40 44 48 4A 4C 4E; of -8..-1: D0 CE CC CA C8 C4 C0 B8
   constexpr uint32_t kPosLo = 0x44403800u, kPosHi = 0x4E4C4A48u, kNegLo = 0xCACCCED0u, kNegHi = 0xB8C0C4C8u;
-  const uint32_t idx = w & 0x7777u;
-  uint32_t pos, neg, out;
+  const uint32_t idx = w & 0x77777777u;
+  const uint32_t pick = ((w >> 1) & 0x44444444u) | 0x32103210u;  // byte i from pos (i) or neg (4 + i)
+  const uint32_t idx_hi = idx >> 16, pick_hi = pick >> 16;
+  uint32_t pos, neg;
   asm("prmt.b32 %0, %1, %2, %3;" : "=r"(pos) : "r"(kPosLo), "r"(kPosHi), "r"(idx));
   asm("prmt.b32 %0, %1, %2, %3;" : "=r"(neg) : "r"(kNegLo), "r"(kNegHi), "r"(idx));
-  const uint32_t pick = ((w >> 1) & 0x4444u) | 0x3210u;  // byte i from pos (i) or neg (4 + i)
-  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(out) : "r"(pos), "r"(neg), "r"(pick));
-  return out;
+  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(lo) : "r"(pos), "r"(neg), "r"(pick));
+  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(pos) : "r"(kPosLo), "r"(kPosHi), "r"(idx_hi));
+  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(neg) : "r"(kNegLo), "r"(kNegHi), "r"(idx_hi));
+  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(hi) : "r"(pos), "r"(neg), "r"(pick_hi));
 }
 // 16 raw bytes (32 int4, k ascending) -> 32 e4m3 codes (two 16-byte chunks).
 __device__ __forceinline__ void int4x32_to_e4m3(const uint4 raw, uint4& lo, uint4& hi) {
-  lo = make_uint4(int4x4_to_e4m3x4(raw.x), int4x4_to_e4m3x4(raw.x >> 16), int4x4_to_e4m3x4(raw.y),
-                  int4x4_to_e4m3x4(raw.y >> 16));
-  hi = make_uint4(int4x4_to_e4m3x4(raw.z), int4x4_to_e4m3x4(raw.z >> 16), int4x4_to_e4m3x4(raw.w),
-                  int4x4_to_e4m3x4(raw.w >> 16));
+  int4x8_to_e4m3x8(raw.x, lo.x, lo.y);
+  int4x8_to_e4m3x8(raw.y, lo.z, lo.w);
+  int4x8_to_e4m3x8(raw.z, hi.x, hi.y);
+  int4x8_to_e4m3x8(raw.w, hi.z, hi.w);
 }
 // The W4A8 pre-pass: int4 weights (16 bytes = 32 values per thread step) -> e4m3 codes, exact. One pass per
 // call over the local experts' weights, stream-ordered before the fused kernel (docs/MOE.md says why it is
