@@ -582,6 +582,17 @@ __global__ void __launch_bounds__(C::kThreads, 1) tma_kernel(const __grid_consta
 // stage's full barrier; after a named barrier of the 96, thread 0 of warp 1 loads the slot's next box. The consumers
 // are l1-tma's with W4A8's per-column promotion (promote_cols). kConvert false (-nocvt): the same traffic and
 // barriers, no expansion (the tensor cores read whatever the stage holds), to separate the converters' cost.
+// Expands the int4 box at src (256 rows x 64 B) into dst (256 rows x 128 B e4m3, 128 B swizzle): chunks c, c + n, ...
+__device__ __forceinline__ void expand_box(const uint8_t* src, uint8_t* dst, int c, int n) {
+  for (int i = c; i < 256 * 4; i += n) {
+    const int row = i >> 2, q = i & 3;
+    uint4 lo, hi;
+    mk::int4x32_to_e4m3(*reinterpret_cast<const uint4*>(src + row * 64 + q * 16), lo, hi);
+    *reinterpret_cast<uint4*>(dst + row * 128 + (((2 * q) ^ (row & 7)) * 16)) = lo;
+    *reinterpret_cast<uint4*>(dst + row * 128 + (((2 * q + 1) ^ (row & 7)) * 16)) = hi;
+  }
+  ptx::fence_proxy_async_shared_cta();  // this thread's codes before the tensor cores read them
+}
 constexpr int kW4Stages = 3, kW4Raw = 4, kW4RawBytes = 16 * 1024, kW4Converters = 96;
 constexpr size_t kW4Smem = size_t(kW4Stages) * kStageBytes + size_t(kW4Raw) * kW4RawBytes +
                            kW4Stages * (128 + 256) * sizeof(float) + (2 * kW4Stages + kW4Raw) * sizeof(uint64_t);
@@ -645,18 +656,7 @@ __global__ void __launch_bounds__(C::kThreads, 1) w4_kernel(const __grid_constan
       const int slot = kb % kW4Raw;
       ptx::mbar_wait_acquire_cta(&raw_full[slot], uint32_t(kb / kW4Raw) & 1u);
       ptx::mbar_wait_acquire_cta(&empty[ps.stage], ps.phase ^ 1);
-      if constexpr (kConvert) {
-        const uint8_t* src = raw + slot * kW4RawBytes;
-        uint8_t* dst = smem + ps.stage * kStageBytes + kA;
-        for (int i = ct; i < 256 * 4; i += kW4Converters) {  // (row, 16-byte raw chunk q): e4m3 chunks 2q, 2q + 1
-          const int row = i >> 2, q = i & 3;
-          uint4 lo, hi;
-          mk::int4x32_to_e4m3(*reinterpret_cast<const uint4*>(src + row * 64 + q * 16), lo, hi);
-          *reinterpret_cast<uint4*>(dst + row * 128 + (((2 * q) ^ (row & 7)) * 16)) = lo;
-          *reinterpret_cast<uint4*>(dst + row * 128 + (((2 * q + 1) ^ (row & 7)) * 16)) = hi;
-        }
-        ptx::fence_proxy_async_shared_cta();  // this thread's codes before the tensor cores read them
-      }
+      if constexpr (kConvert) expand_box(raw + slot * kW4RawBytes, smem + ps.stage * kStageBytes + kA, ct, kW4Converters);
       __syncwarp();
       if (lane == 0) ptx::mbar_arrive_release_cta(&full[ps.stage]);
       ps.advance();
@@ -698,17 +698,6 @@ __global__ void __launch_bounds__(C::kThreads, 1) w4_kernel(const __grid_constan
 constexpr int kW4cStages = 3, kW4cStageBytes = 64 * 1024, kW4cConverters = 256;
 constexpr size_t kW4cSmem = size_t(kW4cStages) * kW4cStageBytes + kW4cStages * (128 + 256) * sizeof(float) +
                             2 * kW4cStages * sizeof(uint64_t);
-// Expands the int4 box at src (256 rows x 64 B) into dst (256 rows x 128 B e4m3, 128 B swizzle): chunks c, c + n, ...
-__device__ __forceinline__ void expand_box(const uint8_t* src, uint8_t* dst, int c, int n) {
-  for (int i = c; i < 256 * 4; i += n) {
-    const int row = i >> 2, q = i & 3;
-    uint4 lo, hi;
-    mk::int4x32_to_e4m3(*reinterpret_cast<const uint4*>(src + row * 64 + q * 16), lo, hi);
-    *reinterpret_cast<uint4*>(dst + row * 128 + (((2 * q) ^ (row & 7)) * 16)) = lo;
-    *reinterpret_cast<uint4*>(dst + row * 128 + (((2 * q + 1) ^ (row & 7)) * 16)) = hi;
-  }
-  ptx::fence_proxy_async_shared_cta();  // this thread's codes before the tensor cores read them
-}
 __global__ void __launch_bounds__(C::kThreads, 1) w4c_kernel(const __grid_constant__ CUtensorMap map_x,
                                                              const __grid_constant__ CUtensorMap map_w4,
                                                              const __grid_constant__ CUtensorMap map_s,
@@ -1079,42 +1068,46 @@ Row run_tma(const char* name, int kblocks, int ctas, int reps, const uint8_t* sr
   return r;
 }
 
-// l1-w4 / l1-w4-mix: mix_bytes as run_tma's; the int4 weights are the rest of the source as a [rows][4096 B] matrix
-// (8192 int4 per row, the same K as l1-tma's 8192-byte rows).
+// The W4A8 rows' operands: mix_bytes as run_tma's; the int4 weights are the rest of the source as a [rows][4096 B]
+// matrix (8192 int4 per row, the same K as l1-tma's 8192-byte rows), loaded as unswizzled {64 B, 256 rows} boxes.
+struct W4Args {
+  CUtensorMap mx, mw, ms, mc;
+  int arows, brows, bstep;
+};
+W4Args w4_args(int ctas, const uint8_t* src, size_t src_bytes, const float* scales, size_t mix_bytes) {
+  W4Args w;
+  w.arows = int((mix_bytes ? mix_bytes : src_bytes) / 8192) / 256 * 256;
+  w.brows = int((src_bytes - mix_bytes) / 4096) / 256 * 256;
+  w.bstep = mix_bytes ? (ctas * 256) % w.brows : 0;
+  w.mx = make_map(src, false, 8192, uint64_t(w.arows), 128, 64);
+  w.mw = probe::make_map_plain(src + mix_bytes, 4096, uint64_t(w.brows), 64, 256);
+  w.ms = make_map(scales, true, 128, 16, 128, 1);  // 16 rows of 128 A row scales
+  w.mc = make_map(scales, true, 256, 8, 256, 1);   // 8 rows of 256 column scales
+  return w;
+}
+constexpr double kW4StageBytes = 16.0 * 1024 + 16 * 1024 + (128 + 256) * sizeof(float);  // A, int4, scales
+
 template <bool kConvert>
 Row run_w4(const char* name, int kblocks, int ctas, int reps, const uint8_t* src, size_t src_bytes, const float* scales,
            size_t mix_bytes = 0) {
-  const uint8_t* wsrc = src + mix_bytes;
-  const int arows = int((mix_bytes ? mix_bytes : src_bytes) / 8192) / 256 * 256;
-  const int brows = int((src_bytes - mix_bytes) / 4096) / 256 * 256;
-  const int bstep = mix_bytes ? (ctas * 256) % brows : 0;
-  const CUtensorMap mx = make_map(src, false, 8192, uint64_t(arows), 128, 64);
-  const CUtensorMap mw = probe::make_map_plain(wsrc, 4096, uint64_t(brows), 64, 256);
-  const CUtensorMap ms = make_map(scales, true, 128, 16, 128, 1);  // 16 rows of 128 A row scales
-  const CUtensorMap mc = make_map(scales, true, 256, 8, 256, 1);   // 8 rows of 256 column scales
+  const W4Args w = w4_args(ctas, src, src_bytes, scales, mix_bytes);
   ok(cudaFuncSetAttribute(w4_kernel<kConvert>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kW4Smem)), name);
   Row r = run_launch(name, 2, kblocks, ctas, reps, [&](int n, float* sums, unsigned long long* cyc) {
-    w4_kernel<kConvert><<<n, C::kThreads, kW4Smem>>>(mx, mw, ms, mc, arows, brows, bstep, kblocks, sums, cyc);
+    w4_kernel<kConvert><<<n, C::kThreads, kW4Smem>>>(w.mx, w.mw, w.ms, w.mc, w.arows, w.brows, w.bstep, kblocks, sums,
+                                                     cyc);
   });
-  r.gbs_per_sm = (16.0 * 1024 + kW4RawBytes + (128 + 256) * sizeof(float)) * kblocks / (r.ms * 1e-3) / 1e9;
+  r.gbs_per_sm = kW4StageBytes * kblocks / (r.ms * 1e-3) / 1e9;
   return r;
 }
 
 Row run_w4c(const char* name, int kblocks, int ctas, int reps, const uint8_t* src, size_t src_bytes,
             const float* scales, size_t mix_bytes) {
-  const uint8_t* wsrc = src + mix_bytes;
-  const int arows = int((mix_bytes ? mix_bytes : src_bytes) / 8192) / 256 * 256;
-  const int brows = int((src_bytes - mix_bytes) / 4096) / 256 * 256;
-  const int bstep = mix_bytes ? (ctas * 256) % brows : 0;
-  const CUtensorMap mx = make_map(src, false, 8192, uint64_t(arows), 128, 64);
-  const CUtensorMap mw = probe::make_map_plain(wsrc, 4096, uint64_t(brows), 64, 256);
-  const CUtensorMap ms = make_map(scales, true, 128, 16, 128, 1);
-  const CUtensorMap mc = make_map(scales, true, 256, 8, 256, 1);
+  const W4Args w = w4_args(ctas, src, src_bytes, scales, mix_bytes);
   ok(cudaFuncSetAttribute(w4c_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kW4cSmem)), name);
   Row r = run_launch(name, 2, kblocks, ctas, reps, [&](int n, float* sums, unsigned long long* cyc) {
-    w4c_kernel<<<n, C::kThreads, kW4cSmem>>>(mx, mw, ms, mc, arows, brows, bstep, kblocks, sums, cyc);
+    w4c_kernel<<<n, C::kThreads, kW4cSmem>>>(w.mx, w.mw, w.ms, w.mc, w.arows, w.brows, w.bstep, kblocks, sums, cyc);
   });
-  r.gbs_per_sm = (16.0 * 1024 + 16 * 1024 + (128 + 256) * sizeof(float)) * kblocks / (r.ms * 1e-3) / 1e9;
+  r.gbs_per_sm = kW4StageBytes * kblocks / (r.ms * 1e-3) / 1e9;
   return r;
 }
 
