@@ -5,7 +5,7 @@
 #   3. optionally (MOE_BENCH=1) the MoE benchmark with its arguments in MOE_BENCH_ARGS; with MOE_RANKS=N
 #      under `xstage launch -n N` (real ranks, one process per GPU; N = 1 runs the real-rank path on one GPU)
 #   4. optionally (MOE_PROBE=1) the mainloop probe (bench/moe/mainloop_probe.cu) -> $OUT/probe.json
-#   (the tests: tests/moe_gpu: the fused kernel and the unfused baseline)
+#   (the tests: tests/moe_gpu: the fused kernel, the FP8 wgmma arithmetic W4A8 relies on, the unfused baseline)
 # Writes $OUT/moe-tests.log, $OUT/sanitize.log, $OUT/machine.txt (and the benchmark's files).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -18,7 +18,7 @@ BUILD=${XSTAGE_BUILD_DIR:-build}
 cat "$OUT/machine.txt"
 
 echo "== MoE GPU tests (${MOE_TESTS:-all})"
-for bin in ${MOE_TEST_BINS:-$BUILD/tests/moe_gpu/test_moe_layer_gpu $BUILD/tests/moe_gpu/test_unfused_gpu}; do
+for bin in ${MOE_TEST_BINS:-$BUILD/tests/moe_gpu/test_moe_layer_gpu $BUILD/tests/moe_gpu/test_fp8_wgmma_gpu $BUILD/tests/moe_gpu/test_unfused_gpu}; do
   [ -x "$bin" ] || { echo "missing $bin"; continue; }
   for t in $("$bin" --gtest_list_tests | awk '/^[^ ]/{s=$1} /^  /{print s $1}'); do
     if [ -n "${MOE_TESTS:-}" ] && ! echo "$t" | grep -qE "$MOE_TESTS"; then continue; fi

@@ -162,9 +162,14 @@ __global__ void fill_fp8(uint8_t* p, size_t n, uint64_t seed, size_t off = 0) {
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
     p[i] = __nv_cvt_float_to_fp8(448.0f * uniform_pm1(seed, off + i), __NV_SATFINITE, __NV_E4M3);
 }
-__global__ void fill_bytes(uint8_t* p, size_t n, uint64_t seed, size_t off = 0) {  // int4 pairs: every byte is valid
-  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
-    p[i] = uint8_t(mix(seed * 0x9E3779B97F4A7C15ull + off + i) >> 56);
+// Int4 pairs (two's complement, the low nibble first) of uniform values in [-7, 7] (quantize_int4's range, which the
+// fused kernel's packed form holds).
+__global__ void fill_int4(uint8_t* p, size_t n, uint64_t seed, size_t off = 0) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
+    const uint64_t r = mix(seed * 0x9E3779B97F4A7C15ull + off + i);
+    const uint32_t lo = uint32_t((r >> 32) % 15u) - 7u, hi = uint32_t((r & 0xFFFFFFFFu) % 15u) - 7u;
+    p[i] = uint8_t((lo & 0xFu) | ((hi & 0xFu) << 4));
+  }
 }
 // base * uniform(0.5, 1.5)
 __global__ void fill_scale(float* p, size_t n, uint64_t seed, float base, size_t off = 0) {
@@ -497,24 +502,33 @@ struct Weights {
   Dev<uint8_t> w1, w2;
   Dev<float> s1, s2;                    // W4A8: K-block-major [E][K/128][N] (the fused kernel's layout)
   std::unique_ptr<Dev<float>> s1u, s2u;  // W4A8: [E][N][K/128] for the unfused baseline
+  std::unique_ptr<Dev<uint8_t>> k1, k2;   // W4A8: w1, w2 in the fused kernel's packed form (pack_int4_weights)
   Weights(const moe::MoeShape& s, bool int4_, uint64_t seed_, int e0_, int ne_)
       : int4(int4_), e0(e0_), ne(ne_), seed(seed_),
         w1e(size_t(2) * s.inter * s.hidden / (int4_ ? 2 : 1)), w2e(size_t(s.hidden) * s.inter / (int4_ ? 2 : 1)),
         s1e(size_t(2) * s.inter / (int4_ ? 1 : 128) * (s.hidden / 128)),
         s2e(size_t(s.hidden) / (int4_ ? 1 : 128) * (s.inter / 128)),
         // Real values ~ U(-1, 1) / sqrt(fan-in): code/448 * scale with scale ~ 1/(448 sqrt(K)) (FP8) or
-        // 1/(7 sqrt(K)) (int4 in [-8, 7]).
-        base1(1.0f / ((int4_ ? 8.0f : 448.0f) * std::sqrt(float(s.hidden)))),
-        base2(1.0f / ((int4_ ? 8.0f : 448.0f) * std::sqrt(float(s.inter)))),
+        // 1/(7 sqrt(K)) (int4 in [-7, 7]).
+        base1(1.0f / ((int4_ ? 7.0f : 448.0f) * std::sqrt(float(s.hidden)))),
+        base2(1.0f / ((int4_ ? 7.0f : 448.0f) * std::sqrt(float(s.inter)))),
         w1(w1e * ne_), w2(w2e * ne_), s1(s1e * ne_), s2(s2e * ne_) {
     fill(w1.p, w2.p, s1.p, s2.p, e0, ne);
     ok(cudaDeviceSynchronize(), "weight init");
+    if (int4) {  // the two's complement bytes stay for the unfused baseline and the reference
+      k1 = std::make_unique<Dev<uint8_t>>(w1e * ne);
+      k2 = std::make_unique<Dev<uint8_t>>(w2e * ne);
+      moe_kernel::pack_int4_weights(w1.p, k1->p, w1e * ne);
+      moe_kernel::pack_int4_weights(w2.p, k2->p, w2e * ne);
+    }
   }
+  const uint8_t* fused_w1() const { return int4 ? k1->p : w1.p; }
+  const uint8_t* fused_w2() const { return int4 ? k2->p : w2.p; }
   // Experts [e, e + n) of the global tensors into the given buffers.
   void fill(uint8_t* a1, uint8_t* a2, float* c1, float* c2, int e, int n) const {
     if (int4) {
-      fill_bytes<<<kFill, 256>>>(a1, w1e * n, seed + 1, w1e * e);
-      fill_bytes<<<kFill, 256>>>(a2, w2e * n, seed + 2, w2e * e);
+      fill_int4<<<kFill, 256>>>(a1, w1e * n, seed + 1, w1e * e);
+      fill_int4<<<kFill, 256>>>(a2, w2e * n, seed + 2, w2e * e);
     } else {
       fill_fp8<<<kFill, 256>>>(a1, w1e * n, seed + 1, w1e * e);
       fill_fp8<<<kFill, 256>>>(a2, w2e * n, seed + 2, w2e * e);
@@ -735,9 +749,9 @@ int main(int argc, char** argv) try {
           prm.topk_index_all = routing.index.data();
           prm.rank[0] = {x.p, xs.p, wt.p, out.p};
           prm.weights = int4 ? moe_kernel::MoeWeightFormat::kInt4 : moe_kernel::MoeWeightFormat::kFp8;
-          prm.w1 = W.w1.p;
+          prm.w1 = W.fused_w1();
           prm.w1_scale = W.s1.p;
-          prm.w2 = W.w2.p;
+          prm.w2 = W.fused_w2();
           prm.w2_scale = W.s2.p;
           prm.experts_per_wave = 0;  // auto: waves that fill the SMs
           prm.ctas_per_rank = a.ctas;  // 0: every SM (diagnostics only: fewer CTAs)

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "xstage/common/error.hpp"
 
@@ -67,6 +68,26 @@ Int4Tensor quantize_int4(const float* w, int rows, int cols, int group) {
       }
     }
   return q;
+}
+
+void pack_int4_sm(const std::uint8_t* twos, std::size_t bytes, std::uint8_t* out) {
+  XSTAGE_REQUIRE(bytes % 4 == 0, "int4 packing: ", bytes, " bytes are not whole 32-bit words of eight values");
+  XSTAGE_REQUIRE(bytes == 0 || (twos != nullptr && out != nullptr), "int4 packing: null buffer");
+  std::uint32_t w, p;
+  for (std::size_t i = 0; i < bytes; i += 4) {  // check every word first: nothing is written if one fails
+    std::memcpy(&w, twos + i, 4);
+    if (!int4_sm_pack_word(w, p)) {
+      int j = 0;
+      while (((w >> (4 * j)) & 0xFu) != 8u) ++j;
+      XSTAGE_REQUIRE(false, "int4 packing: element ", 2 * i + std::size_t(j),
+                     " is -8, which the sign-magnitude form cannot hold (quantize_int4 gives [-7, 7])");
+    }
+  }
+  for (std::size_t i = 0; i < bytes; i += 4) {
+    std::memcpy(&w, twos + i, 4);
+    int4_sm_pack_word(w, p);
+    std::memcpy(out + i, &p, 4);
+  }
 }
 
 Fp8Tensor int4_to_fp8(const Int4Tensor& w) {

@@ -243,3 +243,59 @@ TEST(MoeW4A8, ConversionToFp8IsExact) {
       ASSERT_LE(std::fabs(q.dequant(n, k) - w[n * K + k]), 0.5f * q.scale_at(n, k) * (1 + 1e-6f));
     }
 }
+
+// The fused kernel's packed sign-magnitude int4 form (quant.hpp): every word of values in [-7, 7] round-trips, and the
+// kernel's expansion (a mask, a nibble rotation and a mask; int4sm_x8_to_e4m3x8), written here on the host, gives
+// e4m3 codes whose values are the integers times 2^-9 (e4m3_value above, from the format's definition).
+TEST(MoeW4A8, PackedSignMagnitudeWordsExpandToScaledValues) {
+  auto twos_value = [](std::uint32_t w, int j) {
+    const int nib = int(w >> (4 * j)) & 0xF;
+    return nib >= 8 ? nib - 16 : nib;
+  };
+  auto check = [&](std::uint32_t w) {
+    std::uint32_t p = 0;
+    bool has8 = false;
+    for (int j = 0; j < 8; ++j) has8 = has8 || ((w >> (4 * j)) & 0xFu) == 8u;
+    ASSERT_EQ(int4_sm_pack_word(w, p), !has8) << std::hex << w;
+    if (has8) return;
+    const std::uint32_t lo = p & 0x87878787u, hi = ((p >> 4) | (p << 28)) & 0x87878787u;
+    for (int j = 0; j < 8; ++j) {
+      ASSERT_EQ(int4_sm_value(p, j), twos_value(w, j)) << std::hex << w << " value " << j;
+      const int code = int(((j < 4 ? lo : hi) >> (8 * (j & 3))) & 0xFFu);
+      ASSERT_EQ(e4m3_value(code) * 512.0, double(twos_value(w, j))) << std::hex << w << " value " << j;
+    }
+  };
+  std::mt19937_64 g(test_seed());
+  for (std::uint32_t low = 0; low < 65536; ++low) {  // every low half, against a random high half and its swap
+    const std::uint32_t high = std::uint32_t(g()) & 0xFFFFu;
+    check(low | (high << 16));
+    check(high | (low << 16));
+  }
+}
+
+TEST(MoeW4A8, PackingQuantizedWeightsAndItsErrors) {
+  const int N = 16, K = 256;
+  std::mt19937_64 g(test_seed() + 1);
+  std::vector<float> w(N * K);
+  for (float& v : w) v = float(double(g() >> 11) / 9007199254740992.0 - 0.5);
+  const Int4Tensor q = quantize_int4(w.data(), N, K);
+  std::vector<std::uint8_t> p(q.packed.size(), 0xA5);
+  pack_int4_sm(q.packed.data(), q.packed.size(), p.data());  // quantize_int4's values are in [-7, 7]
+  for (int n = 0; n < N; ++n)
+    for (int k = 0; k < K; ++k) {
+      std::uint32_t word;
+      std::memcpy(&word, p.data() + (std::size_t(n) * K + k) / 8 * 4, 4);
+      ASSERT_EQ(int4_sm_value(word, k % 8), q.value(n, k)) << n << ", " << k;
+    }
+  std::vector<std::uint8_t> in_place = q.packed;  // out may be the input
+  pack_int4_sm(in_place.data(), in_place.size(), in_place.data());
+  EXPECT_EQ(in_place, p);
+
+  std::vector<std::uint8_t> bad = q.packed;
+  bad[37] = std::uint8_t((bad[37] & 0x0F) | 0x80);  // element 75 (high nibble of byte 37) is -8
+  std::vector<std::uint8_t> out(bad.size(), 0xA5);
+  const std::string msg = usage_error([&] { pack_int4_sm(bad.data(), bad.size(), out.data()); });
+  EXPECT_NE(msg.find("element 75 is -8"), std::string::npos) << msg;
+  for (std::uint8_t b : out) ASSERT_EQ(b, 0xA5);  // nothing written
+  EXPECT_NE(usage_error([&] { pack_int4_sm(bad.data(), 6, out.data()); }).find("6 bytes"), std::string::npos);
+}

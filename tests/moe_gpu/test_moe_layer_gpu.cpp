@@ -231,6 +231,10 @@ void run_case(const Case& c) {
       d_w2s(std::max<size_t>(w2s.size(), 1) * 4);
   CUDA_CHECK(cudaMemcpy(d_w1.p, w1c.data(), w1c.size(), cudaMemcpyHostToDevice));
   CUDA_CHECK(cudaMemcpy(d_w2.p, w2c.data(), w2c.size(), cudaMemcpyHostToDevice));
+  if (c.int4) {  // the kernel's packed form, in place, as a user converts quantize_int4's bytes once
+    moe_kernel::pack_int4_weights(d_w1.p, d_w1.p, w1c.size());
+    moe_kernel::pack_int4_weights(d_w2.p, d_w2.p, w2c.size());
+  }
   CUDA_CHECK(cudaMemcpy(d_w1s.p, w1s.data(), w1s.size() * 4, cudaMemcpyHostToDevice));
   CUDA_CHECK(cudaMemcpy(d_w2s.p, w2s.data(), w2s.size() * 4, cudaMemcpyHostToDevice));
   const moe::MoeReference ref8(w, c.bf16 ? moe::Precision::Bf16 : c.int4 ? moe::Precision::W4A8 : moe::Precision::W8A8),
@@ -627,9 +631,10 @@ TEST(MoeLayerGpu, W4A8Emulated) {
   run_case(d);
 }
 
-// The int4 -> e4m3 expansion (int4x32_to_e4m3, which the pre-pass, the in-kernel expansion and the probe share) is
-// exact: every 16-bit pattern of four int4 values, in the low and in the high half of a 32-bit word, against the host's
-// e4m3 encoding of the integer, through the pre-pass kernel into a poisoned output.
+// The int4 -> e4m3 expansion (int4sm_x32_to_e4m3, which the pre-pass and the in-kernel expansion share) is exact:
+// every 16-bit pattern of the packed form, in the low and in the high half of a 32-bit word, gives e4m3 codes whose
+// values are the packed values (quant.hpp's int4_sm_value) times 2^-9, through the pre-pass kernel into a poisoned
+// output.
 TEST(MoeLayerGpu, Int4ToE4m3Exact) {
   NEED_SM90();
   std::vector<uint16_t> in;
@@ -648,14 +653,54 @@ TEST(MoeLayerGpu, Int4ToE4m3Exact) {
   CUDA_CHECK(cudaMemcpy(out.data(), dout.p, out.size(), cudaMemcpyDeviceToHost));
   const uint8_t* raw = reinterpret_cast<const uint8_t*>(in.data());
   size_t bad = 0;
-  for (size_t e = 0; e < out.size(); ++e) {  // element e: nibble e % 2 of byte e / 2 (low nibble first)
-    const int nib = (raw[e / 2] >> (4 * (e % 2))) & 0xF;
-    const uint8_t want = moe::fp8_e4m3_encode(float(nib >= 8 ? nib - 16 : nib));
-    if (out[e] != want && bad++ < 5)
-      ADD_FAILURE() << "element " << e << " (int4 " << (nib >= 8 ? nib - 16 : nib) << "): e4m3 0x" << std::hex
-                    << int(out[e]) << ", expected 0x" << int(want) << std::dec;
+  for (size_t e = 0; e < out.size(); ++e) {  // element e: value e % 8 of 32-bit word e / 8
+    uint32_t word;
+    std::memcpy(&word, raw + 4 * (e / 8), 4);
+    const int v = moe::int4_sm_value(word, int(e % 8));
+    const float got = moe::fp8_e4m3_decode(out[e]) * moe_kernel::kInt4SmUnit;
+    if (!(got == float(v)) && bad++ < 5)
+      ADD_FAILURE() << "element " << e << " (int4 " << v << "): e4m3 0x" << std::hex << int(out[e]) << std::dec
+                    << " = " << got << " x 2^-9";
   }
   EXPECT_EQ(bad, 0u) << "of " << out.size() << " elements";
+}
+
+// pack_int4_weights (the device packing users run once) equals quant.hpp's host packing, out of place into a poisoned
+// buffer and in place; a -8 is a UsageError naming its element, with nothing written.
+TEST(MoeLayerGpu, PackInt4WeightsOnDevice) {
+  NEED_SM90();
+  using xstage::testing::usage_error;
+  const size_t bytes = (size_t(1) << 20) + 36;  // not a multiple of the kernels' grid: the tail words too
+  std::vector<uint8_t> twos(bytes);
+  uint32_t x = test_seed() | 1u;
+  auto nib = [&] {  // a nibble in [0, 15] other than 8 (-8): values [-7, 7]
+    x ^= x << 13, x ^= x >> 17, x ^= x << 5;
+    const uint32_t n = x % 15u;
+    return n >= 8 ? n + 1 : n;
+  };
+  for (uint8_t& b : twos) b = uint8_t(nib() | (nib() << 4));
+  std::vector<uint8_t> want(bytes);
+  moe::pack_int4_sm(twos.data(), bytes, want.data());
+  DevBuf din(bytes), dout(bytes);
+  CUDA_CHECK(cudaMemcpy(din.p, twos.data(), bytes, cudaMemcpyHostToDevice));
+  CUDA_CHECK(cudaMemset(dout.p, 0xA5, bytes));
+  moe_kernel::pack_int4_weights(din.p, dout.p, bytes);
+  std::vector<uint8_t> got(bytes);
+  CUDA_CHECK(cudaMemcpy(got.data(), dout.p, bytes, cudaMemcpyDeviceToHost));
+  EXPECT_TRUE(got == want) << "out of place";
+  moe_kernel::pack_int4_weights(din.p, din.p, bytes);
+  CUDA_CHECK(cudaMemcpy(got.data(), din.p, bytes, cudaMemcpyDeviceToHost));
+  EXPECT_TRUE(got == want) << "in place";
+
+  twos[777] = uint8_t((twos[777] & 0x0F) | 0x80);  // element 1555 (the high nibble of byte 777) is -8
+  twos[900] = uint8_t((twos[900] & 0xF0) | 0x08);  // element 1800 too: the first one is named
+  CUDA_CHECK(cudaMemcpy(din.p, twos.data(), bytes, cudaMemcpyHostToDevice));
+  CUDA_CHECK(cudaMemset(dout.p, 0xA5, bytes));
+  const std::string msg = usage_error([&] { moe_kernel::pack_int4_weights(din.p, dout.p, bytes); });
+  EXPECT_NE(msg.find("element 1555 is -8"), std::string::npos) << msg;
+  CUDA_CHECK(cudaMemcpy(got.data(), dout.p, bytes, cudaMemcpyDeviceToHost));
+  EXPECT_TRUE(std::all_of(got.begin(), got.end(), [](uint8_t b) { return b == 0xA5; })) << "nothing written";
+  EXPECT_NE(usage_error([&] { moe_kernel::pack_int4_weights(din.p, dout.p, 6); }).find("6 bytes"), std::string::npos);
 }
 
 // CTA pairs sharing the weights (pair_share 2 and 3) against single CTAs: experts with 1-6 row tiles (odd counts,

@@ -22,6 +22,8 @@
 // so the in-kernel conversion int4 -> e4m3 is exact and the group scale becomes the weight block
 // scale of the FP8 path with block 1 x 128 instead of 128 x 128 (int4_to_fp8): the per-block
 // promotion multiplies each 128-deep partial sum by a_scale[m][kb] * w_scale[n][kb] either way.
+// (|w| <= amax, so q is in [-7, 7]: the fused kernel's packed form below holds exactly these.)
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <vector>
@@ -132,6 +134,40 @@ struct Int4Tensor {
 };
 
 Int4Tensor quantize_int4(const float* w, int rows, int cols, int group = kQuantBlock);
+
+// The fused kernel's packed int4 form (MoeWeightFormat::kInt4 inputs; docs/MOE.md "Session 46"): the same values,
+// stored as sign and magnitude, so in [-7, 7] (two's complement's -8 has no code; quantize_int4 never gives it, its
+// scale is amax / 7). Each little-endian 32-bit word holds the eight values v0..v7 of the two's complement form's
+// same four bytes (elements 8j .. 8j + 7 of a row) so that a mask and a rotation by one nibble put every value's
+// sign and magnitude into bits 7 and 0-2 of an e4m3 byte, the subnormal (-1)^s |v| 2^-9 (the kernel's
+// int4sm_x8_to_e4m3x8; the 2^9 goes back into the promotion's scale). Byte i (0-3) of the word:
+//   bit 7: sign of v_i;  bits 0-2: |v_i|;  bits 4-6: |v_{4+i}|;  bit 3: sign of v_{4 + (i + 3) % 4}.
+// A zero's sign bit may be either (the code is then -0, the same product).
+XSTAGE_HD inline int int4_sm_value(std::uint32_t w, int i) {  // value i (0-7) of a packed word
+  const int byte = i & 3;
+  const int mag = int(w >> (8 * byte + (i < 4 ? 0 : 4))) & 7;
+  const bool neg = i < 4 ? ((w >> (8 * byte + 7)) & 1u) : ((w >> (8 * ((byte + 1) & 3) + 3)) & 1u);
+  return neg ? -mag : mag;
+}
+// Packs one word of eight two's complement values (value j in nibble j). False (out unchanged) if one is -8.
+XSTAGE_HD inline bool int4_sm_pack_word(std::uint32_t twos, std::uint32_t& out) {
+  std::uint32_t w = 0;
+  for (int j = 0; j < 8; ++j) {
+    const std::uint32_t nib = (twos >> (4 * j)) & 0xFu;
+    if (nib == 8u) return false;
+    const std::uint32_t neg = nib >> 3, mag = neg ? (16u - nib) : nib;
+    const int byte = j & 3;
+    if (j < 4)
+      w |= (neg << (8 * byte + 7)) | (mag << (8 * byte));
+    else
+      w |= (mag << (8 * byte + 4)) | (neg << (8 * ((byte + 1) & 3) + 3));
+  }
+  out = w;
+  return true;
+}
+// Host packing of `bytes` bytes of the two's complement form (bytes % 4 == 0) into `out` (may equal `twos`). A -8
+// is a UsageError naming its element index, and nothing is written then.
+void pack_int4_sm(const std::uint8_t* twos, std::size_t bytes, std::uint8_t* out);
 // The exact FP8 form of int4 weights the kernel computes with: code = e4m3(q), block 1 x group, the group
 // scales as block scales. dequant() of the result equals the int4 tensor's dequant() bit for bit.
 Fp8Tensor int4_to_fp8(const Int4Tensor& w);

@@ -301,7 +301,8 @@ __device__ __forceinline__ void promote(float (&fin)[kAcc], const float (&acc)[k
   for (int i = 0; i < kAcc; ++i) fin[i] = fmaf(acc[i], ((i / 2) % 2) ? s1 : s0, fin[i]);
 }
 // W4A8: final += scratch * (a_scale[row] * b_scale[col]), b_scale per column from shared memory (sb: the
-// scale of the fragment's column 0).
+// scale of the fragment's column 0). The scratch holds the products with the weights' e4m3 subnormal codes, in units
+// of 2^-9 (int4sm_x8_to_e4m3x8): s0 and s1, the row scales, carry the 2^9 back (kInt4SmUnit: exact, a power of two).
 template <int kAcc>
 __device__ __forceinline__ void promote_cols(float (&fin)[kAcc], const float (&acc)[kAcc], float s0, float s1,
                                              const float* sb, int tid) {
@@ -315,41 +316,36 @@ __device__ __forceinline__ void promote_cols(float (&fin)[kAcc], const float (&a
   }
 }
 
-// ---------------------------------------------------------------- W4A8: int4 -> e4m3 in shared memory
-// Eight int4 values (value i in nibble i of w, two's complement) -> eight e4m3 codes, values 0-3 in lo and 4-7 in hi.
-// Exact: every integer in [-8, 7] is an e4m3 value. Two 8-entry byte tables indexed by the low 3 bits (prmt), one for
-// the non-negative nibbles 0..7 and one for 8..15 (= -8..-1), then a third prmt picks per byte by bit 3. prmt reads
-// only the low 16 bits of its selector, so one mask and one pick computation serve both halves of the word (the
-// expansion runs on the integer pipes, which bound it: docs/MOE.md "Session 45").
-__device__ __forceinline__ void int4x8_to_e4m3x8(uint32_t w, uint32_t& lo, uint32_t& hi) {
-  // e4m3 of 0..7: 00 38 40 44 48 4A 4C 4E; of -8..-1: D0 CE CC CA C8 C4 C0 B8
-  constexpr uint32_t kPosLo = 0x44403800u, kPosHi = 0x4E4C4A48u, kNegLo = 0xCACCCED0u, kNegHi = 0xB8C0C4C8u;
-  const uint32_t idx = w & 0x77777777u;
-  const uint32_t pick = ((w >> 1) & 0x44444444u) | 0x32103210u;  // byte i from pos (i) or neg (4 + i)
-  const uint32_t idx_hi = idx >> 16, pick_hi = pick >> 16;
-  uint32_t pos, neg;
-  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(pos) : "r"(kPosLo), "r"(kPosHi), "r"(idx));
-  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(neg) : "r"(kNegLo), "r"(kNegHi), "r"(idx));
-  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(lo) : "r"(pos), "r"(neg), "r"(pick));
-  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(pos) : "r"(kPosLo), "r"(kPosHi), "r"(idx_hi));
-  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(neg) : "r"(kNegLo), "r"(kNegHi), "r"(idx_hi));
-  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(hi) : "r"(pos), "r"(neg), "r"(pick_hi));
+// ---------------------------------------------------------------- W4A8: int4 -> e4m3
+// Eight int4 values in the kernel's packed sign-magnitude form (moe::pack_int4_sm; values in [-7, 7]) -> eight e4m3
+// codes whose values are the integers times 2^-9: an e4m3 code s.0000.mmm is the subnormal (-1)^s m 2^-9, exactly, so
+// a value's sign and 3-bit magnitude only need to land in bits 7 and 0-2 of its byte. Byte i of w holds value i's
+// sign (bit 7) and magnitude (bits 0-2), value 4 + i's magnitude (bits 4-6) and value 4 + (i + 3) % 4's sign (bit 3),
+// so values 0-3 are w masked and values 4-7 w rotated by a nibble and masked: 3 integer instructions per 8 weights
+// where the two's complement form needed two byte tables (session 45: 6 prmt and 4 others, the mainloop probe keeps it
+// as int4x8_to_e4m3x8; the expansion runs on the integer pipes, which bounded it). The tensor cores multiply a normal
+// activation code by a subnormal weight code exactly (tests/moe_gpu/test_fp8_wgmma_gpu.cu); the 2^-9 goes back in
+// with the row scales the mainloops pass to promote_cols (kInt4SmUnit). The layer's outputs are not bit-identical to
+// the two's complement form's: where activation codes are subnormal too the tensor cores round differently
+// (docs/MOE.md "Session 46"; the error against the reference moved by -2 % to +2 %).
+__device__ __forceinline__ void int4sm_x8_to_e4m3x8(uint32_t w, uint32_t& lo, uint32_t& hi) {
+  lo = w & 0x87878787u;
+  hi = __funnelshift_r(w, w, 4) & 0x87878787u;
 }
-// 16 raw bytes (32 int4, k ascending) -> 32 e4m3 codes (two 16-byte chunks).
-__device__ __forceinline__ void int4x32_to_e4m3(const uint4 raw, uint4& lo, uint4& hi) {
-  int4x8_to_e4m3x8(raw.x, lo.x, lo.y);
-  int4x8_to_e4m3x8(raw.y, lo.z, lo.w);
-  int4x8_to_e4m3x8(raw.z, hi.x, hi.y);
-  int4x8_to_e4m3x8(raw.w, hi.z, hi.w);
+__device__ __forceinline__ void int4sm_x32_to_e4m3(const uint4 raw, uint4& lo, uint4& hi) {
+  int4sm_x8_to_e4m3x8(raw.x, lo.x, lo.y);
+  int4sm_x8_to_e4m3x8(raw.y, lo.z, lo.w);
+  int4sm_x8_to_e4m3x8(raw.z, hi.x, hi.y);
+  int4sm_x8_to_e4m3x8(raw.w, hi.z, hi.w);
 }
-// The W4A8 pre-pass: int4 weights (16 bytes = 32 values per thread step) -> e4m3 codes, exact. One pass per
+// The W4A8 pre-pass: packed int4 weights (16 bytes = 32 values per thread step) -> e4m3 codes, exact. One pass per
 // call over the local experts' weights, stream-ordered before the fused kernel (docs/MOE.md says why it is
 // not an in-kernel converter any more).
 __global__ void __launch_bounds__(256) int4_to_e4m3_kernel(const uint4* __restrict__ in, uint4* __restrict__ out,
                                                              size_t n16) {
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n16; i += size_t(gridDim.x) * blockDim.x) {
     uint4 lo, hi;
-    int4x32_to_e4m3(in[i], lo, hi);
+    int4sm_x32_to_e4m3(in[i], lo, hi);
     out[2 * i] = lo;
     out[2 * i + 1] = hi;
   }
@@ -469,11 +465,11 @@ struct Expander {
     const int ex = g * p.xplan.experts + c.expert;
     uint8_t* dst = (c.matrix ? p.w2_e4m3 : p.w1_e4m3) + 2 * p.xplan.byte_offset(ex, c);
     const uint4* src = reinterpret_cast<const uint4*>(sm.buf[w][h]);
-#pragma unroll 2
+#pragma unroll 1  // (unrolled by 2 the mask-and-rotate expansion spilled more of these 40-register warps' state)
     for (int j = 0; j < moe::kExpandChunkBytes / 16 / 32; ++j) {
       const int i = lane + 32 * j;  // a warp writes 1 KB contiguous per step
       uint4 lo, hi;
-      int4x32_to_e4m3(src[i], lo, hi);
+      int4sm_x32_to_e4m3(src[i], lo, hi);
       ptx::st_weak_v4(dst + 32 * i, lo);
       ptx::st_weak_v4(dst + 32 * i + 16, hi);
     }
@@ -661,7 +657,9 @@ __device__ __forceinline__ int l1_mainloop(S& sh, kernel::PipeState<C::kStages>&
   int held = -1;
   for (int kb = 0; kb < KB1; ++kb) {
     wait_full(kb);
-    const float a0 = sh.sa[ps.stage][pt.row0 + r0], a1 = sh.sa[ps.stage][pt.row0 + r0 + 8];
+    // (W4A8: the 2^9 of the packed form's e4m3 codes folded into the row scales here, once per K block)
+    const float a0 = sh.sa[ps.stage][pt.row0 + r0] * (C::kInt4 ? kInt4SmUnit : 1.0f),
+                a1 = sh.sa[ps.stage][pt.row0 + r0 + 8] * (C::kInt4 ? kInt4SmUnit : 1.0f);
     const uint8_t* a = sh.a[ps.stage] + pt.row0 * kBlockK;
     const uint8_t* bg = sh.b[ps.stage] + pt.col0 * kBlockK;  // B rows = output columns; 8 KB steps keep the swizzle
     const uint8_t* bu = bg + C::kBBytes;
@@ -754,7 +752,9 @@ __device__ __forceinline__ int l2_mainloop(S& sh, kernel::PipeState<C::kStages>&
   int held = -1;
   for (int kb = 0; kb < KB2; ++kb) {
     wait_full(kb);
-    const float a0 = sh.sa[ps.stage][pt.row0 + r0], a1 = sh.sa[ps.stage][pt.row0 + r0 + 8];
+    // (W4A8: the 2^9 of the packed form's e4m3 codes folded into the row scales here, once per K block)
+    const float a0 = sh.sa[ps.stage][pt.row0 + r0] * (C::kInt4 ? kInt4SmUnit : 1.0f),
+                a1 = sh.sa[ps.stage][pt.row0 + r0 + 8] * (C::kInt4 ? kInt4SmUnit : 1.0f);
     const float bs = C::kInt4 ? 1.0f : __ldg(s2 + kb);
     issue_block(acc, sh.a[ps.stage] + pt.row0 * kBlockK, sh.b[ps.stage] + pt.col0 * kBlockK, turn);
     release_held(sh, held, cluster, tid);

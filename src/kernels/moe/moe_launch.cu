@@ -6,6 +6,7 @@
 
 #include "moe_kernel.cuh"
 #include "moe_params.hpp"
+#include "xstage/moe/quant.hpp"
 
 namespace xstage::moe_kernel {
 namespace {
@@ -140,6 +141,35 @@ cudaError_t launch_int4_to_e4m3(const uint8_t* in, uint8_t* out, size_t bytes, c
   const size_t n16 = bytes / 16;
   const int blocks = int(std::min<size_t>((n16 + 255) / 256, 4096));
   int4_to_e4m3_kernel<<<blocks, 256, 0, stream>>>(reinterpret_cast<const uint4*>(in), reinterpret_cast<uint4*>(out), n16);
+  return cudaGetLastError();
+}
+namespace {
+// pack_int4_weights' two passes (moe_layer.cpp): the lowest element index holding a -8, then the packing.
+__global__ void __launch_bounds__(256) int4_find_minus8_kernel(const uint32_t* __restrict__ in, size_t words,
+                                                              unsigned long long* first) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < words; i += size_t(gridDim.x) * blockDim.x) {
+    const uint32_t w = in[i];
+    const uint32_t eight = w & ~(w << 1) & ~(w << 2) & ~(w << 3) & 0x88888888u;  // nibbles 1000b: bit 3 alone
+    if (eight) atomicMin(first, 8ull * i + uint64_t(__ffs(int(eight)) - 1) / 4);
+  }
+}
+__global__ void __launch_bounds__(256) int4_pack_sm_kernel(const uint32_t* in, uint32_t* out, size_t words) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < words; i += size_t(gridDim.x) * blockDim.x) {
+    uint32_t p = 0;
+    moe::int4_sm_pack_word(in[i], p);  // no -8 left: the first pass found none
+    out[i] = p;
+  }
+}
+int grid_for_words(size_t words) { return int(std::max<size_t>(1, std::min<size_t>((words + 255) / 256, 4096))); }
+}  // namespace
+cudaError_t launch_int4_find_minus8(const uint8_t* in, size_t bytes, unsigned long long* first, cudaStream_t stream) {
+  int4_find_minus8_kernel<<<grid_for_words(bytes / 4), 256, 0, stream>>>(reinterpret_cast<const uint32_t*>(in),
+                                                                          bytes / 4, first);
+  return cudaGetLastError();
+}
+cudaError_t launch_int4_pack_sm(const uint8_t* in, uint8_t* out, size_t bytes, cudaStream_t stream) {
+  int4_pack_sm_kernel<<<grid_for_words(bytes / 4), 256, 0, stream>>>(reinterpret_cast<const uint32_t*>(in),
+                                                                      reinterpret_cast<uint32_t*>(out), bytes / 4);
   return cudaGetLastError();
 }
 cudaError_t launch_combine(const CombineParams& cp, int blocks, int ranks, cudaStream_t stream) {

@@ -137,6 +137,27 @@ int moe_int4_expand(const MoeLayerParams& prm) {
   return prm.int4_expand == kInt4ExpandAuto ? kInt4ExpandInKernel : prm.int4_expand;
 }
 
+void pack_int4_weights(const void* twos, void* out, size_t bytes, cudaStream_t stream) {
+  XSTAGE_REQUIRE(bytes % 4 == 0, "pack_int4_weights: ", bytes, " bytes are not whole 32-bit words of eight int4 values");
+  if (bytes == 0) return;
+  XSTAGE_REQUIRE(twos != nullptr && out != nullptr, "pack_int4_weights: null buffer");
+  unsigned long long* first = nullptr;
+  ok(cudaMalloc(&first, sizeof *first), "cudaMalloc (pack_int4_weights)");
+  const auto in = static_cast<const uint8_t*>(twos);
+  unsigned long long found = ~0ull;
+  cudaError_t e = cudaMemcpyAsync(first, &found, sizeof found, cudaMemcpyHostToDevice, stream);
+  if (e == cudaSuccess) e = launch_int4_find_minus8(in, bytes, first, stream);
+  if (e == cudaSuccess) e = cudaMemcpyAsync(&found, first, sizeof found, cudaMemcpyDeviceToHost, stream);
+  if (e == cudaSuccess) e = cudaStreamSynchronize(stream);
+  const cudaError_t f = cudaFree(first);
+  ok(e, "int4 -8 search (pack_int4_weights)");
+  ok(f, "cudaFree (pack_int4_weights)");
+  XSTAGE_REQUIRE(found == ~0ull, "pack_int4_weights: element ", found,
+                 " is -8, which the packed sign-magnitude form cannot hold (quantize_int4 gives [-7, 7])");
+  ok(launch_int4_pack_sm(in, static_cast<uint8_t*>(out), bytes, stream), "int4 packing (pack_int4_weights)");
+  ok(cudaStreamSynchronize(stream), "int4 packing (pack_int4_weights)");
+}
+
 int moe_l2_cols(const MoeLayerParams& prm) {
   if (prm.l2_cols != 0) return prm.l2_cols;
   // 256 only where CTA pairs stay possible (an even count of 256-column tiles): the shapes it was measured on.

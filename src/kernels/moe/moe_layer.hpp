@@ -42,9 +42,11 @@ struct MoeShape {
 };
 
 // How the expert weights are stored. kFp8 (W8A8): e4m3 codes with 128x128 block scales. kInt4 (W4A8):
-// int4 two's complement, two per byte (even k in the low nibble), one fp32 scale per (row, 128-group of K);
-// Hopper has no 4-bit tensor cores: each call first expands them exactly to e4m3 into the workspace (one
-// pass, stream-ordered), which the fused kernel reads with the group scales promoted per column.
+// int4 values in [-7, 7] (xstage::moe::quantize_int4's) in the packed sign-magnitude form of
+// xstage/moe/quant.hpp (pack_int4_weights turns the two's complement form, two per byte with even k in the
+// low nibble, into it once), one fp32 scale per (row, 128-group of K); Hopper has no 4-bit tensor cores: each
+// call expands them exactly to e4m3 (subnormals, in units of 2^-9: a mask and a rotation per 8 weights) into
+// the workspace, which the fused kernel reads with the group scales promoted per column.
 // kBf16 (reference runs): activations AND weights bf16, no scales at all: MoeRankInputs::x points at bf16
 // data [T][H], w1 / w2 at bf16 [experts][2I][H] / [experts][H][I], and x_scale, w1_scale, w2_scale must be
 // null. fp32 accumulation over the whole K, h = silu(g) * u rounded to bf16 (no requantisation), the
@@ -81,7 +83,7 @@ struct MoeLayerParams {
   // rank's first expert: (local ranks) x (E/P) experts.
   //   kFp8:  w1 [experts][2I][H] codes (rows [0, I) gate, [I, 2I) up), w1_scale [experts][2I/128][H/128];
   //          w2 [experts][H][I], w2_scale [experts][H/128][I/128]  (128x128 block scales)
-  //   kInt4: w1 [experts][2I][H/2] bytes, w1_scale [experts][H/128][2I] (K-block-major: the 2I row scales
+  //   kInt4: w1 [experts][2I][H/2] bytes (the packed form: pack_int4_weights), w1_scale [experts][H/128][2I] (K-block-major: the 2I row scales
   //          of one 128-group contiguous, so TMA loads them per column); w2 [experts][H][I/2], w2_scale
   //          [experts][I/128][H]. (xstage::moe::quantize_int4 gives [rows][K/128]: transpose per expert.)
   //   kBf16: w1 [experts][2I][H] bf16, w2 [experts][H][I] bf16 (the same row layout as kFp8); both scales null.
@@ -213,6 +215,11 @@ struct MoeLayerParams {
 inline constexpr int kInt4ExpandAuto = 0, kInt4ExpandPrepass = 1, kInt4ExpandInKernel = 2;
 // MoeLayerParams::int4_expand resolved: kInt4ExpandPrepass or kInt4ExpandInKernel (auto: in the kernel).
 int moe_int4_expand(const MoeLayerParams& prm);
+// W4A8 weights into the packed form MoeWeightFormat::kInt4 takes, on the device, once per set of weights: `bytes`
+// (a multiple of 4) of two's complement int4 at `twos` (two per byte, even k in the low nibble: quantize_int4's
+// Int4Tensor::packed) into `out` (may be `twos`). Synchronous on `stream`. An element holding -8 (the packed form
+// holds [-7, 7]) is a UsageError naming its index, and nothing is written then.
+void pack_int4_weights(const void* twos, void* out, size_t bytes, cudaStream_t stream = nullptr);
 
 // MoeLayerParams::pair_share resolved for this launch: kPairShareA, kPairShareWeightsFull or kPairShareWeights
 // with CTA pairs (auto: kPairShareWeights where one expert's Linear-1 weights exceed kPairShareWeightsL2Fraction of

@@ -19,7 +19,8 @@ namespace xstage::moe_kernel {
 // ---------------------------------------------------------------- configuration
 // One configuration per weight format (moe_layer.hpp's MoeWeightFormat):
 //   kFp8  (W8A8): e4m3 A and B, 128-deep K blocks, per-block scale promotion;
-//   kInt4 (W4A8): the weights come from the per-call e4m3 copy of the int4 weights (int4_to_e4m3_kernel)
+//   kInt4 (W4A8): the weights come from the per-call e4m3 copy of the packed int4 weights (int4_to_e4m3_kernel or
+//                 the in-kernel expansion: e4m3 subnormals in units of 2^-9, promote_cols scales them back)
 //                 and their scales are per (row, 128-group): loaded per column by TMA, promoted per column;
 //   kBf16 (reference runs): bf16 A and B, no scales. Its K block is 64 elements deep so that a row of a
 //                 block is still 128 bytes = one 128 B swizzle row: every TMA box ({64 bf16, 128 rows} =
@@ -221,7 +222,13 @@ cudaError_t launch_combine(const CombineParams& cp, int blocks, int ranks, cudaS
 // CTA pairs (clusters of two) of the fused kernel of this order / format that one GPU holds at once
 // (cudaOccupancyMaxActiveClusters): a launch with kp.cluster == 2 may have at most this many pairs.
 cudaError_t max_resident_pairs(MoeOrder order, MoeWeightFormat format, bool trace, int* pairs);
-// W4A8 pre-pass: `bytes` of int4 weights (a multiple of 16) -> 2 * bytes of e4m3 codes.
+// W4A8: one unit of the e4m3 codes the packed int4 form expands to (subnormals: value v is code v x 2^-9).
+inline constexpr float kInt4SmUnit = 512.0f;
+// W4A8 pre-pass: `bytes` of packed int4 weights (a multiple of 16) -> 2 * bytes of e4m3 codes (subnormals, 2^-9 units).
 cudaError_t launch_int4_to_e4m3(const uint8_t* in, uint8_t* out, size_t bytes, cudaStream_t stream);
+// pack_int4_weights' passes over `bytes` (a multiple of 4) of two's complement int4: atomicMin of the index of the
+// first element holding -8 into *first (left alone if none), and the packing (moe::int4_sm_pack_word per word).
+cudaError_t launch_int4_find_minus8(const uint8_t* in, size_t bytes, unsigned long long* first, cudaStream_t stream);
+cudaError_t launch_int4_pack_sm(const uint8_t* in, uint8_t* out, size_t bytes, cudaStream_t stream);
 
 }  // namespace xstage::moe_kernel
