@@ -52,6 +52,8 @@
 //             to e4m3 in shared memory by the three epilogue warps, 3 stages (w4_kernel); -nocvt: no expansion
 //   l1-w4c-mix  l1-w4-mix with the stage expanded by the consumer warps, block kb + 1's expansion beside block kb's
 //             gate batch; 3 stages of 64 KB (w4c_kernel)
+//   l1-w4s-mix, l1-w4cs-mix  l1-w4-mix / l1-w4c-mix with the packed sign-magnitude int4 form, expanded to e4m3
+//             subnormals by a mask and a rotate (int4sm_x32_to_e4m3) instead of the two's complement form's prmt tables
 //   l1-tma-ring  l1-tma with the K blocks as l1-ring runs them
 //   short-half, short-swap, short-none  a half tile's K blocks fed by the pipeline (A 8 or 4 KB + 32 KB of weights per
 //             stage): the kernel's half_wide batch, a swap-AB form with 32 tokens (m64n32, half the tensor work), no
@@ -582,12 +584,46 @@ __global__ void __launch_bounds__(C::kThreads, 1) tma_kernel(const __grid_consta
 // stage's full barrier; after a named barrier of the 96, thread 0 of warp 1 loads the slot's next box. The consumers
 // are l1-tma's with W4A8's per-column promotion (promote_cols). kConvert false (-nocvt): the same traffic and
 // barriers, no expansion (the tensor cores read whatever the stage holds), to separate the converters' cost.
+// The two's complement int4 form's expansion, which the fused kernel used until session 46 (it now takes the packed
+// sign-magnitude form, int4sm_x32_to_e4m3), kept for the l1-w4-mix and l1-w4c-mix rows.
+// Eight int4 values (value i in nibble i of w, two's complement) -> eight e4m3 codes, values 0-3 in lo and 4-7 in hi.
+// Exact: every integer in [-8, 7] is an e4m3 value. Two 8-entry byte tables indexed by the low 3 bits (prmt), one for
+// the non-negative nibbles 0..7 and one for 8..15 (= -8..-1), then a third prmt picks per byte by bit 3. prmt reads
+// only the low 16 bits of its selector, so one mask and one pick computation serve both halves of the word (the
+// expansion runs on the integer pipes, which bound it: docs/MOE.md "Session 45").
+__device__ __forceinline__ void int4x8_to_e4m3x8(uint32_t w, uint32_t& lo, uint32_t& hi) {
+  // e4m3 of 0..7: 00 38 40 44 48 4A 4C 4E; of -8..-1: D0 CE CC CA C8 C4 C0 B8
+  constexpr uint32_t kPosLo = 0x44403800u, kPosHi = 0x4E4C4A48u, kNegLo = 0xCACCCED0u, kNegHi = 0xB8C0C4C8u;
+  const uint32_t idx = w & 0x77777777u;
+  const uint32_t pick = ((w >> 1) & 0x44444444u) | 0x32103210u;  // byte i from pos (i) or neg (4 + i)
+  const uint32_t idx_hi = idx >> 16, pick_hi = pick >> 16;
+  uint32_t pos, neg;
+  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(pos) : "r"(kPosLo), "r"(kPosHi), "r"(idx));
+  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(neg) : "r"(kNegLo), "r"(kNegHi), "r"(idx));
+  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(lo) : "r"(pos), "r"(neg), "r"(pick));
+  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(pos) : "r"(kPosLo), "r"(kPosHi), "r"(idx_hi));
+  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(neg) : "r"(kNegLo), "r"(kNegHi), "r"(idx_hi));
+  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(hi) : "r"(pos), "r"(neg), "r"(pick_hi));
+}
+// 16 raw bytes (32 int4, k ascending) -> 32 e4m3 codes (two 16-byte chunks).
+__device__ __forceinline__ void int4x32_to_e4m3(const uint4 raw, uint4& lo, uint4& hi) {
+  int4x8_to_e4m3x8(raw.x, lo.x, lo.y);
+  int4x8_to_e4m3x8(raw.y, lo.z, lo.w);
+  int4x8_to_e4m3x8(raw.z, hi.x, hi.y);
+  int4x8_to_e4m3x8(raw.w, hi.z, hi.w);
+}
 // Expands the int4 box at src (256 rows x 64 B) into dst (256 rows x 128 B e4m3, 128 B swizzle): chunks c, c + n, ...
+// kSm: the packed sign-magnitude form (int4sm_x32_to_e4m3), else two's complement (int4x32_to_e4m3).
+template <bool kSm = false>
 __device__ __forceinline__ void expand_box(const uint8_t* src, uint8_t* dst, int c, int n) {
   for (int i = c; i < 256 * 4; i += n) {
     const int row = i >> 2, q = i & 3;
     uint4 lo, hi;
-    mk::int4x32_to_e4m3(*reinterpret_cast<const uint4*>(src + row * 64 + q * 16), lo, hi);
+    const uint4 raw = *reinterpret_cast<const uint4*>(src + row * 64 + q * 16);
+    if constexpr (kSm)
+      mk::int4sm_x32_to_e4m3(raw, lo, hi);
+    else
+      int4x32_to_e4m3(raw, lo, hi);
     *reinterpret_cast<uint4*>(dst + row * 128 + (((2 * q) ^ (row & 7)) * 16)) = lo;
     *reinterpret_cast<uint4*>(dst + row * 128 + (((2 * q + 1) ^ (row & 7)) * 16)) = hi;
   }
@@ -596,7 +632,7 @@ __device__ __forceinline__ void expand_box(const uint8_t* src, uint8_t* dst, int
 constexpr int kW4Stages = 3, kW4Raw = 4, kW4RawBytes = 16 * 1024, kW4Converters = 96;
 constexpr size_t kW4Smem = size_t(kW4Stages) * kStageBytes + size_t(kW4Raw) * kW4RawBytes +
                            kW4Stages * (128 + 256) * sizeof(float) + (2 * kW4Stages + kW4Raw) * sizeof(uint64_t);
-template <bool kConvert>
+template <bool kConvert, bool kSm = false>
 __global__ void __launch_bounds__(C::kThreads, 1) w4_kernel(const __grid_constant__ CUtensorMap map_x,
                                                             const __grid_constant__ CUtensorMap map_w4,
                                                             const __grid_constant__ CUtensorMap map_s,
@@ -656,7 +692,7 @@ __global__ void __launch_bounds__(C::kThreads, 1) w4_kernel(const __grid_constan
       const int slot = kb % kW4Raw;
       ptx::mbar_wait_acquire_cta(&raw_full[slot], uint32_t(kb / kW4Raw) & 1u);
       ptx::mbar_wait_acquire_cta(&empty[ps.stage], ps.phase ^ 1);
-      if constexpr (kConvert) expand_box(raw + slot * kW4RawBytes, smem + ps.stage * kStageBytes + kA, ct, kW4Converters);
+      if constexpr (kConvert) expand_box<kSm>(raw + slot * kW4RawBytes, smem + ps.stage * kStageBytes + kA, ct, kW4Converters);
       __syncwarp();
       if (lane == 0) ptx::mbar_arrive_release_cta(&full[ps.stage]);
       ps.advance();
@@ -698,6 +734,7 @@ __global__ void __launch_bounds__(C::kThreads, 1) w4_kernel(const __grid_constan
 constexpr int kW4cStages = 3, kW4cStageBytes = 64 * 1024, kW4cConverters = 256;
 constexpr size_t kW4cSmem = size_t(kW4cStages) * kW4cStageBytes + kW4cStages * (128 + 256) * sizeof(float) +
                             2 * kW4cStages * sizeof(uint64_t);
+template <bool kSm = false>
 __global__ void __launch_bounds__(C::kThreads, 1) w4c_kernel(const __grid_constant__ CUtensorMap map_x,
                                                              const __grid_constant__ CUtensorMap map_w4,
                                                              const __grid_constant__ CUtensorMap map_s,
@@ -752,7 +789,7 @@ __global__ void __launch_bounds__(C::kThreads, 1) w4c_kernel(const __grid_consta
   mk::NoTurn free;
   const unsigned long long t0 = clock64();
   ptx::mbar_wait_acquire_cta(&full[0], 0);
-  expand_box(stage_at(0) + kRaw, stage_at(0) + kA, c, kW4cConverters);
+  expand_box<kSm>(stage_at(0) + kRaw, stage_at(0) + kA, c, kW4cConverters);
   ptx::named_barrier_sync(2, kW4cConverters);
   for (int kb = 0; kb < kblocks; ++kb) {
     const uint8_t* st = stage_at(ps.stage);
@@ -763,7 +800,7 @@ __global__ void __launch_bounds__(C::kThreads, 1) w4c_kernel(const __grid_consta
     ps.advance();
     if (kb + 1 < kblocks) {  // block kb + 1's weights while the gate batch runs
       ptx::mbar_wait_acquire_cta(&full[ps.stage], ps.phase);
-      expand_box(stage_at(ps.stage) + kRaw, stage_at(ps.stage) + kA, c, kW4cConverters);
+      expand_box<kSm>(stage_at(ps.stage) + kRaw, stage_at(ps.stage) + kA, c, kW4cConverters);
     }
     ptx::wgmma_wait<0>();
     mk::fence_regs(acc);
@@ -1087,25 +1124,26 @@ W4Args w4_args(int ctas, const uint8_t* src, size_t src_bytes, const float* scal
 }
 constexpr double kW4StageBytes = 16.0 * 1024 + 16 * 1024 + (128 + 256) * sizeof(float);  // A, int4, scales
 
-template <bool kConvert>
+template <bool kConvert, bool kSm = false>
 Row run_w4(const char* name, int kblocks, int ctas, int reps, const uint8_t* src, size_t src_bytes, const float* scales,
            size_t mix_bytes = 0) {
   const W4Args w = w4_args(ctas, src, src_bytes, scales, mix_bytes);
-  ok(cudaFuncSetAttribute(w4_kernel<kConvert>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kW4Smem)), name);
+  ok(cudaFuncSetAttribute(w4_kernel<kConvert, kSm>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kW4Smem)), name);
   Row r = run_launch(name, 2, kblocks, ctas, reps, [&](int n, float* sums, unsigned long long* cyc) {
-    w4_kernel<kConvert><<<n, C::kThreads, kW4Smem>>>(w.mx, w.mw, w.ms, w.mc, w.arows, w.brows, w.bstep, kblocks, sums,
-                                                     cyc);
+    w4_kernel<kConvert, kSm><<<n, C::kThreads, kW4Smem>>>(w.mx, w.mw, w.ms, w.mc, w.arows, w.brows, w.bstep, kblocks,
+                                                          sums, cyc);
   });
   r.gbs_per_sm = kW4StageBytes * kblocks / (r.ms * 1e-3) / 1e9;
   return r;
 }
 
+template <bool kSm = false>
 Row run_w4c(const char* name, int kblocks, int ctas, int reps, const uint8_t* src, size_t src_bytes,
             const float* scales, size_t mix_bytes) {
   const W4Args w = w4_args(ctas, src, src_bytes, scales, mix_bytes);
-  ok(cudaFuncSetAttribute(w4c_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kW4cSmem)), name);
+  ok(cudaFuncSetAttribute(w4c_kernel<kSm>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kW4cSmem)), name);
   Row r = run_launch(name, 2, kblocks, ctas, reps, [&](int n, float* sums, unsigned long long* cyc) {
-    w4c_kernel<<<n, C::kThreads, kW4cSmem>>>(w.mx, w.mw, w.ms, w.mc, w.arows, w.brows, w.bstep, kblocks, sums, cyc);
+    w4c_kernel<kSm><<<n, C::kThreads, kW4cSmem>>>(w.mx, w.mw, w.ms, w.mc, w.arows, w.brows, w.bstep, kblocks, sums, cyc);
   });
   r.gbs_per_sm = kW4StageBytes * kblocks / (r.ms * 1e-3) / 1e9;
   return r;
@@ -1223,6 +1261,8 @@ int main(int argc, char** argv) {
       rows.push_back(run_w4<true>("l1-w4-mix", kblocks, ctas, reps, src, src_bytes, scales, mix));
       rows.push_back(run_w4<false>("l1-w4-mix-nocvt", kblocks, ctas, reps, src, src_bytes, scales, mix));
       rows.push_back(run_w4c("l1-w4c-mix", kblocks, ctas, reps, src, src_bytes, scales, mix));
+      rows.push_back(run_w4<true, true>("l1-w4s-mix", kblocks, ctas, reps, src, src_bytes, scales, mix));
+      rows.push_back(run_w4c<true>("l1-w4cs-mix", kblocks, ctas, reps, src, src_bytes, scales, mix));
     }
     rows.push_back(run_w4<true>("l1-w4", kblocks, ctas, reps, src, src_bytes, scales));
     rows.push_back(run_tma<false, false, 2>("l1-tma-2p", kblocks, ctas, reps, src, src_bytes, scales));
