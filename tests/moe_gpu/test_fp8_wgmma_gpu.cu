@@ -1,9 +1,9 @@
 // The FP8 tensor-core arithmetic the fused MoE kernel's W4A8 path relies on (docs/MOE.md "Session 46"): the packed
 // int4 weights expand to e4m3 subnormals (v x 2^-9), so every Linear-1 / Linear-2 product is an activation code times a
 // subnormal weight code. Through the kernel's own mma_block (wgmma m64n128k32 x 4, one warpgroup, operands in shared
-// memory), a normal e4m3 code times any subnormal code must come out exactly. Operands: row r of A holds code
-// a_even[r] at even k and a_odd[r] at odd k, row n of B likewise (a row's 16-byte chunks are alike, so the 128 B
-// swizzle does not move anything), so output (r, n) = 64 (a_even b_even + a_odd b_odd), every term exact in fp32.
+// memory), a normal e4m3 code times any subnormal code must come out exactly. The first tests use row-uniform
+// operands (row r of A holds code a_even[r] at even k and a_odd[r] at odd k, B likewise), so output (r, n) =
+// 64 (a_even b_even + a_odd b_odd), every term exact in fp32.
 // Label gpu (skipped without an sm_90 GPU).
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
@@ -21,13 +21,15 @@ namespace {
 namespace mk = xstage::moe_kernel;
 namespace ptx = xstage::ptx;
 
-__global__ void __launch_bounds__(128) wgmma_codes_kernel(const uint8_t* a_even, const uint8_t* a_odd,
-                                                          const uint8_t* b_even, const uint8_t* b_odd, float* out) {
+// A [64][128] and B [128][128] logical bytes (k fastest) into shared memory in the 128 B swizzle the kernel's tensor
+// maps give (16-byte chunk c of row r at chunk c ^ (r % 8)), one mma_block, the [64][128] fp32 result out.
+__global__ void __launch_bounds__(128) wgmma_block_kernel(const uint8_t* ga, const uint8_t* gb, float* out) {
   __shared__ __align__(1024) uint8_t sm[64 * 128 + 128 * 128];
   uint8_t* a = sm;
   uint8_t* b = sm + 64 * 128;
-  for (int i = threadIdx.x; i < 64 * 128; i += 128) a[i] = (i % 2) ? a_odd[i / 128] : a_even[i / 128];
-  for (int i = threadIdx.x; i < 128 * 128; i += 128) b[i] = (i % 2) ? b_odd[i / 128] : b_even[i / 128];
+  auto at = [](int r, int k) { return r * 128 + (((k / 16) ^ (r % 8)) * 16) + k % 16; };
+  for (int i = threadIdx.x; i < 64 * 128; i += 128) a[at(i / 128, i % 128)] = ga[i];
+  for (int i = threadIdx.x; i < 128 * 128; i += 128) b[at(i / 128, i % 128)] = gb[i];
   ptx::fence_proxy_async_shared_cta();  // the generic-proxy writes before the tensor cores read them
   __syncthreads();
   float acc[64];
@@ -37,18 +39,16 @@ __global__ void __launch_bounds__(128) wgmma_codes_kernel(const uint8_t* a_even,
 }
 
 using Codes = std::vector<uint8_t>;
-// [64][128] outputs of one launch, into a NaN-poisoned buffer.
-std::vector<float> run(const Codes& ae, const Codes& ao, const Codes& be, const Codes& bo) {
+// [64][128] outputs of one launch on A [64][128] and B [128][128] (logical, k fastest), into a NaN-poisoned buffer.
+std::vector<float> run(const Codes& a, const Codes& b) {
   uint8_t* d = nullptr;
   float* out = nullptr;
-  CUDA_CHECK(cudaMalloc(&d, 2 * 64 + 2 * 128));
+  CUDA_CHECK(cudaMalloc(&d, a.size() + b.size()));
   CUDA_CHECK(cudaMalloc(&out, 64 * 128 * sizeof(float)));
-  CUDA_CHECK(cudaMemcpy(d, ae.data(), 64, cudaMemcpyHostToDevice));
-  CUDA_CHECK(cudaMemcpy(d + 64, ao.data(), 64, cudaMemcpyHostToDevice));
-  CUDA_CHECK(cudaMemcpy(d + 128, be.data(), 128, cudaMemcpyHostToDevice));
-  CUDA_CHECK(cudaMemcpy(d + 256, bo.data(), 128, cudaMemcpyHostToDevice));
+  CUDA_CHECK(cudaMemcpy(d, a.data(), a.size(), cudaMemcpyHostToDevice));
+  CUDA_CHECK(cudaMemcpy(d + a.size(), b.data(), b.size(), cudaMemcpyHostToDevice));
   CUDA_CHECK(cudaMemset(out, 0xFF, 64 * 128 * sizeof(float)));
-  wgmma_codes_kernel<<<1, 128>>>(d, d + 64, d + 128, d + 256, out);
+  wgmma_block_kernel<<<1, 128>>>(d, d + a.size(), out);
   CUDA_CHECK(cudaGetLastError());
   CUDA_CHECK(cudaDeviceSynchronize());
   std::vector<float> h(64 * 128);
@@ -56,6 +56,13 @@ std::vector<float> run(const Codes& ae, const Codes& ao, const Codes& be, const 
   CUDA_CHECK(cudaFree(d));
   CUDA_CHECK(cudaFree(out));
   return h;
+}
+// Row-uniform operands: row r of A holds a_even[r] at even k and a_odd[r] at odd k; B likewise.
+std::vector<float> run(const Codes& ae, const Codes& ao, const Codes& be, const Codes& bo) {
+  Codes a(64 * 128), b(128 * 128);
+  for (size_t i = 0; i < a.size(); ++i) a[i] = (i % 2) ? ao[i / 128] : ae[i / 128];
+  for (size_t i = 0; i < b.size(); ++i) b[i] = (i % 2) ? bo[i / 128] : be[i / 128];
+  return run(a, b);
 }
 double dec(uint8_t c) { return double(xstage::moe::fp8_e4m3_decode(c)); }
 
@@ -122,5 +129,55 @@ TEST(Fp8Wgmma, SubnormalTimesSubnormalReport) {
       }
     std::printf("%s: %d exact, %d with the subnormal products dropped, %d other (of %d)\n", c.what, exact, dropped,
                 other, exact + dropped + other);
+  }
+}
+
+// The packed int4 form against the two's complement form's e4m3 codes on random data: A random e4m3 codes (as the
+// kernel's activations: finite, all magnitudes), B random int4 values in [-7, 7] once as the normal codes e4m3(v) and
+// once as the subnormals v 2^-9. Printed: how many outputs of the subnormal form, times 2^9, equal the normal form's
+// bit for bit, and both forms' largest error against the exact sum (double) relative to the row's sum of |products|.
+// Asserted: finite, and the subnormal form's error no larger than 4x the normal form's (plus 2^-20 relative).
+TEST(Fp8Wgmma, SubnormalWeightsAgainstNormalWeights) {
+  NEED_SM90();
+  uint32_t x = 12345u;
+  auto rnd = [&] {
+    x ^= x << 13, x ^= x >> 17, x ^= x << 5;
+    return x;
+  };
+  for (int trial = 0; trial < 4; ++trial) {
+    Codes a(64 * 128), bn(128 * 128), bs(128 * 128);
+    std::vector<int> v(128 * 128);
+    for (uint8_t& c : a) {
+      do c = uint8_t(rnd()); while ((c & 0x7F) == 0x7F);  // any code but NaN
+      if (trial >= 2) c = xstage::moe::fp8_e4m3_encode(float(int(rnd() % 897) - 448));  // uniform(-448, 448)
+    }
+    for (size_t i = 0; i < v.size(); ++i) {
+      v[i] = int(rnd() % 15) - 7;
+      bn[i] = xstage::moe::fp8_e4m3_encode(float(v[i]));
+      bs[i] = uint8_t((v[i] < 0 ? 0x80 : 0) | std::abs(v[i]));
+    }
+    const std::vector<float> on = run(a, bn), os = run(a, bs);
+    int same = 0;
+    double en = 0, es = 0;
+    for (int r = 0; r < 64; ++r)
+      for (int n = 0; n < 128; ++n) {
+        double exact = 0, mag = 0;
+        for (int k = 0; k < 128; ++k) {
+          const double p = dec(a[r * 128 + k]) * v[n * 128 + k];
+          exact += p;
+          mag += std::fabs(p);
+        }
+        const double gn = on[r * 128 + n], gs = double(os[r * 128 + n]) * 512.0;
+        ASSERT_TRUE(std::isfinite(gn) && std::isfinite(gs)) << r << ", " << n;
+        same += gn == gs;
+        if (mag > 0) {
+          en = std::max(en, std::fabs(gn - exact) / mag);
+          es = std::max(es, std::fabs(gs - exact) / mag);
+        }
+      }
+    std::printf("trial %d (%s activations): %d of %d outputs equal bit for bit; max error / sum|p|: normal %.3g, "
+                "subnormal %.3g\n",
+                trial, trial >= 2 ? "uniform(-448, 448)" : "any-code", same, 64 * 128, en, es);
+    EXPECT_LE(es, 4 * en + std::ldexp(1.0, -20)) << "trial " << trial;
   }
 }
