@@ -54,6 +54,16 @@
 //             gate batch; 3 stages of 64 KB (w4c_kernel)
 //   l1-w4s-mix, l1-w4cs-mix  l1-w4-mix / l1-w4c-mix with the packed sign-magnitude int4 form, expanded to e4m3
 //             subnormals by a mask and a rotate (int4sm_x32_to_e4m3) instead of the two's complement form's prmt tables
+//   l1-w4cn-mix  l1-w4cs-mix split over N instead of M: each warpgroup takes all 128 rows (two m64n128 batches) against
+//             its own 64 gate + 64 up columns, expands only those and syncs with its own 128 threads, so the two
+//             warpgroups never meet (w4c_kernel<kSm, kNSplit>); -nocvt: the same without the expansion
+//   l1-w4ci-mix  l1-w4cn-mix with each warpgroup's int4 boxes landing in its own e4m3 operand and expanded in place
+//             (two named barriers of the warpgroup per K block), so W4A8 keeps W8A8's 4 stages of 48 KB (w4ci_kernel)
+//   l1-w4cn-mix-nofence, -nostore  diagnostics of l1-w4cn-mix (the tensor cores read stale codes): without the
+//             fence.proxy.async after the expansion's stores, and without the stores
+//   l1-w4rs-mix  the operands' roles swapped: the int4 weights the A operand, expanded in registers (wgmma's RS form),
+//             the tokens the B operand; no shared-memory stores, no barrier between the warpgroups; 4 stages of 32 KB
+//             (w4rs_kernel)
 //   l1-tma-ring  l1-tma with the K blocks as l1-ring runs them
 //   short-half, short-swap, short-none  a half tile's K blocks fed by the pipeline (A 8 or 4 KB + 32 KB of weights per
 //             stage): the kernel's half_wide batch, a swap-AB form with 32 tokens (m64n32, half the tensor work), no
@@ -629,6 +639,36 @@ __device__ __forceinline__ void expand_box(const uint8_t* src, uint8_t* dst, int
   }
   ptx::fence_proxy_async_shared_cta();  // this thread's codes before the tensor cores read them
 }
+// The N-split form (l1-w4cn-mix): warpgroup wg's 128 weight rows, gate rows [64 wg, +64) and up rows [128 + 64 wg, +64)
+// of the int4 box, into its own 16 KB e4m3 operand at dst + 16 KB wg (gate rows first): chunks c + 128 j of 512.
+// (s46 call 6 ran it as a rolled loop over i = c, c + n, ...: 0.445; the four chunks are now loaded together.)
+// kDiag (diagnostic rows, wrong codes by design): 1 = no fence.proxy.async, 2 = no stores (the codes folded into a
+// register that is stored only if it takes a value it never does).
+template <bool kSm, int kDiag = 0>
+__device__ __forceinline__ void expand_rows(const uint8_t* src, uint8_t* dst, int c, int wg) {
+  uint32_t sink = 0;
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const int i = c + 128 * j;
+    const int row = i >> 2, q = i & 3, srow = row < 64 ? 64 * wg + row : 128 + 64 * wg + (row - 64);
+    uint4 lo, hi;
+    const uint4 raw = *reinterpret_cast<const uint4*>(src + srow * 64 + q * 16);
+    if constexpr (kSm)
+      mk::int4sm_x32_to_e4m3(raw, lo, hi);
+    else
+      int4x32_to_e4m3(raw, lo, hi);
+    uint8_t* d = dst + wg * 16 * 1024;
+    if constexpr (kDiag == 2) {
+      sink ^= lo.x ^ lo.y ^ lo.z ^ lo.w ^ hi.x ^ hi.y ^ hi.z ^ hi.w;
+    } else {
+      *reinterpret_cast<uint4*>(d + row * 128 + (((2 * q) ^ (row & 7)) * 16)) = lo;
+      *reinterpret_cast<uint4*>(d + row * 128 + (((2 * q + 1) ^ (row & 7)) * 16)) = hi;
+    }
+  }
+  if constexpr (kDiag == 2)
+    if (sink == 0x9E3779B9u) dst[c] = 1;
+  if constexpr (kDiag == 0) ptx::fence_proxy_async_shared_cta();  // this thread's codes before the tensor cores read them
+}
 constexpr int kW4Stages = 3, kW4Raw = 4, kW4RawBytes = 16 * 1024, kW4Converters = 96;
 constexpr size_t kW4Smem = size_t(kW4Stages) * kStageBytes + size_t(kW4Raw) * kW4RawBytes +
                            kW4Stages * (128 + 256) * sizeof(float) + (2 * kW4Stages + kW4Raw) * sizeof(uint64_t);
@@ -734,7 +774,7 @@ __global__ void __launch_bounds__(C::kThreads, 1) w4_kernel(const __grid_constan
 constexpr int kW4cStages = 3, kW4cStageBytes = 64 * 1024, kW4cConverters = 256;
 constexpr size_t kW4cSmem = size_t(kW4cStages) * kW4cStageBytes + kW4cStages * (128 + 256) * sizeof(float) +
                             2 * kW4cStages * sizeof(uint64_t);
-template <bool kSm = false>
+template <bool kSm = false, bool kNSplit = false, bool kConvert = true, int kDiag = 0>
 __global__ void __launch_bounds__(C::kThreads, 1) w4c_kernel(const __grid_constant__ CUtensorMap map_x,
                                                              const __grid_constant__ CUtensorMap map_w4,
                                                              const __grid_constant__ CUtensorMap map_s,
@@ -789,6 +829,36 @@ __global__ void __launch_bounds__(C::kThreads, 1) w4c_kernel(const __grid_consta
   mk::NoTurn free;
   const unsigned long long t0 = clock64();
   ptx::mbar_wait_acquire_cta(&full[0], 0);
+  if constexpr (kNSplit) {
+    // Each warpgroup all 128 rows of A (two m64n128 batches) against its own half of the N tile (64 gate + 64 up
+    // columns, one 128-row operand): it expands only that half, and a named barrier of its own 128 threads orders
+    // the expansion before its batches, so the warpgroups are never made to meet.
+    if constexpr (kConvert) expand_rows<kSm, kDiag>(stage_at(0) + kRaw, stage_at(0) + kA, tid, wg);
+    ptx::named_barrier_sync(2 + wg, 128);
+    for (int kb = 0; kb < kblocks; ++kb) {
+      const uint8_t* st = stage_at(ps.stage);
+      const uint8_t* b_wg = st + kA + wg * 16 * 1024;
+      const int cur = ps.stage;
+      const float a0 = sa[cur * 128 + r0], a1 = sa[cur * 128 + r0 + 8];
+      const float a2 = sa[cur * 128 + 64 + r0], a3 = sa[cur * 128 + 64 + r0 + 8];
+      mk::issue_block(acc, st, b_wg, free);  // A rows [0, 64)
+      ps.advance();
+      if (kb + 1 < kblocks) {  // block kb + 1's half while the first batch runs
+        ptx::mbar_wait_acquire_cta(&full[ps.stage], ps.phase);
+        if constexpr (kConvert) expand_rows<kSm, kDiag>(stage_at(ps.stage) + kRaw, stage_at(ps.stage) + kA, tid, wg);
+      }
+      ptx::wgmma_wait<0>();
+      mk::fence_regs(acc);
+      mk::promote_cols(fg, acc, a0, a1, sc + cur * 256 + 128 * wg, tid);
+      mk::mma_block(acc, st + 64 * 128, b_wg);  // A rows [64, 128)
+      mk::promote_cols(fu, acc, a2, a3, sc + cur * 256 + 128 * wg, tid);  // reads the stage's scales: release after it
+      __syncwarp();
+      if (tid % 32 == 0) ptx::mbar_arrive_release_cta(&empty[cur]);
+      ptx::named_barrier_sync(2 + wg, 128);  // block kb + 1's half expanded by this warpgroup
+    }
+    record_consumer(fg, fu, t0, sums, cycles, wg, tid);
+    return;
+  }
   expand_box<kSm>(stage_at(0) + kRaw, stage_at(0) + kA, c, kW4cConverters);
   ptx::named_barrier_sync(2, kW4cConverters);
   for (int kb = 0; kb < kblocks; ++kb) {
@@ -810,6 +880,209 @@ __global__ void __launch_bounds__(C::kThreads, 1) w4c_kernel(const __grid_consta
     __syncwarp();
     if (tid % 32 == 0) ptx::mbar_arrive_release_cta(&empty[cur]);
     ptx::named_barrier_sync(2, kW4cConverters);  // block kb + 1 expanded by every converter
+  }
+  record_consumer(fg, fu, t0, sums, cycles, wg, tid);
+}
+
+// l1-w4ci-mix: the W4A8 stage expanded in place, so that W4A8 keeps W8A8's 4 stages of 48 KB. Split over N as
+// l1-w4cn-mix: warpgroup wg's 64 gate + 64 up weight rows arrive as two int4 boxes ({64 B, 64 rows}, 4 KB each) in the
+// upper half of its own 16 KB e4m3 operand, which the expansion then fills: every thread of the warpgroup first loads
+// its four 16-byte chunks into registers, a named barrier of the 128 lets the stores overwrite the int4 bytes, and a
+// second one (after each thread's fence.proxy.async) orders the codes before the warpgroup's batches. Block kb + 1 is
+// expanded while block kb's first batch runs, as in l1-w4cn-mix.
+constexpr int kW4iStages = 4, kW4iStageBytes = 48 * 1024;
+constexpr size_t kW4iSmem = size_t(kW4iStages) * kW4iStageBytes + kW4iStages * (128 + 256) * sizeof(float) +
+                            2 * kW4iStages * sizeof(uint64_t);
+template <bool kSm>
+__device__ __forceinline__ void expand_in_place(uint8_t* b_wg, int tid, int wg) {
+  uint4 raw[4];
+#pragma unroll
+  for (int j = 0; j < 4; ++j) raw[j] = *reinterpret_cast<const uint4*>(b_wg + 8 * 1024 + (tid + 128 * j) * 16);
+  ptx::named_barrier_sync(2 + wg, 128);  // every int4 chunk of the warpgroup read: the codes may overwrite them
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const int i = tid + 128 * j, row = i >> 2, q = i & 3;  // int4 row `row` (64 B) -> e4m3 row `row` (128 B)
+    uint4 lo, hi;
+    if constexpr (kSm)
+      mk::int4sm_x32_to_e4m3(raw[j], lo, hi);
+    else
+      int4x32_to_e4m3(raw[j], lo, hi);
+    *reinterpret_cast<uint4*>(b_wg + row * 128 + (((2 * q) ^ (row & 7)) * 16)) = lo;
+    *reinterpret_cast<uint4*>(b_wg + row * 128 + (((2 * q + 1) ^ (row & 7)) * 16)) = hi;
+  }
+  ptx::fence_proxy_async_shared_cta();
+}
+__global__ void __launch_bounds__(C::kThreads, 1) w4ci_kernel(const __grid_constant__ CUtensorMap map_x,
+                                                              const __grid_constant__ CUtensorMap map_w4,
+                                                              const __grid_constant__ CUtensorMap map_s,
+                                                              const __grid_constant__ CUtensorMap map_c, int arows,
+                                                              int brows, int bstep, int kblocks, float* sums,
+                                                              unsigned long long* cycles) {
+  extern __shared__ __align__(1024) uint8_t smem[];
+  float* sa = reinterpret_cast<float*>(smem + kW4iStages * kW4iStageBytes);  // [stage][128] A row scales
+  float* sc = sa + kW4iStages * 128;                                          // [stage][256] column scales
+  uint64_t* full = reinterpret_cast<uint64_t*>(sc + kW4iStages * 256);
+  uint64_t* empty = full + kW4iStages;
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < kW4iStages; ++i) {
+      ptx::mbar_init(&full[i], 1);
+      ptx::mbar_init(&empty[i], 8);
+    }
+    ptx::fence_mbar_init_release_cluster();
+  }
+  __syncthreads();
+  const int warpgroup = ptx::warpgroup_idx_uniform(), tid = threadIdx.x % 128;
+  constexpr uint32_t kA = 16 * 1024, kCols = 8192;
+  auto stage_at = [&](int s) { return smem + s * kW4iStageBytes; };
+  if (warpgroup == 0) {
+    ptx::setmaxnreg_dec<C::kProducerRegs>();
+    if (tid == 0) {
+      const int arow = (blockIdx.x * 128) % arows;
+      int brow = (blockIdx.x * 256 + brows / 2) % brows;
+      xstage::kernel::PipeState<kW4iStages> ps;
+      for (int kb = 0; kb < kblocks; ++kb) {
+        ptx::mbar_wait_acquire_cta(&empty[ps.stage], ps.phase ^ 1);
+        ptx::mbar_arrive_expect_tx_release_cta(&full[ps.stage], kA + 16 * 1024 + (128 + 256) * sizeof(float));
+        uint8_t* st = stage_at(ps.stage);
+        const int k0 = (kb * 128) % kCols;
+        if (k0 == 0 && kb > 0) brow = brow + bstep >= brows ? brow + bstep - brows : brow + bstep;
+        mk::tma_load_2d(&map_x, &full[ps.stage], st, k0, arow);
+        mk::tma_load_2d(&map_x, &full[ps.stage], st + 64 * 128, k0, (arow + 64) % arows);
+        for (int w = 0; w < 2; ++w) {  // warpgroup w's gate rows [64 w, +64) and up rows [128 + 64 w, +64)
+          uint8_t* dst = st + kA + w * 16 * 1024 + 8 * 1024;
+          mk::tma_load_2d(&map_w4, &full[ps.stage], dst, k0 / 2, (brow + 64 * w) % brows);
+          mk::tma_load_2d(&map_w4, &full[ps.stage], dst + 4 * 1024, k0 / 2, (brow + 128 + 64 * w) % brows);
+        }
+        mk::tma_load_2d(&map_s, &full[ps.stage], sa + ps.stage * 128, 0, kb % 16);
+        mk::tma_load_2d(&map_c, &full[ps.stage], sc + ps.stage * 256, 0, kb % 8);
+        ps.advance();
+      }
+    }
+    return;
+  }
+  ptx::setmaxnreg_inc<C::kConsumerRegs>();
+  const int wg = warpgroup - 1, r0 = 16 * (tid / 32) + (tid % 32) / 4;
+  float acc[64], fg[64], fu[64];
+#pragma unroll
+  for (int i = 0; i < 64; ++i) fg[i] = fu[i] = 0.f;
+  xstage::kernel::PipeState<kW4iStages> ps;
+  mk::NoTurn free;
+  const unsigned long long t0 = clock64();
+  ptx::mbar_wait_acquire_cta(&full[0], 0);
+  expand_in_place<true>(stage_at(0) + kA + wg * 16 * 1024, tid, wg);
+  ptx::named_barrier_sync(2 + wg, 128);
+  for (int kb = 0; kb < kblocks; ++kb) {
+    const uint8_t* st = stage_at(ps.stage);
+    const uint8_t* b_wg = st + kA + wg * 16 * 1024;
+    const int cur = ps.stage;
+    const float a0 = sa[cur * 128 + r0], a1 = sa[cur * 128 + r0 + 8];
+    const float a2 = sa[cur * 128 + 64 + r0], a3 = sa[cur * 128 + 64 + r0 + 8];
+    mk::issue_block(acc, st, b_wg, free);  // A rows [0, 64)
+    ps.advance();
+    if (kb + 1 < kblocks) {  // block kb + 1's half while the first batch runs
+      ptx::mbar_wait_acquire_cta(&full[ps.stage], ps.phase);
+      expand_in_place<true>(stage_at(ps.stage) + kA + wg * 16 * 1024, tid, wg);
+    }
+    ptx::wgmma_wait<0>();
+    mk::fence_regs(acc);
+    mk::promote_cols(fg, acc, a0, a1, sc + cur * 256 + 128 * wg, tid);
+    mk::mma_block(acc, st + 64 * 128, b_wg);  // A rows [64, 128)
+    mk::promote_cols(fu, acc, a2, a3, sc + cur * 256 + 128 * wg, tid);  // reads the stage's scales: release after it
+    __syncwarp();
+    if (tid % 32 == 0) ptx::mbar_arrive_release_cta(&empty[cur]);
+    ptx::named_barrier_sync(2 + wg, 128);  // block kb + 1's half expanded by this warpgroup
+  }
+  record_consumer(fg, fu, t0, sums, cycles, wg, tid);
+}
+
+// l1-w4rs-mix: the W4A8 tile with the roles of the operands swapped, so that the int4 weights are expanded in
+// registers and never stored: C^T = W X^T, the weights the A operand from registers (wgmma's RS form: m64 weight rows
+// per batch), the tokens the B operand from shared memory (the 128-token box as today's A box, n128). A stage holds
+// the token box (16 KB) and 256 weight rows of int4 (16 KB, as laid out for the registers: per warpgroup and batch a
+// 4 KB block from which each thread reads its 32 bytes by two 16-byte loads, conflict-free; a kernel would have
+// pack_int4_weights lay the weights out so): 4 stages of 32 KB. Per K block each warpgroup runs two batches (its 64
+// gate and its 64 up rows), each: two loads, eight mask-and-rotate expansions into the four k steps' fragments, four
+// RS wgmmas, wait, promote (weight-row scales x token scales). No barrier between the warpgroups, no shared-memory
+// stores. (The values are the probe's filler bytes; the fragments' k order is what the layout would have to give.)
+constexpr int kW4rStages = 4, kW4rStageBytes = 32 * 1024;
+constexpr size_t kW4rSmem = size_t(kW4rStages) * kW4rStageBytes + kW4rStages * (128 + 256) * sizeof(float) +
+                            2 * kW4rStages * sizeof(uint64_t);
+// This thread's fragments of one batch from its block of int4 (words 2k: rows r0, 2k + 1: rows r0 + 8 of k step k).
+__device__ __forceinline__ void int4_frags(uint32_t (&af)[4][4], const uint8_t* blk, int tid) {
+  const uint4 w0 = *reinterpret_cast<const uint4*>(blk + tid * 16);
+  const uint4 w1 = *reinterpret_cast<const uint4*>(blk + 2048 + tid * 16);
+  const uint32_t w[8] = {w0.x, w0.y, w0.z, w0.w, w1.x, w1.y, w1.z, w1.w};
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    mk::int4sm_x8_to_e4m3x8(w[2 * k], af[k][0], af[k][2]);
+    mk::int4sm_x8_to_e4m3x8(w[2 * k + 1], af[k][1], af[k][3]);
+  }
+}
+__global__ void __launch_bounds__(C::kThreads, 1) w4rs_kernel(const __grid_constant__ CUtensorMap map_x,
+                                                              const __grid_constant__ CUtensorMap map_w4,
+                                                              const __grid_constant__ CUtensorMap map_s,
+                                                              const __grid_constant__ CUtensorMap map_c, int arows,
+                                                              int brows, int bstep, int kblocks, float* sums,
+                                                              unsigned long long* cycles) {
+  extern __shared__ __align__(1024) uint8_t smem[];
+  float* sa = reinterpret_cast<float*>(smem + kW4rStages * kW4rStageBytes);  // [stage][128] token scales
+  float* sc = sa + kW4rStages * 128;                                          // [stage][256] weight-row scales
+  uint64_t* full = reinterpret_cast<uint64_t*>(sc + kW4rStages * 256);
+  uint64_t* empty = full + kW4rStages;
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < kW4rStages; ++i) {
+      ptx::mbar_init(&full[i], 1);
+      ptx::mbar_init(&empty[i], 8);
+    }
+    ptx::fence_mbar_init_release_cluster();
+  }
+  __syncthreads();
+  const int warpgroup = ptx::warpgroup_idx_uniform(), tid = threadIdx.x % 128;
+  constexpr uint32_t kX = 16 * 1024, kCols = 8192;
+  auto stage_at = [&](int s) { return smem + s * kW4rStageBytes; };
+  if (warpgroup == 0) {
+    ptx::setmaxnreg_dec<C::kProducerRegs>();
+    if (tid == 0) {
+      const int arow = (blockIdx.x * 128) % arows;
+      int brow = (blockIdx.x * 256 + brows / 2) % brows;
+      xstage::kernel::PipeState<kW4rStages> ps;
+      for (int kb = 0; kb < kblocks; ++kb) {
+        ptx::mbar_wait_acquire_cta(&empty[ps.stage], ps.phase ^ 1);
+        ptx::mbar_arrive_expect_tx_release_cta(&full[ps.stage], kX + 16 * 1024 + (128 + 256) * sizeof(float));
+        uint8_t* st = stage_at(ps.stage);
+        const int k0 = (kb * 128) % kCols;
+        if (k0 == 0 && kb > 0) brow = brow + bstep >= brows ? brow + bstep - brows : brow + bstep;
+        mk::tma_load_2d(&map_x, &full[ps.stage], st, k0, arow);
+        mk::tma_load_2d(&map_x, &full[ps.stage], st + 64 * 128, k0, (arow + 64) % arows);
+        mk::tma_load_2d(&map_w4, &full[ps.stage], st + kX, k0 / 2, brow);
+        mk::tma_load_2d(&map_s, &full[ps.stage], sa + ps.stage * 128, 0, kb % 16);
+        mk::tma_load_2d(&map_c, &full[ps.stage], sc + ps.stage * 256, 0, kb % 8);
+        ps.advance();
+      }
+    }
+    return;
+  }
+  ptx::setmaxnreg_inc<C::kConsumerRegs>();
+  const int wg = warpgroup - 1, r0 = 16 * (tid / 32) + (tid % 32) / 4;
+  float acc[64], fg[64], fu[64];
+#pragma unroll
+  for (int i = 0; i < 64; ++i) fg[i] = fu[i] = 0.f;
+  xstage::kernel::PipeState<kW4rStages> ps;
+  const unsigned long long t0 = clock64();
+  for (int kb = 0; kb < kblocks; ++kb) {
+    ptx::mbar_wait_acquire_cta(&full[ps.stage], ps.phase);
+    const uint8_t* st = stage_at(ps.stage);
+    const float* ws = sc + ps.stage * 256 + 128 * wg;  // this warpgroup's gate rows, then its up rows
+    uint32_t af[4][4];
+    int4_frags(af, st + kX + (2 * wg) * 4096, tid);
+    rs_block(acc, af, st);
+    mk::promote_cols(fg, acc, ws[r0], ws[r0 + 8], sa + ps.stage * 128, tid);
+    int4_frags(af, st + kX + (2 * wg + 1) * 4096, tid);
+    rs_block(acc, af, st);
+    mk::promote_cols(fu, acc, ws[64 + r0], ws[64 + r0 + 8], sa + ps.stage * 128, tid);  // reads the stage's scales
+    __syncwarp();
+    if (tid % 32 == 0) ptx::mbar_arrive_release_cta(&empty[ps.stage]);
+    ps.advance();
   }
   record_consumer(fg, fu, t0, sums, cycles, wg, tid);
 }
@@ -1137,13 +1410,38 @@ Row run_w4(const char* name, int kblocks, int ctas, int reps, const uint8_t* src
   return r;
 }
 
-template <bool kSm = false>
+template <bool kSm = false, bool kNSplit = false, bool kConvert = true, int kDiag = 0>
 Row run_w4c(const char* name, int kblocks, int ctas, int reps, const uint8_t* src, size_t src_bytes,
             const float* scales, size_t mix_bytes) {
   const W4Args w = w4_args(ctas, src, src_bytes, scales, mix_bytes);
-  ok(cudaFuncSetAttribute(w4c_kernel<kSm>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kW4cSmem)), name);
+  ok(cudaFuncSetAttribute(w4c_kernel<kSm, kNSplit, kConvert, kDiag>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                         int(kW4cSmem)),
+     name);
   Row r = run_launch(name, 2, kblocks, ctas, reps, [&](int n, float* sums, unsigned long long* cyc) {
-    w4c_kernel<kSm><<<n, C::kThreads, kW4cSmem>>>(w.mx, w.mw, w.ms, w.mc, w.arows, w.brows, w.bstep, kblocks, sums, cyc);
+    w4c_kernel<kSm, kNSplit, kConvert, kDiag><<<n, C::kThreads, kW4cSmem>>>(w.mx, w.mw, w.ms, w.mc, w.arows, w.brows, w.bstep, kblocks, sums, cyc);
+  });
+  r.gbs_per_sm = kW4StageBytes * kblocks / (r.ms * 1e-3) / 1e9;
+  return r;
+}
+
+Row run_w4ci(const char* name, int kblocks, int ctas, int reps, const uint8_t* src, size_t src_bytes,
+             const float* scales, size_t mix_bytes) {
+  W4Args w = w4_args(ctas, src, src_bytes, scales, mix_bytes);
+  w.mw = probe::make_map_plain(src + mix_bytes, 4096, uint64_t(w.brows), 64, 64);  // {64 B, 64 rows} int4 boxes
+  ok(cudaFuncSetAttribute(w4ci_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kW4iSmem)), name);
+  Row r = run_launch(name, 2, kblocks, ctas, reps, [&](int n, float* sums, unsigned long long* cyc) {
+    w4ci_kernel<<<n, C::kThreads, kW4iSmem>>>(w.mx, w.mw, w.ms, w.mc, w.arows, w.brows, w.bstep, kblocks, sums, cyc);
+  });
+  r.gbs_per_sm = kW4StageBytes * kblocks / (r.ms * 1e-3) / 1e9;
+  return r;
+}
+
+Row run_w4rs(const char* name, int kblocks, int ctas, int reps, const uint8_t* src, size_t src_bytes,
+             const float* scales, size_t mix_bytes) {
+  const W4Args w = w4_args(ctas, src, src_bytes, scales, mix_bytes);
+  ok(cudaFuncSetAttribute(w4rs_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kW4rSmem)), name);
+  Row r = run_launch(name, 2, kblocks, ctas, reps, [&](int n, float* sums, unsigned long long* cyc) {
+    w4rs_kernel<<<n, C::kThreads, kW4rSmem>>>(w.mx, w.mw, w.ms, w.mc, w.arows, w.brows, w.bstep, kblocks, sums, cyc);
   });
   r.gbs_per_sm = kW4StageBytes * kblocks / (r.ms * 1e-3) / 1e9;
   return r;
@@ -1263,6 +1561,12 @@ int main(int argc, char** argv) {
       rows.push_back(run_w4c("l1-w4c-mix", kblocks, ctas, reps, src, src_bytes, scales, mix));
       rows.push_back(run_w4<true, true>("l1-w4s-mix", kblocks, ctas, reps, src, src_bytes, scales, mix));
       rows.push_back(run_w4c<true>("l1-w4cs-mix", kblocks, ctas, reps, src, src_bytes, scales, mix));
+      rows.push_back(run_w4c<true, true>("l1-w4cn-mix", kblocks, ctas, reps, src, src_bytes, scales, mix));
+      rows.push_back(run_w4c<true, true, false>("l1-w4cn-mix-nocvt", kblocks, ctas, reps, src, src_bytes, scales, mix));
+      rows.push_back(run_w4ci("l1-w4ci-mix", kblocks, ctas, reps, src, src_bytes, scales, mix));
+      rows.push_back(run_w4c<true, true, true, 1>("l1-w4cn-mix-nofence", kblocks, ctas, reps, src, src_bytes, scales, mix));
+      rows.push_back(run_w4c<true, true, true, 2>("l1-w4cn-mix-nostore", kblocks, ctas, reps, src, src_bytes, scales, mix));
+      rows.push_back(run_w4rs("l1-w4rs-mix", kblocks, ctas, reps, src, src_bytes, scales, mix));
     }
     rows.push_back(run_w4<true>("l1-w4", kblocks, ctas, reps, src, src_bytes, scales));
     rows.push_back(run_tma<false, false, 2>("l1-tma-2p", kblocks, ctas, reps, src, src_bytes, scales));
