@@ -764,6 +764,103 @@ __global__ void __launch_bounds__(C::kThreads, 1) w4_kernel(const __grid_constan
   record_consumer(fg, fu, t0, sums, cycles, wg, tid);
 }
 
+// The rows whose consumers expand (or whose weights are the A operand): shared memory past their kStages stages of
+// kStageB bytes ([stage][128] A row or token scales, [stage][256] weight scales, full and empty barriers), and their
+// producer thread: per K block A's two 64-row boxes at the stage's start, the stage's int4 boxes (load_w(stage,
+// barrier, k0, brow): w_bytes in all; the 256 weight rows at brow move on by bstep after every 8192-column sweep, as
+// l1-tma-mix's), the scales.
+template <int kStages>
+struct W4Pipe {
+  float* sa;
+  float* sc;
+  uint64_t* full;
+  uint64_t* empty;
+};
+template <int kStages, uint32_t kStageB>
+constexpr size_t w4_pipe_smem() {
+  return size_t(kStages) * kStageB + kStages * (128 + 256) * sizeof(float) + 2 * kStages * sizeof(uint64_t);
+}
+template <int kStages, uint32_t kStageB>
+__device__ __forceinline__ W4Pipe<kStages> w4_pipe_init(uint8_t* smem) {
+  W4Pipe<kStages> m;
+  m.sa = reinterpret_cast<float*>(smem + kStages * kStageB);
+  m.sc = m.sa + kStages * 128;
+  m.full = reinterpret_cast<uint64_t*>(m.sc + kStages * 256);
+  m.empty = m.full + kStages;
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < kStages; ++i) {
+      ptx::mbar_init(&m.full[i], 1);
+      ptx::mbar_init(&m.empty[i], 8);  // the consumer warps
+    }
+    ptx::fence_mbar_init_release_cluster();
+  }
+  __syncthreads();
+  return m;
+}
+template <int kStages, uint32_t kStageB, class LoadW>
+__device__ __forceinline__ void w4_produce(const W4Pipe<kStages>& m, uint8_t* smem, const CUtensorMap* map_x,
+                                           const CUtensorMap* map_s, const CUtensorMap* map_c, int arows, int brows,
+                                           int bstep, int kblocks, uint32_t w_bytes, LoadW&& load_w) {
+  constexpr int kCols = 8192;
+  const int arow = (blockIdx.x * 128) % arows;
+  int brow = (blockIdx.x * 256 + brows / 2) % brows;
+  xstage::kernel::PipeState<kStages> ps;
+  for (int kb = 0; kb < kblocks; ++kb) {
+    ptx::mbar_wait_acquire_cta(&m.empty[ps.stage], ps.phase ^ 1);
+    ptx::mbar_arrive_expect_tx_release_cta(&m.full[ps.stage], 16 * 1024 + w_bytes + (128 + 256) * sizeof(float));
+    uint8_t* st = smem + ps.stage * kStageB;
+    const int k0 = (kb * 128) % kCols;
+    if (k0 == 0 && kb > 0) brow = brow + bstep >= brows ? brow + bstep - brows : brow + bstep;
+    mk::tma_load_2d(map_x, &m.full[ps.stage], st, k0, arow);
+    mk::tma_load_2d(map_x, &m.full[ps.stage], st + 64 * 128, k0, (arow + 64) % arows);
+    load_w(st, &m.full[ps.stage], k0, brow);
+    mk::tma_load_2d(map_s, &m.full[ps.stage], m.sa + ps.stage * 128, 0, kb % 16);
+    mk::tma_load_2d(map_c, &m.full[ps.stage], m.sc + ps.stage * 256, 0, kb % 8);
+    ps.advance();
+  }
+}
+
+// The N-split consumers (l1-w4cn-mix, l1-w4ci-mix): each warpgroup takes all 128 rows of A (two m64n128 batches)
+// against its own half of the N tile (64 gate + 64 up columns, one 128-row operand at stage + 16 KB (1 + wg)), expands
+// only that half (expand(stage base), block kb + 1's while block kb's first batch runs) and syncs only its own 128
+// threads, so the warpgroups are never made to meet.
+template <int kStages, uint32_t kStageB, class Expand>
+__device__ __forceinline__ void nsplit_consume(uint8_t* smem, const W4Pipe<kStages>& m, int kblocks, int wg, int tid,
+                                               float* sums, unsigned long long* cycles, Expand&& expand) {
+  const int r0 = 16 * (tid / 32) + (tid % 32) / 4;
+  float acc[64], fg[64], fu[64];
+#pragma unroll
+  for (int i = 0; i < 64; ++i) fg[i] = fu[i] = 0.f;
+  xstage::kernel::PipeState<kStages> ps;
+  mk::NoTurn free;
+  const unsigned long long t0 = clock64();
+  ptx::mbar_wait_acquire_cta(&m.full[0], 0);
+  expand(smem);
+  ptx::named_barrier_sync(2 + wg, 128);
+  for (int kb = 0; kb < kblocks; ++kb) {
+    const uint8_t* st = smem + ps.stage * kStageB;
+    const uint8_t* b_wg = st + (1 + wg) * 16 * 1024;
+    const int cur = ps.stage;
+    const float* sa = m.sa + cur * 128;
+    const float a0 = sa[r0], a1 = sa[r0 + 8], a2 = sa[64 + r0], a3 = sa[64 + r0 + 8];
+    mk::issue_block(acc, st, b_wg, free);  // A rows [0, 64)
+    ps.advance();
+    if (kb + 1 < kblocks) {  // block kb + 1's half while the first batch runs
+      ptx::mbar_wait_acquire_cta(&m.full[ps.stage], ps.phase);
+      expand(smem + ps.stage * kStageB);
+    }
+    ptx::wgmma_wait<0>();
+    mk::fence_regs(acc);
+    mk::promote_cols(fg, acc, a0, a1, m.sc + cur * 256 + 128 * wg, tid);
+    mk::mma_block(acc, st + 64 * 128, b_wg);  // A rows [64, 128)
+    mk::promote_cols(fu, acc, a2, a3, m.sc + cur * 256 + 128 * wg, tid);  // reads the stage's scales: release after it
+    __syncwarp();
+    if (tid % 32 == 0) ptx::mbar_arrive_release_cta(&m.empty[cur]);
+    ptx::named_barrier_sync(2 + wg, 128);  // block kb + 1's half expanded by this warpgroup
+  }
+  record_consumer(fg, fu, t0, sums, cycles, wg, tid);
+}
+
 // l1-w4c-mix: the W4A8 stage expanded by the two consumer warpgroups themselves (256 threads; session 45 also ran the
 // three epilogue warps beside them, 352 threads: 0.32 against 0.33, not kept). A stage holds A (16 KB), the e4m3 weights
 // (32 KB) and their int4 box (16 KB): 64 KB, 3 stages. The producer thread loads A, its row scales, the column scales
@@ -771,9 +868,9 @@ __global__ void __launch_bounds__(C::kThreads, 1) w4_kernel(const __grid_constan
 // tensor cores: a consumer warp issues the gate batch, waits for stage kb + 1, expands its share of the box into
 // the stage's e4m3 half, then waits for the batch, promotes, runs the up batch and releases stage kb; a named barrier
 // of the 256 (after each one's fence.proxy.async) orders the expansion before block kb + 1's batches.
-constexpr int kW4cStages = 3, kW4cStageBytes = 64 * 1024, kW4cConverters = 256;
-constexpr size_t kW4cSmem = size_t(kW4cStages) * kW4cStageBytes + kW4cStages * (128 + 256) * sizeof(float) +
-                            2 * kW4cStages * sizeof(uint64_t);
+constexpr int kW4cStages = 3, kW4cConverters = 256;
+constexpr uint32_t kW4cStageBytes = 64 * 1024;
+constexpr size_t kW4cSmem = w4_pipe_smem<kW4cStages, kW4cStageBytes>();
 template <bool kSm = false, bool kNSplit = false, bool kConvert = true, int kDiag = 0>
 __global__ void __launch_bounds__(C::kThreads, 1) w4c_kernel(const __grid_constant__ CUtensorMap map_x,
                                                              const __grid_constant__ CUtensorMap map_w4,
@@ -782,46 +879,28 @@ __global__ void __launch_bounds__(C::kThreads, 1) w4c_kernel(const __grid_consta
                                                              int brows, int bstep, int kblocks, float* sums,
                                                              unsigned long long* cycles) {
   extern __shared__ __align__(1024) uint8_t smem[];
-  float* sa = reinterpret_cast<float*>(smem + kW4cStages * kW4cStageBytes);  // [stage][128] A row scales
-  float* sc = sa + kW4cStages * 128;                                          // [stage][256] column scales
-  uint64_t* full = reinterpret_cast<uint64_t*>(sc + kW4cStages * 256);
-  uint64_t* empty = full + kW4cStages;
-  if (threadIdx.x == 0) {
-    for (int i = 0; i < kW4cStages; ++i) {
-      ptx::mbar_init(&full[i], 1);
-      ptx::mbar_init(&empty[i], 8);
-    }
-    ptx::fence_mbar_init_release_cluster();
-  }
-  __syncthreads();
+  const W4Pipe<kW4cStages> m = w4_pipe_init<kW4cStages, kW4cStageBytes>(smem);
+  const float *sa = m.sa, *sc = m.sc;
+  uint64_t *full = m.full, *empty = m.empty;
   const int warpgroup = ptx::warpgroup_idx_uniform(), tid = threadIdx.x % 128;
-  constexpr uint32_t kA = 16 * 1024, kB = 32 * 1024, kRaw = kA + kB, kCols = 8192;
+  constexpr uint32_t kA = 16 * 1024, kB = 32 * 1024, kRaw = kA + kB;
   auto stage_at = [&](int s) { return smem + s * kW4cStageBytes; };
   if (warpgroup == 0) {
     ptx::setmaxnreg_dec<C::kProducerRegs>();
-    if (tid == 0) {
-      const int arow = (blockIdx.x * 128) % arows;
-      int brow = (blockIdx.x * 256 + brows / 2) % brows;
-      xstage::kernel::PipeState<kW4cStages> ps;
-      for (int kb = 0; kb < kblocks; ++kb) {
-        ptx::mbar_wait_acquire_cta(&empty[ps.stage], ps.phase ^ 1);
-        ptx::mbar_arrive_expect_tx_release_cta(&full[ps.stage], kA + 16 * 1024 + (128 + 256) * sizeof(float));
-        uint8_t* st = stage_at(ps.stage);
-        const int k0 = (kb * 128) % kCols;
-        if (k0 == 0 && kb > 0) brow = brow + bstep >= brows ? brow + bstep - brows : brow + bstep;
-        mk::tma_load_2d(&map_x, &full[ps.stage], st, k0, arow);
-        mk::tma_load_2d(&map_x, &full[ps.stage], st + 64 * 128, k0, (arow + 64) % arows);
-        mk::tma_load_2d(&map_w4, &full[ps.stage], st + kRaw, k0 / 2, brow);
-        mk::tma_load_2d(&map_s, &full[ps.stage], sa + ps.stage * 128, 0, kb % 16);
-        mk::tma_load_2d(&map_c, &full[ps.stage], sc + ps.stage * 256, 0, kb % 8);
-        ps.advance();
-      }
-      return;
-    }
+    if (tid == 0)
+      w4_produce<kW4cStages, kW4cStageBytes>(m, smem, &map_x, &map_s, &map_c, arows, brows, bstep, kblocks, 16 * 1024,
+                                             [&](uint8_t* st, uint64_t* bar, int k0, int brow) {
+                                               mk::tma_load_2d(&map_w4, bar, st + kRaw, k0 / 2, brow);
+                                             });
     return;
   }
   ptx::setmaxnreg_inc<C::kConsumerRegs>();
   const int wg = warpgroup - 1, r0 = 16 * (tid / 32) + (tid % 32) / 4, c = wg * 128 + tid;
+  if constexpr (kNSplit) {
+    nsplit_consume<kW4cStages, kW4cStageBytes>(smem, m, kblocks, wg, tid, sums, cycles, [&](uint8_t* st) {
+      if constexpr (kConvert) expand_rows<kSm, kDiag>(st + kRaw, st + kA, tid, wg);
+    });
+  } else {
   float acc[64], fg[64], fu[64];
 #pragma unroll
   for (int i = 0; i < 64; ++i) fg[i] = fu[i] = 0.f;
@@ -829,36 +908,6 @@ __global__ void __launch_bounds__(C::kThreads, 1) w4c_kernel(const __grid_consta
   mk::NoTurn free;
   const unsigned long long t0 = clock64();
   ptx::mbar_wait_acquire_cta(&full[0], 0);
-  if constexpr (kNSplit) {
-    // Each warpgroup all 128 rows of A (two m64n128 batches) against its own half of the N tile (64 gate + 64 up
-    // columns, one 128-row operand): it expands only that half, and a named barrier of its own 128 threads orders
-    // the expansion before its batches, so the warpgroups are never made to meet.
-    if constexpr (kConvert) expand_rows<kSm, kDiag>(stage_at(0) + kRaw, stage_at(0) + kA, tid, wg);
-    ptx::named_barrier_sync(2 + wg, 128);
-    for (int kb = 0; kb < kblocks; ++kb) {
-      const uint8_t* st = stage_at(ps.stage);
-      const uint8_t* b_wg = st + kA + wg * 16 * 1024;
-      const int cur = ps.stage;
-      const float a0 = sa[cur * 128 + r0], a1 = sa[cur * 128 + r0 + 8];
-      const float a2 = sa[cur * 128 + 64 + r0], a3 = sa[cur * 128 + 64 + r0 + 8];
-      mk::issue_block(acc, st, b_wg, free);  // A rows [0, 64)
-      ps.advance();
-      if (kb + 1 < kblocks) {  // block kb + 1's half while the first batch runs
-        ptx::mbar_wait_acquire_cta(&full[ps.stage], ps.phase);
-        if constexpr (kConvert) expand_rows<kSm, kDiag>(stage_at(ps.stage) + kRaw, stage_at(ps.stage) + kA, tid, wg);
-      }
-      ptx::wgmma_wait<0>();
-      mk::fence_regs(acc);
-      mk::promote_cols(fg, acc, a0, a1, sc + cur * 256 + 128 * wg, tid);
-      mk::mma_block(acc, st + 64 * 128, b_wg);  // A rows [64, 128)
-      mk::promote_cols(fu, acc, a2, a3, sc + cur * 256 + 128 * wg, tid);  // reads the stage's scales: release after it
-      __syncwarp();
-      if (tid % 32 == 0) ptx::mbar_arrive_release_cta(&empty[cur]);
-      ptx::named_barrier_sync(2 + wg, 128);  // block kb + 1's half expanded by this warpgroup
-    }
-    record_consumer(fg, fu, t0, sums, cycles, wg, tid);
-    return;
-  }
   expand_box<kSm>(stage_at(0) + kRaw, stage_at(0) + kA, c, kW4cConverters);
   ptx::named_barrier_sync(2, kW4cConverters);
   for (int kb = 0; kb < kblocks; ++kb) {
@@ -882,6 +931,7 @@ __global__ void __launch_bounds__(C::kThreads, 1) w4c_kernel(const __grid_consta
     ptx::named_barrier_sync(2, kW4cConverters);  // block kb + 1 expanded by every converter
   }
   record_consumer(fg, fu, t0, sums, cycles, wg, tid);
+  }
 }
 
 // l1-w4ci-mix: the W4A8 stage expanded in place, so that W4A8 keeps W8A8's 4 stages of 48 KB. Split over N as
@@ -890,9 +940,9 @@ __global__ void __launch_bounds__(C::kThreads, 1) w4c_kernel(const __grid_consta
 // its four 16-byte chunks into registers, a named barrier of the 128 lets the stores overwrite the int4 bytes, and a
 // second one (after each thread's fence.proxy.async) orders the codes before the warpgroup's batches. Block kb + 1 is
 // expanded while block kb's first batch runs, as in l1-w4cn-mix.
-constexpr int kW4iStages = 4, kW4iStageBytes = 48 * 1024;
-constexpr size_t kW4iSmem = size_t(kW4iStages) * kW4iStageBytes + kW4iStages * (128 + 256) * sizeof(float) +
-                            2 * kW4iStages * sizeof(uint64_t);
+constexpr int kW4iStages = 4;
+constexpr uint32_t kW4iStageBytes = 48 * 1024;
+constexpr size_t kW4iSmem = w4_pipe_smem<kW4iStages, kW4iStageBytes>();
 template <bool kSm>
 __device__ __forceinline__ void expand_in_place(uint8_t* b_wg, int tid, int wg) {
   uint4 raw[4];
@@ -919,80 +969,28 @@ __global__ void __launch_bounds__(C::kThreads, 1) w4ci_kernel(const __grid_const
                                                               int brows, int bstep, int kblocks, float* sums,
                                                               unsigned long long* cycles) {
   extern __shared__ __align__(1024) uint8_t smem[];
-  float* sa = reinterpret_cast<float*>(smem + kW4iStages * kW4iStageBytes);  // [stage][128] A row scales
-  float* sc = sa + kW4iStages * 128;                                          // [stage][256] column scales
-  uint64_t* full = reinterpret_cast<uint64_t*>(sc + kW4iStages * 256);
-  uint64_t* empty = full + kW4iStages;
-  if (threadIdx.x == 0) {
-    for (int i = 0; i < kW4iStages; ++i) {
-      ptx::mbar_init(&full[i], 1);
-      ptx::mbar_init(&empty[i], 8);
-    }
-    ptx::fence_mbar_init_release_cluster();
-  }
-  __syncthreads();
+  const W4Pipe<kW4iStages> m = w4_pipe_init<kW4iStages, kW4iStageBytes>(smem);
   const int warpgroup = ptx::warpgroup_idx_uniform(), tid = threadIdx.x % 128;
-  constexpr uint32_t kA = 16 * 1024, kCols = 8192;
-  auto stage_at = [&](int s) { return smem + s * kW4iStageBytes; };
+  constexpr uint32_t kA = 16 * 1024;
   if (warpgroup == 0) {
     ptx::setmaxnreg_dec<C::kProducerRegs>();
-    if (tid == 0) {
-      const int arow = (blockIdx.x * 128) % arows;
-      int brow = (blockIdx.x * 256 + brows / 2) % brows;
-      xstage::kernel::PipeState<kW4iStages> ps;
-      for (int kb = 0; kb < kblocks; ++kb) {
-        ptx::mbar_wait_acquire_cta(&empty[ps.stage], ps.phase ^ 1);
-        ptx::mbar_arrive_expect_tx_release_cta(&full[ps.stage], kA + 16 * 1024 + (128 + 256) * sizeof(float));
-        uint8_t* st = stage_at(ps.stage);
-        const int k0 = (kb * 128) % kCols;
-        if (k0 == 0 && kb > 0) brow = brow + bstep >= brows ? brow + bstep - brows : brow + bstep;
-        mk::tma_load_2d(&map_x, &full[ps.stage], st, k0, arow);
-        mk::tma_load_2d(&map_x, &full[ps.stage], st + 64 * 128, k0, (arow + 64) % arows);
-        for (int w = 0; w < 2; ++w) {  // warpgroup w's gate rows [64 w, +64) and up rows [128 + 64 w, +64)
-          uint8_t* dst = st + kA + w * 16 * 1024 + 8 * 1024;
-          mk::tma_load_2d(&map_w4, &full[ps.stage], dst, k0 / 2, (brow + 64 * w) % brows);
-          mk::tma_load_2d(&map_w4, &full[ps.stage], dst + 4 * 1024, k0 / 2, (brow + 128 + 64 * w) % brows);
-        }
-        mk::tma_load_2d(&map_s, &full[ps.stage], sa + ps.stage * 128, 0, kb % 16);
-        mk::tma_load_2d(&map_c, &full[ps.stage], sc + ps.stage * 256, 0, kb % 8);
-        ps.advance();
-      }
-    }
+    if (tid == 0)
+      w4_produce<kW4iStages, kW4iStageBytes>(
+          m, smem, &map_x, &map_s, &map_c, arows, brows, bstep, kblocks, 16 * 1024,
+          [&](uint8_t* st, uint64_t* bar, int k0, int brow) {
+            for (int w = 0; w < 2; ++w) {  // warpgroup w's gate rows [64 w, +64) and up rows [128 + 64 w, +64)
+              uint8_t* dst = st + kA + w * 16 * 1024 + 8 * 1024;
+              mk::tma_load_2d(&map_w4, bar, dst, k0 / 2, (brow + 64 * w) % brows);
+              mk::tma_load_2d(&map_w4, bar, dst + 4 * 1024, k0 / 2, (brow + 128 + 64 * w) % brows);
+            }
+          });
     return;
   }
   ptx::setmaxnreg_inc<C::kConsumerRegs>();
-  const int wg = warpgroup - 1, r0 = 16 * (tid / 32) + (tid % 32) / 4;
-  float acc[64], fg[64], fu[64];
-#pragma unroll
-  for (int i = 0; i < 64; ++i) fg[i] = fu[i] = 0.f;
-  xstage::kernel::PipeState<kW4iStages> ps;
-  mk::NoTurn free;
-  const unsigned long long t0 = clock64();
-  ptx::mbar_wait_acquire_cta(&full[0], 0);
-  expand_in_place<true>(stage_at(0) + kA + wg * 16 * 1024, tid, wg);
-  ptx::named_barrier_sync(2 + wg, 128);
-  for (int kb = 0; kb < kblocks; ++kb) {
-    const uint8_t* st = stage_at(ps.stage);
-    const uint8_t* b_wg = st + kA + wg * 16 * 1024;
-    const int cur = ps.stage;
-    const float a0 = sa[cur * 128 + r0], a1 = sa[cur * 128 + r0 + 8];
-    const float a2 = sa[cur * 128 + 64 + r0], a3 = sa[cur * 128 + 64 + r0 + 8];
-    mk::issue_block(acc, st, b_wg, free);  // A rows [0, 64)
-    ps.advance();
-    if (kb + 1 < kblocks) {  // block kb + 1's half while the first batch runs
-      ptx::mbar_wait_acquire_cta(&full[ps.stage], ps.phase);
-      expand_in_place<true>(stage_at(ps.stage) + kA + wg * 16 * 1024, tid, wg);
-    }
-    ptx::wgmma_wait<0>();
-    mk::fence_regs(acc);
-    mk::promote_cols(fg, acc, a0, a1, sc + cur * 256 + 128 * wg, tid);
-    mk::mma_block(acc, st + 64 * 128, b_wg);  // A rows [64, 128)
-    mk::promote_cols(fu, acc, a2, a3, sc + cur * 256 + 128 * wg, tid);  // reads the stage's scales: release after it
-    __syncwarp();
-    if (tid % 32 == 0) ptx::mbar_arrive_release_cta(&empty[cur]);
-    ptx::named_barrier_sync(2 + wg, 128);  // block kb + 1's half expanded by this warpgroup
-  }
-  record_consumer(fg, fu, t0, sums, cycles, wg, tid);
+  const int wg = warpgroup - 1;
+  nsplit_consume<kW4iStages, kW4iStageBytes>(smem, m, kblocks, wg, tid, sums, cycles, [&](uint8_t* st) {
+    expand_in_place<true>(st + kA + wg * 16 * 1024, tid, wg);
+  });
 }
 
 // l1-w4rs-mix: the W4A8 tile with the roles of the operands swapped, so that the int4 weights are expanded in
@@ -1004,9 +1002,9 @@ __global__ void __launch_bounds__(C::kThreads, 1) w4ci_kernel(const __grid_const
 // gate and its 64 up rows), each: two loads, eight mask-and-rotate expansions into the four k steps' fragments, four
 // RS wgmmas, wait, promote (weight-row scales x token scales). No barrier between the warpgroups, no shared-memory
 // stores. (The values are the probe's filler bytes; the fragments' k order is what the layout would have to give.)
-constexpr int kW4rStages = 4, kW4rStageBytes = 32 * 1024;
-constexpr size_t kW4rSmem = size_t(kW4rStages) * kW4rStageBytes + kW4rStages * (128 + 256) * sizeof(float) +
-                            2 * kW4rStages * sizeof(uint64_t);
+constexpr int kW4rStages = 4;
+constexpr uint32_t kW4rStageBytes = 32 * 1024;
+constexpr size_t kW4rSmem = w4_pipe_smem<kW4rStages, kW4rStageBytes>();
 // This thread's fragments of one batch from its block of int4 (words 2k: rows r0, 2k + 1: rows r0 + 8 of k step k).
 __device__ __forceinline__ void int4_frags(uint32_t (&af)[4][4], const uint8_t* blk, int tid) {
   const uint4 w0 = *reinterpret_cast<const uint4*>(blk + tid * 16);
@@ -1025,41 +1023,19 @@ __global__ void __launch_bounds__(C::kThreads, 1) w4rs_kernel(const __grid_const
                                                               int brows, int bstep, int kblocks, float* sums,
                                                               unsigned long long* cycles) {
   extern __shared__ __align__(1024) uint8_t smem[];
-  float* sa = reinterpret_cast<float*>(smem + kW4rStages * kW4rStageBytes);  // [stage][128] token scales
-  float* sc = sa + kW4rStages * 128;                                          // [stage][256] weight-row scales
-  uint64_t* full = reinterpret_cast<uint64_t*>(sc + kW4rStages * 256);
-  uint64_t* empty = full + kW4rStages;
-  if (threadIdx.x == 0) {
-    for (int i = 0; i < kW4rStages; ++i) {
-      ptx::mbar_init(&full[i], 1);
-      ptx::mbar_init(&empty[i], 8);
-    }
-    ptx::fence_mbar_init_release_cluster();
-  }
-  __syncthreads();
+  const W4Pipe<kW4rStages> m = w4_pipe_init<kW4rStages, kW4rStageBytes>(smem);
+  const float *sa = m.sa, *sc = m.sc;  // [stage][128] token scales, [stage][256] weight-row scales
+  uint64_t *full = m.full, *empty = m.empty;
   const int warpgroup = ptx::warpgroup_idx_uniform(), tid = threadIdx.x % 128;
-  constexpr uint32_t kX = 16 * 1024, kCols = 8192;
+  constexpr uint32_t kX = 16 * 1024;
   auto stage_at = [&](int s) { return smem + s * kW4rStageBytes; };
   if (warpgroup == 0) {
     ptx::setmaxnreg_dec<C::kProducerRegs>();
-    if (tid == 0) {
-      const int arow = (blockIdx.x * 128) % arows;
-      int brow = (blockIdx.x * 256 + brows / 2) % brows;
-      xstage::kernel::PipeState<kW4rStages> ps;
-      for (int kb = 0; kb < kblocks; ++kb) {
-        ptx::mbar_wait_acquire_cta(&empty[ps.stage], ps.phase ^ 1);
-        ptx::mbar_arrive_expect_tx_release_cta(&full[ps.stage], kX + 16 * 1024 + (128 + 256) * sizeof(float));
-        uint8_t* st = stage_at(ps.stage);
-        const int k0 = (kb * 128) % kCols;
-        if (k0 == 0 && kb > 0) brow = brow + bstep >= brows ? brow + bstep - brows : brow + bstep;
-        mk::tma_load_2d(&map_x, &full[ps.stage], st, k0, arow);
-        mk::tma_load_2d(&map_x, &full[ps.stage], st + 64 * 128, k0, (arow + 64) % arows);
-        mk::tma_load_2d(&map_w4, &full[ps.stage], st + kX, k0 / 2, brow);
-        mk::tma_load_2d(&map_s, &full[ps.stage], sa + ps.stage * 128, 0, kb % 16);
-        mk::tma_load_2d(&map_c, &full[ps.stage], sc + ps.stage * 256, 0, kb % 8);
-        ps.advance();
-      }
-    }
+    if (tid == 0)
+      w4_produce<kW4rStages, kW4rStageBytes>(m, smem, &map_x, &map_s, &map_c, arows, brows, bstep, kblocks, 16 * 1024,
+                                             [&](uint8_t* st, uint64_t* bar, int k0, int brow) {
+                                               mk::tma_load_2d(&map_w4, bar, st + kX, k0 / 2, brow);
+                                             });
     return;
   }
   ptx::setmaxnreg_inc<C::kConsumerRegs>();
