@@ -90,6 +90,27 @@ void pack_int4_sm(const std::uint8_t* twos, std::size_t bytes, std::uint8_t* out
   }
 }
 
+std::vector<std::uint8_t> pack_int4_frag(const std::uint8_t* twos, int rows, int K) {
+  XSTAGE_REQUIRE(rows >= 0 && K >= 0 && rows % 64 == 0 && K % 128 == 0, "int4 fragment packing: ", rows, " x ", K,
+                 " is not a whole number of 64 x 128 blocks");
+  XSTAGE_REQUIRE(rows == 0 || K == 0 || twos != nullptr, "int4 fragment packing: null buffer");
+  std::vector<std::uint32_t> words(std::size_t(rows) * K / 8, 0);
+  const int row_blocks = rows / 64;
+  for (int r = 0; r < rows; ++r)
+    for (int k = 0; k < K; ++k) {
+      const std::size_t i = std::size_t(r) * K + k;
+      const int nib = (twos[i / 2] >> ((i & 1) * 4)) & 0xF;
+      XSTAGE_REQUIRE(nib != 8, "int4 fragment packing: element (", r, ", ", k,
+                     ") is -8, which the sign-magnitude form cannot hold (quantize_int4 gives [-7, 7])");
+      const Int4FragSlot sl = int4_frag_slot(r % 64, k % 128);
+      const std::size_t block = std::size_t(k / 128) * row_blocks + r / 64;
+      words[block * 1024 + sl.word] |= int4_sm_bits(sl.value, nib >= 8 ? nib - 16 : nib);
+    }
+  std::vector<std::uint8_t> out(words.size() * 4);
+  if (!out.empty()) std::memcpy(out.data(), words.data(), out.size());
+  return out;
+}
+
 Fp8Tensor int4_to_fp8(const Int4Tensor& w) {
   Fp8Tensor q;
   q.rows = w.rows;

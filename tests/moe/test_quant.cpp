@@ -299,3 +299,54 @@ TEST(MoeW4A8, PackingQuantizedWeightsAndItsErrors) {
   for (std::uint8_t b : out) ASSERT_EQ(b, 0xA5);  // nothing written
   EXPECT_NE(usage_error([&] { pack_int4_sm(bad.data(), 6, out.data()); }).find("6 bytes"), std::string::npos);
 }
+
+// The register-fragment layout (quant.hpp's int4_frag_slot): a bijection of a 64 x 128 block onto its 1024 words x 8
+// values, and each thread's words hold exactly wgmma's A fragment of its k steps (rows 16 (t / 32) + (t % 32) / 4 and
+// + 8, bytes [4 (t % 4), +4) and 16 on), independently restated here.
+TEST(MoeW4A8, FragmentSlotsAreWgmmaFragments) {
+  std::vector<int> seen(1024 * 8, 0);
+  for (int r = 0; r < 64; ++r)
+    for (int k = 0; k < 128; ++k) {
+      const Int4FragSlot sl = int4_frag_slot(r, k);
+      ASSERT_GE(sl.word, 0);
+      ASSERT_LT(sl.word, 1024);
+      ASSERT_GE(sl.value, 0);
+      ASSERT_LT(sl.value, 8);
+      ++seen[sl.word * 8 + sl.value];
+    }
+  for (int i = 0; i < 1024 * 8; ++i) ASSERT_EQ(seen[i], 1) << "slot " << i;
+  for (int t = 0; t < 128; ++t)
+    for (int m = 0; m < 8; ++m) {  // the thread's word w[m]: k step m / 2, row half m % 2
+      const int word = m < 4 ? 4 * t + m : 512 + 4 * t + (m - 4), s = m / 2;
+      const int row = 16 * (t / 32) + (t % 32) / 4 + 8 * (m % 2);
+      for (int v = 0; v < 8; ++v) {  // values 0-3: fragment register lo, bytes 4 (t % 4) + v; 4-7: 16 bytes on
+        const int k = 32 * s + 16 * (v / 4) + 4 * (t % 4) + v % 4;
+        const Int4FragSlot sl = int4_frag_slot(row, k);
+        ASSERT_EQ(sl.word, word) << "thread " << t << " word " << m << " value " << v;
+        ASSERT_EQ(sl.value, v) << "thread " << t << " word " << m << " value " << v;
+      }
+    }
+}
+
+TEST(MoeW4A8, FragmentPackingHoldsEveryValueAndItsErrors) {
+  const int R = 128, K = 256;
+  std::mt19937_64 g(test_seed() + 2);
+  std::vector<float> w(R * K);
+  for (float& v : w) v = float(double(g() >> 11) / 9007199254740992.0 - 0.5);
+  const Int4Tensor q = quantize_int4(w.data(), R, K);
+  const std::vector<std::uint8_t> p = pack_int4_frag(q.packed.data(), R, K);
+  ASSERT_EQ(p.size(), q.packed.size());
+  for (int r = 0; r < R; ++r)
+    for (int k = 0; k < K; ++k) {
+      const Int4FragSlot sl = int4_frag_slot(r % 64, k % 128);
+      const std::size_t block = std::size_t(k / 128) * (R / 64) + r / 64;  // [K / 128][rows / 64]
+      std::uint32_t word;
+      std::memcpy(&word, p.data() + block * 4096 + 4 * std::size_t(sl.word), 4);
+      ASSERT_EQ(int4_sm_value(word, sl.value), q.value(r, k)) << r << ", " << k;
+    }
+  std::vector<std::uint8_t> bad = q.packed;
+  bad[(std::size_t(70) * K + 131) / 2] = std::uint8_t((bad[(std::size_t(70) * K + 131) / 2] & 0x0F) | 0x80);  // (70, 131)
+  EXPECT_NE(usage_error([&] { pack_int4_frag(bad.data(), R, K); }).find("element (70, 131) is -8"), std::string::npos);
+  EXPECT_NE(usage_error([&] { pack_int4_frag(q.packed.data(), 96, K); }).find("96 x 256"), std::string::npos);
+  EXPECT_NE(usage_error([&] { pack_int4_frag(q.packed.data(), R, 200); }).find("128 x 200"), std::string::npos);
+}

@@ -181,3 +181,96 @@ TEST(Fp8Wgmma, SubnormalWeightsAgainstNormalWeights) {
     EXPECT_LE(es, 4 * en + std::ldexp(1.0, -20)) << "trial " << trial;
   }
 }
+
+namespace {
+// One warpgroup: the int4 weights' A fragments of one 64 x 128 block of the fragment layout (quant.hpp's
+// pack_int4_frag) read straight from global memory (32 bytes per thread), expanded in registers, then one m64n128k128
+// batch in wgmma's RS form against 128 token rows x 128 K (e4m3, [token][k], into shared memory in the 128 B swizzle):
+// the transposed product C^T [64 weight rows][128 tokens], in units of 2^-9.
+__global__ void __launch_bounds__(128) rs_int4_kernel(const uint8_t* frag, const uint8_t* gx, float* out) {
+  __shared__ __align__(1024) uint8_t b[128 * 128];
+  for (int i = threadIdx.x; i < 128 * 128; i += 128) {
+    const int r = i / 128, k = i % 128;
+    b[r * 128 + (((k / 16) ^ (r % 8)) * 16) + k % 16] = gx[i];
+  }
+  ptx::fence_proxy_async_shared_cta();
+  __syncthreads();
+  const int t = threadIdx.x;
+  const uint4 w0 = *reinterpret_cast<const uint4*>(frag + t * 16);
+  const uint4 w1 = *reinterpret_cast<const uint4*>(frag + 2048 + t * 16);
+  const uint32_t w[8] = {w0.x, w0.y, w0.z, w0.w, w1.x, w1.y, w1.z, w1.w};
+  uint32_t af[4][4];
+  for (int s = 0; s < 4; ++s) {
+    mk::int4sm_x8_to_e4m3x8(w[2 * s], af[s][0], af[s][2]);
+    mk::int4sm_x8_to_e4m3x8(w[2 * s + 1], af[s][1], af[s][3]);
+  }
+  float acc[64];
+  for (int i = 0; i < 64; ++i) acc[i] = 0.f;
+  const uint64_t db = mk::desc(b, 0);
+  mk::fence_regs(acc);
+  ptx::wgmma_fence();
+  for (int s = 0; s < 4; ++s) ptx::WgmmaFp8<128>::rs(acc, af[s], ptx::desc_advance(db, s * 32), s > 0);
+  ptx::wgmma_commit();
+  ptx::wgmma_wait<0>();
+  mk::fence_regs(acc);
+  for (int i = 0; i < 64; ++i)
+    out[xstage::kernel::frag_row(i, t) * 128 + xstage::kernel::frag_col(i, t)] = acc[i];
+}
+}  // namespace
+
+// The fragment layout end to end: a 128 x 256 int4 weight matrix packed by pack_int4_frag, its block (K block 1, row
+// block 1) through rs_int4_kernel against random token codes, every output against the exact sum (double) within
+// 1e-3 of the sum of |products| (the tensor cores' fp32 accumulation truncates; a misplaced value would be off by a
+// whole product), into a NaN-poisoned buffer.
+TEST(Fp8Wgmma, Int4FragmentsThroughRsWgmma) {
+  NEED_SM90();
+  const int R = 128, K = 256;
+  uint32_t x = 777u;
+  auto rnd = [&] {
+    x ^= x << 13, x ^= x >> 17, x ^= x << 5;
+    return x;
+  };
+  std::vector<int> v(R * K);
+  std::vector<uint8_t> twos(R * K / 2, 0);
+  for (int i = 0; i < R * K; ++i) {
+    v[i] = int(rnd() % 15) - 7;
+    twos[i / 2] |= uint8_t((v[i] & 0xF) << ((i & 1) * 4));
+  }
+  const std::vector<uint8_t> frag = xstage::moe::pack_int4_frag(twos.data(), R, K);
+  Codes xs(128 * 128);  // tokens x the K block's 128 columns
+  for (uint8_t& c : xs) c = xstage::moe::fp8_e4m3_encode(float(int(rnd() % 897) - 448));
+  const int kb = 1, rb = 1;
+  uint8_t *dfrag = nullptr, *dx = nullptr;
+  float* dout = nullptr;
+  CUDA_CHECK(cudaMalloc(&dfrag, 4096));
+  CUDA_CHECK(cudaMalloc(&dx, xs.size()));
+  CUDA_CHECK(cudaMalloc(&dout, 64 * 128 * sizeof(float)));
+  CUDA_CHECK(cudaMemcpy(dfrag, frag.data() + (size_t(kb) * (R / 64) + rb) * 4096, 4096, cudaMemcpyHostToDevice));
+  CUDA_CHECK(cudaMemcpy(dx, xs.data(), xs.size(), cudaMemcpyHostToDevice));
+  CUDA_CHECK(cudaMemset(dout, 0xFF, 64 * 128 * sizeof(float)));
+  rs_int4_kernel<<<1, 128>>>(dfrag, dx, dout);
+  CUDA_CHECK(cudaGetLastError());
+  CUDA_CHECK(cudaDeviceSynchronize());
+  std::vector<float> out(64 * 128);
+  CUDA_CHECK(cudaMemcpy(out.data(), dout, out.size() * sizeof(float), cudaMemcpyDeviceToHost));
+  CUDA_CHECK(cudaFree(dfrag));
+  CUDA_CHECK(cudaFree(dx));
+  CUDA_CHECK(cudaFree(dout));
+  int bad = 0;
+  double worst = 0;
+  for (int r = 0; r < 64; ++r)
+    for (int n = 0; n < 128; ++n) {
+      double exact = 0, mag = 0;
+      for (int k = 0; k < 128; ++k) {
+        const double p = v[size_t(64 * rb + r) * K + 128 * kb + k] * dec(xs[n * 128 + k]);
+        exact += p;
+        mag += std::fabs(p);
+      }
+      const double got = double(out[r * 128 + n]) * 512.0, err = std::fabs(got - exact) / std::max(mag, 1e-30);
+      worst = std::max(worst, err);
+      if (!(err <= 1e-3) && bad++ < 5)
+        ADD_FAILURE() << "weight row " << r << ", token " << n << ": " << got << ", exact " << exact;
+    }
+  std::printf("int4 fragments through the RS form: largest error %.3g of the sum of |products|\n", worst);
+  EXPECT_EQ(bad, 0) << "of " << 64 * 128;
+}

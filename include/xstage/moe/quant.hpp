@@ -149,18 +149,20 @@ XSTAGE_HD inline int int4_sm_value(std::uint32_t w, int i) {  // value i (0-7) o
   const bool neg = i < 4 ? ((w >> (8 * byte + 7)) & 1u) : ((w >> (8 * ((byte + 1) & 3) + 3)) & 1u);
   return neg ? -mag : mag;
 }
+// The bits of value v (in [-7, 7]) as value i (0-7) of a packed word.
+XSTAGE_HD inline std::uint32_t int4_sm_bits(int i, int v) {
+  const std::uint32_t neg = v < 0 ? 1u : 0u, mag = std::uint32_t(v < 0 ? -v : v);
+  const int byte = i & 3;
+  return i < 4 ? (neg << (8 * byte + 7)) | (mag << (8 * byte))
+               : (mag << (8 * byte + 4)) | (neg << (8 * ((byte + 1) & 3) + 3));
+}
 // Packs one word of eight two's complement values (value j in nibble j). False (out unchanged) if one is -8.
 XSTAGE_HD inline bool int4_sm_pack_word(std::uint32_t twos, std::uint32_t& out) {
   std::uint32_t w = 0;
   for (int j = 0; j < 8; ++j) {
-    const std::uint32_t nib = (twos >> (4 * j)) & 0xFu;
-    if (nib == 8u) return false;
-    const std::uint32_t neg = nib >> 3, mag = neg ? (16u - nib) : nib;
-    const int byte = j & 3;
-    if (j < 4)
-      w |= (neg << (8 * byte + 7)) | (mag << (8 * byte));
-    else
-      w |= (mag << (8 * byte + 4)) | (neg << (8 * ((byte + 1) & 3) + 3));
+    const int nib = int(twos >> (4 * j)) & 0xF;
+    if (nib == 8) return false;
+    w |= int4_sm_bits(j, nib >= 8 ? nib - 16 : nib);
   }
   out = w;
   return true;
@@ -168,6 +170,27 @@ XSTAGE_HD inline bool int4_sm_pack_word(std::uint32_t twos, std::uint32_t& out) 
 // Host packing of `bytes` bytes of the two's complement form (bytes % 4 == 0) into `out` (may equal `twos`). A -8
 // is a UsageError naming its element index, and nothing is written then.
 void pack_int4_sm(const std::uint8_t* twos, std::size_t bytes, std::uint8_t* out);
+
+// The register-fragment layout of int4 weights for wgmma's RS form, where the weights are the A operand and expand in
+// registers (docs/MOE.md "Session 46" item 9: the mainloop probe's l1-w4rs-mix; the fused kernel does not use it yet).
+// Blocks of 64 weight rows x 128 K (4 KB), each the A operand of one m64 batch over one K block. Thread t (0-127) of
+// the warpgroup reads words [4 t, 4 t + 4) and [512 + 4 t, +4) of its block, w[0..7]; word w[2 s + h] holds, in the
+// packed sign-magnitude form above, k step s's values of row 16 (t / 32) + (t % 32) / 4 + 8 h: values 0-3 its bytes
+// [4 (t % 4), +4) of the step, values 4-7 the same 16 bytes on; int4sm_x8_to_e4m3x8 turns it into fragment registers h
+// (lo) and 2 + h (hi) of step s, the layout wgmma's A fragment has (moe_kernel's WgmmaFp8::rs).
+struct Int4FragSlot {
+  int word;   // 32-bit word within the 4 KB block, 0-1023
+  int value;  // value within the word, 0-7
+};
+XSTAGE_HD inline Int4FragSlot int4_frag_slot(int r, int k) {  // r in [0, 64), k in [0, 128)
+  const int s = k / 32, kk = k % 32, tig = (kk % 16) / 4;
+  const int g = r % 8, h = (r % 16) / 8, t = 32 * (r / 16) + 4 * g + tig, m = 2 * s + h;
+  return {m < 4 ? 4 * t + m : 512 + 4 * t + (m - 4), 4 * (kk / 16) + kk % 4};
+}
+// Packs [rows][K] two's complement int4 (quantize_int4's bytes: two per byte, even k in the low nibble; rows % 64 ==
+// 0, K % 128 == 0) into the fragment layout: 4 KB blocks in [K / 128][rows / 64] order (a K block's row blocks
+// adjacent). A -8 is a UsageError naming its element (row, k); a bad shape one naming the shape.
+std::vector<std::uint8_t> pack_int4_frag(const std::uint8_t* twos, int rows, int K);
 // The exact FP8 form of int4 weights the kernel computes with: code = e4m3(q), block 1 x group, the group
 // scales as block scales. dequant() of the result equals the int4 tensor's dequant() bit for bit.
 Fp8Tensor int4_to_fp8(const Int4Tensor& w);
