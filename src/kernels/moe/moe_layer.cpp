@@ -579,17 +579,19 @@ void launch_moe_layer(runtime::Team& team, MoeWorkspace& ws, const MoeLayerParam
     make_map_2d(&maps[13], ws.recv_x_->local(first), rows_kind, H, uint64_t(ranks) * R, "recv_x (128-row boxes)");
     // W1 ([experts][2I][H] codes: gate rows, then up rows) as {H, I, 2 experts}: box {128, 128, 2} at (k, 128 n, 2e)
     // is N tile n's gate box followed by its up box, the stage layout of the two 2-d loads.
-    const cuuint64_t w1_dims[3] = {H, I, 2 * experts_here}, w1_strides[2] = {H, I * H};
+    const cuuint64_t h64 = cuuint64_t(H), i64 = cuuint64_t(I);  // extents and byte strides in 64 bits
+    const cuuint64_t w1_dims[3] = {h64, i64, 2 * cuuint64_t(experts_here)}, w1_strides[2] = {h64, i64 * h64};
     const cuuint32_t w1_box[3] = {128u, 128u, 2u};
     make_map_nd(&maps[14], w1, CU_TENSOR_MAP_DATA_TYPE_UINT8, 3, w1_dims, w1_strides, w1_box, true, "w1 (gate and up boxes)");
     if (moe_l2_cols(prm) == 256) make_map_2d(&maps[15], w2, rows_kind, I, experts_here * H, "w2 (256-row boxes)", 256);
     if (int4) {  // the per-column group scales of the same boxes: gate and up ({I, 2, experts K/128}), 256 W2 columns
-      const cuuint64_t s1_dims[3] = {I, 2, experts_here * (H / kBlockK)}, s1_strides[2] = {I * 4, 2 * I * 4};
+      const cuuint64_t s1_dims[3] = {i64, 2, cuuint64_t(experts_here) * (H / kBlockK)},
+                       s1_strides[2] = {i64 * 4, 2 * i64 * 4};
       const cuuint32_t s1_box[3] = {128u, 2u, 1u};
       make_map_nd(&maps[16], prm.w1_scale, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 3, s1_dims, s1_strides, s1_box, false,
                   "w1_scale (int4, gate and up)");
       if (moe_l2_cols(prm) == 256) {
-        const cuuint64_t s2_dims[2] = {H, experts_here * (I / kBlockK)}, s2_strides[1] = {H * 4};
+        const cuuint64_t s2_dims[2] = {h64, cuuint64_t(experts_here) * (I / kBlockK)}, s2_strides[1] = {h64 * 4};
         const cuuint32_t s2_box[2] = {256u, 1u};
         make_map_nd(&maps[17], prm.w2_scale, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, s2_dims, s2_strides, s2_box, false,
                     "w2_scale (int4, 256 columns)");
