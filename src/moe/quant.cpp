@@ -98,13 +98,12 @@ std::vector<std::uint8_t> pack_int4_frag(const std::uint8_t* twos, int rows, int
   const int row_blocks = rows / 64;
   for (int r = 0; r < rows; ++r)
     for (int k = 0; k < K; ++k) {
-      const std::size_t i = std::size_t(r) * K + k;
-      const int nib = (twos[i / 2] >> ((i & 1) * 4)) & 0xF;
-      XSTAGE_REQUIRE(nib != 8, "int4 fragment packing: element (", r, ", ", k,
+      const int v = int4_twos_at(twos, std::size_t(r) * K + k);
+      XSTAGE_REQUIRE(v != -8, "int4 fragment packing: element (", r, ", ", k,
                      ") is -8, which the sign-magnitude form cannot hold (quantize_int4 gives [-7, 7])");
       const Int4FragSlot sl = int4_frag_slot(r % 64, k % 128);
       const std::size_t block = std::size_t(k / 128) * row_blocks + r / 64;
-      words[block * 1024 + sl.word] |= int4_sm_bits(sl.value, nib >= 8 ? nib - 16 : nib);
+      words[block * 1024 + sl.word] |= int4_sm_bits(sl.value, v);
     }
   std::vector<std::uint8_t> out(words.size() * 4);
   if (!out.empty()) std::memcpy(out.data(), words.data(), out.size());

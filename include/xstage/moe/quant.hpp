@@ -118,17 +118,19 @@ inline Fp8Tensor quantize_weight_128x128(const float* w, int rows, int cols) {
   return quantize_fp8(w, rows, cols, kQuantBlock, kQuantBlock);
 }
 
+// Element i of two's complement int4 bytes (two per byte, even i in the low nibble), in [-8, 7].
+XSTAGE_HD inline int int4_twos_at(const std::uint8_t* bytes, std::size_t i) {
+  const int nib = (bytes[i / 2] >> ((i & 1) * 4)) & 0xF;
+  return nib >= 8 ? nib - 16 : nib;
+}
+
 // W4A8 weights [rows][cols] (format above); cols % group == 0 and cols even are required.
 struct Int4Tensor {
   int rows = 0, cols = 0, group = kQuantBlock;
   std::vector<std::uint8_t> packed;  // rows * cols / 2 bytes
   std::vector<float> scale;          // [rows][cols / group]
 
-  int value(int r, int c) const {
-    const std::size_t i = std::size_t(r) * cols + c;
-    const int nib = (packed[i / 2] >> ((i & 1) * 4)) & 0xF;
-    return nib >= 8 ? nib - 16 : nib;
-  }
+  int value(int r, int c) const { return int4_twos_at(packed.data(), std::size_t(r) * cols + c); }
   float scale_at(int r, int c) const { return scale[std::size_t(r) * (cols / group) + c / group]; }
   float dequant(int r, int c) const { return float(value(r, c)) * scale_at(r, c); }
 };
