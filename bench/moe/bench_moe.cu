@@ -8,7 +8,7 @@
 //             [--block-s 0.1] [--warmup-s 0.05] [--rounds 1] [--min-calls 3] [--check-tokens 4] [--seed 1] [--no-time]
 //             [--trace] [--trace-csv FILE] [--ctas N] [--leads D1,D2,...] [--platform FILE]
 //             [--cluster 0|1|2] [--pair-share 0|1|2|3] [--row-order 0|1] [--l2-cols 0|128|256] [--compare-control] [--compare-single] [--compare-pingpong] [--compare-l2-scratch]
-//             [--compare-l2-cols] [--compare-hints M1,M2,...] [--int4-expand 0|1|2] [--compare-expand]
+//             [--compare-l2-cols] [--compare-hints M1,M2,...]
 //             [--compare-pair-share] [--compare-a-trim] [--compare-merge] [--compare-borrow] [--compare-early]
 //             [--compare-row-order] [--compare-half] [--compare-half-wide] [--prefetch-streamed]
 //             [--prefetch D1,D2,...] [--custom NAME:H:I:E:K]
@@ -27,10 +27,6 @@
 // hidden % 512 == 0; 128; or 256 where the hidden size allows it, elsewhere 128 with a note). --compare-l2-cols adds,
 // per order, the kernel with the other Linear-2 width (backend fused_<order>_n: 128 columns beside 256;
 // fused_<order>_w: 256 beside 128; where the hidden size allows 256), checked bit-identical and timed beside it.
-// --int4-expand: MoeLayerParams::int4_expand of every W4A8 fused backend (0, the default: auto = in the kernel;
-// 1 = a pre-pass kernel before the fused one; 2 = in the kernel). --compare-expand adds, per order, the W4A8 kernel
-// with the other place (backend fused_<order>_pre: the pre-pass beside the in-kernel expansion; fused_<order>_ink:
-// the in-kernel one beside a pre-pass), checked bit-identical and timed beside it (W8A8 rows: nothing added).
 // --compare-pair-share adds, per order, the CTA pairs' other sharing modes (MoeLayerParams::pair_share; backends
 // fused_<order>_sa: A shared, _sf: weights of full rows, _sw: weights; the one the launch resolves to is the plain
 // fused_<order>; where pairs run), checked bit-identical and timed beside it.
@@ -329,8 +325,6 @@ struct Args {
   std::vector<int> compare_hints;   // --compare-hints: also the orders with these l2_hints masks
   int l2_cols = 0;                  // --l2-cols: MoeLayerParams::l2_cols of the fused backends (0: auto)
   bool compare_l2_cols = false;     // --compare-l2-cols: also the orders with the other Linear-2 width
-  int int4_expand = 0;              // --int4-expand: MoeLayerParams::int4_expand of the W4A8 fused backends
-  bool compare_expand = false;      // --compare-expand: also the W4A8 orders with the other expansion place
   bool compare_pair_share = false;  // --compare-pair-share: also the orders with the pairs' other sharing modes
   bool compare_a_trim = false;      // --compare-a-trim: also the orders with a_trim = 1
   bool compare_merge = false;       // --compare-merge: also the orders with merge_loads = 0
@@ -448,7 +442,6 @@ Args parse(int argc, char** argv) {
     else if (k == "--compare-l2-scratch") a.compare_l2_scratch = true;
     else if (k == "--compare-hints") a.compare_hints = split_int(val(), k.c_str());
     else if (k == "--compare-l2-cols") a.compare_l2_cols = true;
-    else if (k == "--compare-expand") a.compare_expand = true;
     else if (k == "--compare-pair-share") a.compare_pair_share = true;
     else if (k == "--compare-a-trim") a.compare_a_trim = true;
     else if (k == "--compare-merge") a.compare_merge = true;
@@ -458,11 +451,6 @@ Args parse(int argc, char** argv) {
     else if (k == "--compare-half") a.compare_half = true;
     else if (k == "--compare-half-wide") a.compare_half_wide = true;
     else if (k == "--compare-lean") a.compare_lean = true;
-    else if (k == "--int4-expand") {
-      a.int4_expand = std::stoi(val());
-      if (a.int4_expand < 0 || a.int4_expand > 2)
-        throw UsageError(detail::concat("--int4-expand ", a.int4_expand, ": 0 (auto), 1 (pre-pass) or 2 (in the kernel)"));
-    }
     else if (k == "--l2-cols") {
       a.l2_cols = std::stoi(val());
       if (a.l2_cols != 0 && a.l2_cols != 128 && a.l2_cols != 256)
@@ -504,9 +492,10 @@ struct Weights {
   Dev<uint8_t> w1, w2;
   Dev<float> s1, s2;                    // W4A8: K-block-major [E][K/128][N] (the fused kernel's layout)
   std::unique_ptr<Dev<float>> s1u, s2u;  // W4A8: [E][N][K/128] for the unfused baseline
-  std::unique_ptr<Dev<uint8_t>> k1, k2;   // W4A8: w1, w2 in the fused kernel's packed form (pack_int4_weights)
+  std::unique_ptr<Dev<uint8_t>> k1, k2;   // W4A8: w1, w2 in the fused kernel's fragment layout (pack_int4_weights)
+  int H, I;
   Weights(const moe::MoeShape& s, bool int4_, uint64_t seed_, int e0_, int ne_)
-      : int4(int4_), e0(e0_), ne(ne_), seed(seed_),
+      : int4(int4_), e0(e0_), ne(ne_), seed(seed_), H(s.hidden), I(s.inter),
         w1e(size_t(2) * s.inter * s.hidden / (int4_ ? 2 : 1)), w2e(size_t(s.hidden) * s.inter / (int4_ ? 2 : 1)),
         s1e(size_t(2) * s.inter / (int4_ ? 1 : 128) * (s.hidden / 128)),
         s2e(size_t(s.hidden) / (int4_ ? 1 : 128) * (s.inter / 128)),
@@ -520,8 +509,8 @@ struct Weights {
     if (int4) {  // the two's complement bytes stay for the unfused baseline and the reference
       k1 = std::make_unique<Dev<uint8_t>>(w1e * ne);
       k2 = std::make_unique<Dev<uint8_t>>(w2e * ne);
-      moe_kernel::pack_int4_weights(w1.p, k1->p, w1e * ne);
-      moe_kernel::pack_int4_weights(w2.p, k2->p, w2e * ne);
+      moe_kernel::pack_int4_weights(w1.p, k1->p, ne, 2 * I, H);
+      moe_kernel::pack_int4_weights(w2.p, k2->p, ne, H, I);
     }
   }
   const uint8_t* fused_w1() const { return int4 ? k1->p : w1.p; }
@@ -760,7 +749,6 @@ int main(int argc, char** argv) try {
           prm.cluster = a.cluster;
           prm.pair_share = a.pair_share;
           prm.row_order = a.row_order;
-          prm.int4_expand = a.int4_expand;
           // 256-column Linear-2 tiles where the shape allows them (W8A8 / W4A8, hidden % 256, and % 512 for pairs)
           const bool wide_ok = s.hidden % 256 == 0 && (s.hidden / 256) % 2 == 0;
           prm.l2_cols = a.l2_cols == 256 && !wide_ok ? 128 : a.l2_cols;
@@ -770,7 +758,7 @@ int main(int argc, char** argv) try {
           const bool fused_ok = true;
           json row = {{"shape", key}, {"hidden", s.hidden}, {"inter", s.inter}, {"experts", s.experts},
                       {"topk", s.topk}, {"tokens", T}, {"routing", rname}, {"precision", prec}, {"flops", flops},
-                      {"l2_cols", prm.l2_cols}, {"int4_expand", int4 ? moe_kernel::moe_int4_expand(prm) : 0}};
+                      {"l2_cols", prm.l2_cols}};
           bool good = true;
           std::vector<std::string> names;
           std::vector<std::function<void(int)>> fns;
@@ -842,13 +830,6 @@ int main(int argc, char** argv) try {
               add_variants(prm.half_wide ? "_w0" : "_w1", [](moe_kernel::MoeLayerParams& q) { q.half_wide = 1 - q.half_wide; });
             if (a.compare_lean)
               add_variants(prm.lean ? "_l0" : "_l1", [](moe_kernel::MoeLayerParams& q) { q.lean = 1 - q.lean; });
-            if (a.compare_expand && int4)
-              add_variants(moe_kernel::moe_int4_expand(prm) == moe_kernel::kInt4ExpandInKernel ? "_pre" : "_ink",
-                           [](moe_kernel::MoeLayerParams& q) {
-                             q.int4_expand = moe_kernel::moe_int4_expand(q) == moe_kernel::kInt4ExpandInKernel
-                                                 ? moe_kernel::kInt4ExpandPrepass
-                                                 : moe_kernel::kInt4ExpandInKernel;
-                           });
             for (int m : a.compare_hints)
               add_variants("_h" + std::to_string(m), [m](moe_kernel::MoeLayerParams& q) { q.l2_hints = m; });
             for (size_t i = 0; i < order_prm.size(); ++i)  // weight prefetch into L2 at these distances

@@ -622,6 +622,13 @@ __device__ __forceinline__ void int4x32_to_e4m3(const uint4 raw, uint4& lo, uint
   int4x8_to_e4m3x8(raw.z, hi.x, hi.y);
   int4x8_to_e4m3x8(raw.w, hi.z, hi.w);
 }
+// The same from the packed sign-magnitude form (the fused kernel's int4sm_x8_to_e4m3x8, four words).
+__device__ __forceinline__ void int4sm_x32_to_e4m3(const uint4 raw, uint4& lo, uint4& hi) {
+  mk::int4sm_x8_to_e4m3x8(raw.x, lo.x, lo.y);
+  mk::int4sm_x8_to_e4m3x8(raw.y, lo.z, lo.w);
+  mk::int4sm_x8_to_e4m3x8(raw.z, hi.x, hi.y);
+  mk::int4sm_x8_to_e4m3x8(raw.w, hi.z, hi.w);
+}
 // Expands the int4 box at src (256 rows x 64 B) into dst (256 rows x 128 B e4m3, 128 B swizzle): chunks c, c + n, ...
 // kSm: the packed sign-magnitude form (int4sm_x32_to_e4m3), else two's complement (int4x32_to_e4m3).
 template <bool kSm = false>
@@ -631,7 +638,7 @@ __device__ __forceinline__ void expand_box(const uint8_t* src, uint8_t* dst, int
     uint4 lo, hi;
     const uint4 raw = *reinterpret_cast<const uint4*>(src + row * 64 + q * 16);
     if constexpr (kSm)
-      mk::int4sm_x32_to_e4m3(raw, lo, hi);
+      int4sm_x32_to_e4m3(raw, lo, hi);
     else
       int4x32_to_e4m3(raw, lo, hi);
     *reinterpret_cast<uint4*>(dst + row * 128 + (((2 * q) ^ (row & 7)) * 16)) = lo;
@@ -654,7 +661,7 @@ __device__ __forceinline__ void expand_rows(const uint8_t* src, uint8_t* dst, in
     uint4 lo, hi;
     const uint4 raw = *reinterpret_cast<const uint4*>(src + srow * 64 + q * 16);
     if constexpr (kSm)
-      mk::int4sm_x32_to_e4m3(raw, lo, hi);
+      int4sm_x32_to_e4m3(raw, lo, hi);
     else
       int4x32_to_e4m3(raw, lo, hi);
     uint8_t* d = dst + wg * 16 * 1024;
@@ -954,7 +961,7 @@ __device__ __forceinline__ void expand_in_place(uint8_t* b_wg, int tid, int wg) 
     const int i = tid + 128 * j, row = i >> 2, q = i & 3;  // int4 row `row` (64 B) -> e4m3 row `row` (128 B)
     uint4 lo, hi;
     if constexpr (kSm)
-      mk::int4sm_x32_to_e4m3(raw[j], lo, hi);
+      int4sm_x32_to_e4m3(raw[j], lo, hi);
     else
       int4x32_to_e4m3(raw[j], lo, hi);
     *reinterpret_cast<uint4*>(b_wg + row * 128 + (((2 * q) ^ (row & 7)) * 16)) = lo;

@@ -301,7 +301,7 @@ TEST(MoeW4A8, PackingQuantizedWeightsAndItsErrors) {
 }
 
 // The register-fragment layout (quant.hpp's int4_frag_slot): a bijection of a 64 x 128 block onto its 1024 words x 8
-// values, and each thread's words hold exactly wgmma's A fragment of its k steps (rows 16 (t / 32) + (t % 32) / 4 and
+// values whose inverse is int4_frag_element, and each thread's words hold exactly wgmma's A fragment of its k steps (rows 16 (t / 32) + (t % 32) / 4 and
 // + 8, bytes [4 (t % 4), +4) and 16 on), independently restated here.
 TEST(MoeW4A8, FragmentSlotsAreWgmmaFragments) {
   std::vector<int> seen(1024 * 8, 0);
@@ -313,6 +313,10 @@ TEST(MoeW4A8, FragmentSlotsAreWgmmaFragments) {
       ASSERT_GE(sl.value, 0);
       ASSERT_LT(sl.value, 8);
       ++seen[sl.word * 8 + sl.value];
+      int rr = -1, kk = -1;  // the inverse the device packing uses
+      int4_frag_element(sl.word, sl.value, rr, kk);
+      ASSERT_EQ(rr, r) << "word " << sl.word << " value " << sl.value;
+      ASSERT_EQ(kk, k) << "word " << sl.word << " value " << sl.value;
     }
   for (int i = 0; i < 1024 * 8; ++i) ASSERT_EQ(seen[i], 1) << "slot " << i;
   for (int t = 0; t < 128; ++t)

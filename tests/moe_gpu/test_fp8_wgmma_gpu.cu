@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <vector>
 
 #include "../common/gpu_test.hpp"
@@ -184,7 +185,8 @@ TEST(Fp8Wgmma, SubnormalWeightsAgainstNormalWeights) {
 
 namespace {
 // One warpgroup: the int4 weights' A fragments of one 64 x 128 block of the fragment layout (quant.hpp's
-// pack_int4_frag) read straight from global memory (32 bytes per thread), expanded in registers, then one m64n128k128
+// pack_int4_frag) read straight from global memory (32 bytes per thread: the fused kernel's int4_frags), expanded in
+// registers, then one m64n128k128 (issue_rs)
 // batch in wgmma's RS form against 128 token rows x 128 K (e4m3, [token][k], into shared memory in the 128 B swizzle):
 // the transposed product C^T [64 weight rows][128 tokens], in units of 2^-9.
 __global__ void __launch_bounds__(128) rs_int4_kernel(const uint8_t* frag, const uint8_t* gx, float* out) {
@@ -196,23 +198,14 @@ __global__ void __launch_bounds__(128) rs_int4_kernel(const uint8_t* frag, const
   ptx::fence_proxy_async_shared_cta();
   __syncthreads();
   const int t = threadIdx.x;
-  const uint4 w0 = *reinterpret_cast<const uint4*>(frag + t * 16);
-  const uint4 w1 = *reinterpret_cast<const uint4*>(frag + 2048 + t * 16);
-  const uint32_t w[8] = {w0.x, w0.y, w0.z, w0.w, w1.x, w1.y, w1.z, w1.w};
   uint32_t af[4][4];
-  for (int s = 0; s < 4; ++s) {
-    mk::int4sm_x8_to_e4m3x8(w[2 * s], af[s][0], af[s][2]);
-    mk::int4sm_x8_to_e4m3x8(w[2 * s + 1], af[s][1], af[s][3]);
-  }
+  mk::int4_frags(af, frag, t);  // the fused kernel's own loads, expansion and batch (rs_mainloop's)
   float acc[64];
-  for (int i = 0; i < 64; ++i) acc[i] = 0.f;
-  const uint64_t db = mk::desc(b, 0);
-  mk::fence_regs(acc);
-  ptx::wgmma_fence();
-  for (int s = 0; s < 4; ++s) ptx::WgmmaFp8<128>::rs(acc, af[s], ptx::desc_advance(db, s * 32), s > 0);
-  ptx::wgmma_commit();
+  mk::NoTurn free;
+  mk::issue_rs(acc, af, b, free);
   ptx::wgmma_wait<0>();
   mk::fence_regs(acc);
+  mk::fence_frags(af);
   for (int i = 0; i < 64; ++i)
     out[xstage::kernel::frag_row(i, t) * 128 + xstage::kernel::frag_col(i, t)] = acc[i];
 }
@@ -273,4 +266,49 @@ TEST(Fp8Wgmma, Int4FragmentsThroughRsWgmma) {
     }
   std::printf("int4 fragments through the RS form: largest error %.3g of the sum of |products|\n", worst);
   EXPECT_EQ(bad, 0) << "of " << 64 * 128;
+}
+
+namespace {
+// Every 32-bit word at `in` expanded by the fused kernel's int4sm_x8_to_e4m3x8: eight e4m3 codes per word, values 0-3
+// from the masked word, 4-7 from it rotated.
+__global__ void expand_words_kernel(const uint32_t* in, uint32_t* out, int words) {
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < words; i += gridDim.x * blockDim.x)
+    mk::int4sm_x8_to_e4m3x8(in[i], out[2 * i], out[2 * i + 1]);
+}
+}  // namespace
+
+// The int4 -> e4m3 expansion is exact: every 16-bit pattern of the packed form, in the low and in the high half of a
+// 32-bit word, gives e4m3 codes whose values are the packed values (quant.hpp's int4_sm_value) times 2^-9, on the
+// device into a poisoned output.
+TEST(Fp8Wgmma, Int4ToE4m3Exact) {
+  NEED_SM90();
+  std::vector<uint16_t> in;
+  for (int k = 0; k < 65536; ++k) in.push_back(uint16_t(k));  // pattern k at slot k: even k low, odd k high halves
+  in.push_back(0x8001);                                       // one slot more: the same patterns, halves swapped
+  for (int k = 0; k < 65536; ++k) in.push_back(uint16_t(k));
+  if (in.size() % 2) in.push_back(0);
+  const int words = int(in.size() / 2);
+  uint32_t *din = nullptr, *dout = nullptr;
+  CUDA_CHECK(cudaMalloc(&din, size_t(words) * 4));
+  CUDA_CHECK(cudaMalloc(&dout, size_t(words) * 8));
+  CUDA_CHECK(cudaMemcpy(din, in.data(), size_t(words) * 4, cudaMemcpyHostToDevice));
+  CUDA_CHECK(cudaMemset(dout, 0x7f, size_t(words) * 8));  // e4m3 NaN: a code never written shows
+  expand_words_kernel<<<256, 256>>>(din, dout, words);
+  CUDA_CHECK(cudaGetLastError());
+  CUDA_CHECK(cudaDeviceSynchronize());
+  std::vector<uint8_t> out(size_t(words) * 8);
+  CUDA_CHECK(cudaMemcpy(out.data(), dout, out.size(), cudaMemcpyDeviceToHost));
+  CUDA_CHECK(cudaFree(din));
+  CUDA_CHECK(cudaFree(dout));
+  size_t bad = 0;
+  for (size_t e = 0; e < out.size(); ++e) {  // value e % 8 of word e / 8: codes 0-3 in the low word, 4-7 in the high
+    uint32_t word;
+    std::memcpy(&word, reinterpret_cast<const uint8_t*>(in.data()) + 4 * (e / 8), 4);
+    const int v = xstage::moe::int4_sm_value(word, int(e % 8));
+    const float got = xstage::moe::fp8_e4m3_decode(out[e]) * mk::kInt4SmUnit;
+    if (!(got == float(v)) && bad++ < 5)
+      ADD_FAILURE() << "element " << e << " (int4 " << v << "): e4m3 0x" << std::hex << int(out[e]) << std::dec
+                    << " = " << got << " x 2^-9";
+  }
+  EXPECT_EQ(bad, 0u) << "of " << out.size() << " elements";
 }

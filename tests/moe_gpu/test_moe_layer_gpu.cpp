@@ -61,9 +61,6 @@ struct Case {
   // bit-identical: the first two only change when batches run, the hints only where lines stay in L2, the widths
   // which CTA computes a block.
   bool check_batch_timing = false;
-  // W4A8: the first run expands the int4 weights inside the fused kernel (int4_expand auto); also run it with the
-  // pre-pass kernel (int4_expand 1) and require it bit-identical (the expansion is exact either way).
-  bool check_expand = false;
   // Also run it with CTA pairs that share the weights (cluster 2, pair_share 2: an expert's row tiles b, b + 1 at one
   // N tile where both are full tiles; 3: any two; other rows as A-sharing pairs) and require it bit-identical to the
   // first run (and, W8A8, with the per-tile trace and pingpong).
@@ -231,9 +228,9 @@ void run_case(const Case& c) {
       d_w2s(std::max<size_t>(w2s.size(), 1) * 4);
   CUDA_CHECK(cudaMemcpy(d_w1.p, w1c.data(), w1c.size(), cudaMemcpyHostToDevice));
   CUDA_CHECK(cudaMemcpy(d_w2.p, w2c.data(), w2c.size(), cudaMemcpyHostToDevice));
-  if (c.int4) {  // the kernel's packed form, in place, as a user converts quantize_int4's bytes once
-    moe_kernel::pack_int4_weights(d_w1.p, d_w1.p, w1c.size());
-    moe_kernel::pack_int4_weights(d_w2.p, d_w2.p, w2c.size());
+  if (c.int4) {  // the kernel's fragment layout, in place, as a user converts quantize_int4's bytes once
+    moe_kernel::pack_int4_weights(d_w1.p, d_w1.p, E, 2 * I, H);
+    moe_kernel::pack_int4_weights(d_w2.p, d_w2.p, E, H, I);
   }
   CUDA_CHECK(cudaMemcpy(d_w1s.p, w1s.data(), w1s.size() * 4, cudaMemcpyHostToDevice));
   CUDA_CHECK(cudaMemcpy(d_w2s.p, w2s.data(), w2s.size() * 4, cudaMemcpyHostToDevice));
@@ -382,11 +379,6 @@ void run_case(const Case& c) {
             variants.push_back({variants[i].first, variants[i].second + ", " + f.what + ")"});
             variants.back().first.*f.field = f.value;
           }
-    }
-    if (c.check_expand) {
-      EXPECT_EQ(moe_kernel::moe_int4_expand(prm), moe_kernel::kInt4ExpandInKernel) << "auto expands in the kernel";
-      variants.push_back({prm, "int4 expanded by a pre-pass kernel (int4_expand 1; the first run: in the kernel)"});
-      variants.back().first.int4_expand = moe_kernel::kInt4ExpandPrepass;
     }
     for (const auto& [pv, what] : variants) {
       for (int r = 0; r < P; ++r) CUDA_CHECK(cudaMemset(d_out[r]->p, 0xFF, size_t(T) * H * 4));
@@ -610,12 +602,12 @@ TEST(MoeLayerGpu, SingleCtas) {
   run_case(b);
 }
 
-// W4A8: int4 weights converted to e4m3 inside the kernel, per-column (row of W) group scales.
+// W4A8: int4 weights in the fragment layout, every tile computed transposed (the weights expanded in registers as
+// wgmma's A operand), per-(row of W) group scales.
 TEST(MoeLayerGpu, W4A8SingleRank) {
   NEED_SM90();
   Case c{1, 100, 512, 256, 16, 4, Route::kSkewed};
   c.int4 = true;
-  c.check_expand = true;
   run_case(c);
 }
 
@@ -623,54 +615,20 @@ TEST(MoeLayerGpu, W4A8Emulated) {
   NEED_SM90();
   Case c{4, 128, 256, 384, 8, 2, Route::kBalanced};
   c.int4 = true;
-  c.check_expand = true;
   run_case(c);
   Case d{2, 128, 512, 256, 16, 4, Route::kSkewed, MoeOrder::kInterleaved};
   d.int4 = true;
-  d.check_expand = true;
   run_case(d);
 }
 
-// The int4 -> e4m3 expansion (int4sm_x32_to_e4m3, which the pre-pass and the in-kernel expansion share) is exact:
-// every 16-bit pattern of the packed form, in the low and in the high half of a 32-bit word, gives e4m3 codes whose
-// values are the packed values (quant.hpp's int4_sm_value) times 2^-9, through the pre-pass kernel into a poisoned
-// output.
-TEST(MoeLayerGpu, Int4ToE4m3Exact) {
-  NEED_SM90();
-  std::vector<uint16_t> in;
-  for (int k = 0; k < 65536; ++k) in.push_back(uint16_t(k));  // pattern k at slot k: even k low, odd k high halves
-  in.push_back(0x8001);                                       // one slot more: the same patterns, halves swapped
-  for (int k = 0; k < 65536; ++k) in.push_back(uint16_t(k));
-  while (in.size() % 8) in.push_back(uint16_t(in.size() * 40503u));  // a whole number of 16-byte units
-  const size_t bytes = in.size() * sizeof(uint16_t);
-  DevBuf din(bytes), dout(2 * bytes);
-  CUDA_CHECK(cudaMemcpy(din.p, in.data(), bytes, cudaMemcpyHostToDevice));
-  CUDA_CHECK(cudaMemset(dout.p, 0x7f, 2 * bytes));  // e4m3 NaN: a code never written shows
-  CUDA_CHECK(moe_kernel::launch_int4_to_e4m3(static_cast<const uint8_t*>(din.p), static_cast<uint8_t*>(dout.p), bytes,
-                                              nullptr));
-  CUDA_CHECK(cudaDeviceSynchronize());
-  std::vector<uint8_t> out(2 * bytes);
-  CUDA_CHECK(cudaMemcpy(out.data(), dout.p, out.size(), cudaMemcpyDeviceToHost));
-  const uint8_t* raw = reinterpret_cast<const uint8_t*>(in.data());
-  size_t bad = 0;
-  for (size_t e = 0; e < out.size(); ++e) {  // element e: value e % 8 of 32-bit word e / 8
-    uint32_t word;
-    std::memcpy(&word, raw + 4 * (e / 8), 4);
-    const int v = moe::int4_sm_value(word, int(e % 8));
-    const float got = moe::fp8_e4m3_decode(out[e]) * moe_kernel::kInt4SmUnit;
-    if (!(got == float(v)) && bad++ < 5)
-      ADD_FAILURE() << "element " << e << " (int4 " << v << "): e4m3 0x" << std::hex << int(out[e]) << std::dec
-                    << " = " << got << " x 2^-9";
-  }
-  EXPECT_EQ(bad, 0u) << "of " << out.size() << " elements";
-}
-
-// pack_int4_weights (the device packing users run once) equals quant.hpp's host packing, out of place into a poisoned
-// buffer and in place; a -8 is a UsageError naming its element, with nothing written.
+// pack_int4_weights (the device packing users run once) equals quant.hpp's host packing into the fragment layout,
+// matrix by matrix, out of place into a poisoned buffer and in place; a -8 is a UsageError naming its matrix and
+// element, with nothing written; a shape that is not whole 64 x 128 blocks is one naming the shape.
 TEST(MoeLayerGpu, PackInt4WeightsOnDevice) {
   NEED_SM90();
   using xstage::testing::usage_error;
-  const size_t bytes = (size_t(1) << 20) + 36;  // not a multiple of the kernels' grid: the tail words too
+  const int M = 3, R = 192, K = 384;  // three matrices of 3 x 3 blocks
+  const size_t per = size_t(R) * K / 2, bytes = M * per;
   std::vector<uint8_t> twos(bytes);
   uint32_t x = test_seed() | 1u;
   auto nib = [&] {  // a nibble in [0, 15] other than 8 (-8): values [-7, 7]
@@ -679,28 +637,35 @@ TEST(MoeLayerGpu, PackInt4WeightsOnDevice) {
     return n >= 8 ? n + 1 : n;
   };
   for (uint8_t& b : twos) b = uint8_t(nib() | (nib() << 4));
-  std::vector<uint8_t> want(bytes);
-  moe::pack_int4_sm(twos.data(), bytes, want.data());
+  std::vector<uint8_t> want;
+  for (int m = 0; m < M; ++m) {
+    const std::vector<uint8_t> one = moe::pack_int4_frag(twos.data() + m * per, R, K);
+    want.insert(want.end(), one.begin(), one.end());
+  }
   DevBuf din(bytes), dout(bytes);
   CUDA_CHECK(cudaMemcpy(din.p, twos.data(), bytes, cudaMemcpyHostToDevice));
   CUDA_CHECK(cudaMemset(dout.p, 0xA5, bytes));
-  moe_kernel::pack_int4_weights(din.p, dout.p, bytes);
+  moe_kernel::pack_int4_weights(din.p, dout.p, M, R, K);
   std::vector<uint8_t> got(bytes);
   CUDA_CHECK(cudaMemcpy(got.data(), dout.p, bytes, cudaMemcpyDeviceToHost));
   EXPECT_TRUE(got == want) << "out of place";
-  moe_kernel::pack_int4_weights(din.p, din.p, bytes);
+  moe_kernel::pack_int4_weights(din.p, din.p, M, R, K);
   CUDA_CHECK(cudaMemcpy(got.data(), din.p, bytes, cudaMemcpyDeviceToHost));
   EXPECT_TRUE(got == want) << "in place";
 
-  twos[777] = uint8_t((twos[777] & 0x0F) | 0x80);  // element 1555 (the high nibble of byte 777) is -8
-  twos[900] = uint8_t((twos[900] & 0xF0) | 0x08);  // element 1800 too: the first one is named
+  // Matrix 1, element (70, 131): byte 70 * 192 + 65, high nibble; a later -8 too: the first one is named.
+  twos[per + 70 * (K / 2) + 65] = uint8_t((twos[per + 70 * (K / 2) + 65] & 0x0F) | 0x80);
+  twos[2 * per + 5] = uint8_t((twos[2 * per + 5] & 0xF0) | 0x08);
   CUDA_CHECK(cudaMemcpy(din.p, twos.data(), bytes, cudaMemcpyHostToDevice));
   CUDA_CHECK(cudaMemset(dout.p, 0xA5, bytes));
-  const std::string msg = usage_error([&] { moe_kernel::pack_int4_weights(din.p, dout.p, bytes); });
-  EXPECT_NE(msg.find("element 1555 is -8"), std::string::npos) << msg;
+  const std::string msg = usage_error([&] { moe_kernel::pack_int4_weights(din.p, dout.p, M, R, K); });
+  EXPECT_NE(msg.find("matrix 1 element (70, 131) is -8"), std::string::npos) << msg;
   CUDA_CHECK(cudaMemcpy(got.data(), dout.p, bytes, cudaMemcpyDeviceToHost));
   EXPECT_TRUE(std::all_of(got.begin(), got.end(), [](uint8_t b) { return b == 0xA5; })) << "nothing written";
-  EXPECT_NE(usage_error([&] { moe_kernel::pack_int4_weights(din.p, dout.p, 6); }).find("6 bytes"), std::string::npos);
+  EXPECT_NE(usage_error([&] { moe_kernel::pack_int4_weights(din.p, dout.p, 1, 96, 128); }).find("1 matrices of 96 x 128"),
+            std::string::npos);
+  EXPECT_NE(usage_error([&] { moe_kernel::pack_int4_weights(din.p, dout.p, 1, 64, 192); }).find("64 x 192"),
+            std::string::npos);
 }
 
 // CTA pairs sharing the weights (pair_share 2 and 3) against single CTAs: experts with 1-6 row tiles (odd counts,
@@ -738,9 +703,8 @@ TEST(MoeLayerGpu, PairShareWithPingpong) {
   }
 }
 
-// W4A8 expanded in the kernel where most experts get no tokens (the claims skip them: nobody waits for their
-// weights) and ranks receive nothing, over two calls on one workspace (the claim and ready counters start from zero
-// each launch); single CTAs and pairs, both orders; every run bit-identical to the pre-pass.
+// W4A8 where most experts get no tokens and ranks receive nothing, over two calls on one workspace; single CTAs and
+// pairs, both orders; then half tiles (tile edges) and an expert with no rows.
 TEST(MoeLayerGpu, W4A8EmptyExpertsAndRepeatedCalls) {
   NEED_SM90();
   for (MoeOrder order : {MoeOrder::kExpertWave, MoeOrder::kInterleaved})
@@ -749,12 +713,10 @@ TEST(MoeLayerGpu, W4A8EmptyExpertsAndRepeatedCalls) {
       c.int4 = true;
       c.cluster = cluster;
       c.calls = 2;
-      c.check_expand = true;
       run_case(c);
     }
   Case t{2, 300, 512, 256, 8, 1, Route::kTileEdges, MoeOrder::kInterleaved};  // half tiles, an expert with 0 rows
   t.int4 = true;
-  t.check_expand = true;
   run_case(t);
 }
 
@@ -1069,13 +1031,6 @@ TEST(MoeLayerGpu, RejectsBadClusters) {
       EXPECT_EQ(moe_kernel::moe_pair_share(*team, a), 0) << "single CTAs";
       a.cluster = 0;
     }
-  }
-  for (int bad : {-1, 3}) {
-    moe_kernel::MoeLayerParams x = params(even);
-    x.int4_expand = bad;
-    EXPECT_NE(usage_error([&] { moe_kernel::run_moe_layer(*team, ws2, x, team->stream()); })
-                  .find("int4_expand must be 0 (auto), 1 (pre-pass) or 2 (in the kernel), got " + std::to_string(bad)),
-              std::string::npos);
   }
   moe_kernel::MoeLayerParams wo = params(odd);  // hidden 1152: not a multiple of 256
   wo.l2_cols = 256;

@@ -174,7 +174,7 @@ XSTAGE_HD inline bool int4_sm_pack_word(std::uint32_t twos, std::uint32_t& out) 
 void pack_int4_sm(const std::uint8_t* twos, std::size_t bytes, std::uint8_t* out);
 
 // The register-fragment layout of int4 weights for wgmma's RS form, where the weights are the A operand and expand in
-// registers (docs/MOE.md "Session 46" item 9: the mainloop probe's l1-w4rs-mix; the fused kernel does not use it yet).
+// registers (docs/MOE.md "Session 46" item 9, "Session 47": the fused kernel's W4A8 weights, pack_int4_weights).
 // Blocks of 64 weight rows x 128 K (4 KB), each the A operand of one m64 batch over one K block. Thread t (0-127) of
 // the warpgroup reads words [4 t, 4 t + 4) and [512 + 4 t, +4) of its block, w[0..7]; word w[2 s + h] holds, in the
 // packed sign-magnitude form above, k step s's values of row 16 (t / 32) + (t % 32) / 4 + 8 h: values 0-3 its bytes
@@ -188,6 +188,12 @@ XSTAGE_HD inline Int4FragSlot int4_frag_slot(int r, int k) {  // r in [0, 64), k
   const int s = k / 32, kk = k % 32, tig = (kk % 16) / 4;
   const int g = r % 8, h = (r % 16) / 8, t = 32 * (r / 16) + 4 * g + tig, m = 2 * s + h;
   return {m < 4 ? 4 * t + m : 512 + 4 * t + (m - 4), 4 * (kk / 16) + kk % 4};
+}
+// The inverse: the element (r, k) of the block that value `value` of word `word` holds.
+XSTAGE_HD inline void int4_frag_element(int word, int value, int& r, int& k) {
+  const int t = (word % 512) / 4, m = (word / 512) * 4 + word % 4, s = m / 2, h = m % 2;
+  r = 16 * (t / 32) + (t % 32) / 4 + 8 * h;
+  k = 32 * s + 16 * (value / 4) + 4 * (t % 4) + value % 4;
 }
 // Packs [rows][K] two's complement int4 (quantize_int4's bytes: two per byte, even k in the low nibble; rows % 64 ==
 // 0, K % 128 == 0) into the fragment layout: 4 KB blocks in [K / 128][rows / 64] order (a K block's row blocks

@@ -25,9 +25,9 @@
 //              source rank's combine buffer (peer memory), slot freed once read: the remote stores drain
 //              behind the MMA (the X-Stage); after the last tile, bulk_wait_group 0, a system fence and
 //              one release of slot kSlotCombine on every rank (the per-CTA completion signal).
-//          W4A8 (int4_expand in the kernel, the default): while they wait for a tile, the epilogue warps also
-//              expand the local experts' int4 weights into the e4m3 copy the weight maps read (Expander), expert
-//              by expert in the schedulers' order; the producer waits per expert and matrix before loading.
+// W4A8 computes every tile transposed (the weights as wgmma's A operand, expanded from int4 in registers; the tokens
+// as B): the producer loads the weights' fragment blocks by TMA, the MMA warpgroups run rs_mainloop and write the slot
+// in the layouts above (rs_l1_epilogue, stage_l2_cols); the epilogue warps are the same.
 // The weighted sum over the k slots is a second, small kernel (combine_kernel) after a stream-ordered
 // wait for every rank's combine signals.
 // bf16 (ConfigT<kBf16>, reference runs): the same roles and the same stage geometry with 64-deep K blocks of
@@ -89,24 +89,6 @@ enum class Bar : uint32_t { kHalfTileAmax = 1, kTurn = 2, kEpilogueDone = 4, kBo
 enum Warp : int { kProducerWarp = 0, kL1EpilogueWarp = 1 };
 inline constexpr int kEpilogueWarps = 3;  // warps 1-3 of warpgroup 0
 
-// W4A8, int4 expanded in the kernel: each epilogue warp's ring of kExpandBufs chunks (bulk loads of packed int4 from
-// global memory, mbarrier per chunk, the chunk's list index beside it). W8A8 and bf16: none.
-template <bool kInt4>
-struct ExpandSmem {};
-inline constexpr int kExpandBufs = 3;  // chunks in flight per expanding warp (bulk loads into its shared-memory ring)
-inline constexpr int kExpandSigQ = 6;  // expanded chunks a warp may hold before one fence makes them all visible
-inline constexpr uint32_t kExpandLease = 8;  // chunks claimed by one atomic
-template <>
-struct ExpandSmem<true> {
-  alignas(128) uint8_t buf[kEpilogueWarps][kExpandBufs][moe::kExpandChunkBytes];
-  uint64_t full[kEpilogueWarps][kExpandBufs];
-  uint32_t chunk[kEpilogueWarps][kExpandBufs];
-  uint32_t sig[kEpilogueWarps][kExpandSigQ];  // ready counters (expert index * 2 + matrix) of chunks not yet counted
-  // Lane 0's lease: chunks [lease[0], lease[1]) of the list are this warp's (claimed kExpandLease at a time from the
-  // rank's counter); lease[2]: the local expert last seen with tokens (+1; 0: none yet).
-  uint32_t lease[kEpilogueWarps][3];
-};
-
 template <class C>
 struct SharedStorage {
   alignas(1024) uint8_t a[C::kStages][C::kABytes];
@@ -131,7 +113,6 @@ struct SharedStorage {
   // dependent global loads: ~2 us between tiles in the call-4 trace).
   TileDesc tiles[kTileRing];
   uint64_t tile_full[kTileRing], tile_empty[kTileRing];
-  ExpandSmem<C::kInt4> ex;
 };
 static_assert(sizeof(SharedStorage<ConfigT<MoeWeightFormat::kFp8>>) <= 227 * 1024, "shared memory of one CTA per SM");
 static_assert(sizeof(SharedStorage<ConfigT<MoeWeightFormat::kInt4>>) <= 227 * 1024, "shared memory of one CTA per SM");
@@ -178,8 +159,7 @@ __device__ __forceinline__ bool record_moe_error(MoeDeviceError* e, int code, in
 }
 
 // Waits (acquire) until a per-launch counter (zeroed before the launch) reaches `target`; false after the timeout,
-// recorded as MoeDeviceError `code` with `what`: 2 = row p's Linear-1 tiles are all stored (what = the row),
-// 3 = a W4A8 matrix is expanded (what = local expert * 2 + matrix).
+// recorded as MoeDeviceError `code` with `what`: 2 = row p's Linear-1 tiles are all stored (what = the row).
 __device__ __forceinline__ bool wait_counter(const uint32_t* ctr, uint32_t target, uint64_t timeout_ns,
                                              MoeDeviceError* err, int code, int rank, int what) {
   uint32_t got = kernel::signal_load_acquire(ctr);
@@ -300,9 +280,10 @@ __device__ __forceinline__ void promote(float (&fin)[kAcc], const float (&acc)[k
 #pragma unroll
   for (int i = 0; i < kAcc; ++i) fin[i] = fmaf(acc[i], ((i / 2) % 2) ? s1 : s0, fin[i]);
 }
-// W4A8: final += scratch * (a_scale[row] * b_scale[col]), b_scale per column from shared memory (sb: the
-// scale of the fragment's column 0). The scratch holds the products with the weights' e4m3 subnormal codes, in units
-// of 2^-9 (int4sm_x8_to_e4m3x8): s0 and s1, the row scales, carry the 2^9 back (kInt4SmUnit: exact, a power of two).
+// W4A8 (rs_mainloop): final += scratch * (w_scale[row] * x_scale[col]), x_scale per column (token) from shared memory
+// (sb: the scale of the fragment's column 0). The scratch holds the products with the weights' e4m3 subnormal codes,
+// in units of 2^-9 (int4sm_x8_to_e4m3x8): s0 and s1, the weight rows' scales, carry the 2^9 back (kInt4SmUnit: exact,
+// a power of two).
 template <int kAcc>
 __device__ __forceinline__ void promote_cols(float (&fin)[kAcc], const float (&acc)[kAcc], float s0, float s1,
                                              const float* sb, int tid) {
@@ -332,189 +313,190 @@ __device__ __forceinline__ void int4sm_x8_to_e4m3x8(uint32_t w, uint32_t& lo, ui
   lo = w & 0x87878787u;
   hi = __funnelshift_r(w, w, 4) & 0x87878787u;
 }
-__device__ __forceinline__ void int4sm_x32_to_e4m3(const uint4 raw, uint4& lo, uint4& hi) {
-  int4sm_x8_to_e4m3x8(raw.x, lo.x, lo.y);
-  int4sm_x8_to_e4m3x8(raw.y, lo.z, lo.w);
-  int4sm_x8_to_e4m3x8(raw.z, hi.x, hi.y);
-  int4sm_x8_to_e4m3x8(raw.w, hi.z, hi.w);
+// ---------------------------------------------------------------- W4A8: the swapped tile (weights as the A operand)
+// A W4A8 tile is computed transposed, C^T = W X^T: its weight rows are wgmma's A operand, expanded from int4 in
+// registers (the RS form), and its token rows the B operand, straight from the stage's A box (the same 128 B swizzled
+// rows, N = 128 tokens for a full tile, 64 for a half tile). Nothing writes expanded weights anywhere: a stage carries
+// half a byte per weight, and no shared-memory stores sit beside the tensor cores' reads (docs/MOE.md "Session 46",
+// items 8-9, "Session 47"). The weights are in the fragment layout (moe::pack_int4_frag, pack_int4_weights): 4 KB
+// blocks of 64 rows x 128 K, a K block's row blocks adjacent, from which each thread's 32 bytes are its A fragments.
+// A stage holds four blocks: [gate rows 0-63, 64-127, up rows 0-63, 64-127] of a Linear-1 tile, or output columns
+// [0, 64), [64, 128), [128, 192), [192, 256) of a 256-column Linear-2 tile (a 128-column one: the first two).
+// Warpgroup wg computes blocks wg (into f0) and 2 + wg (into f1) against all the tile's tokens. The producer loads
+// the blocks by TMA through maps of the layout's bytes as 256-byte rows (kInt4MapRow; moe_layer.cpp). Per thread:
+// weight rows r0 and r0 + 8 of the warpgroup's 64 (accumulators with (i / 2) % 2 == 0 and 1), tokens
+// kernel::frag_col(i, tid).
+
+// This thread's A fragments of the four k steps of one block: words [4 tid, +4) and [512 + 4 tid, +4); word 2 s + h
+// gives fragment registers h (values 0-3) and 2 + h (values 4-7) of step s (moe::int4_frag_slot).
+__device__ __forceinline__ void int4_frags(uint32_t (&af)[4][4], const uint8_t* blk, int tid) {
+  const uint4 w0 = *reinterpret_cast<const uint4*>(blk + tid * 16);
+  const uint4 w1 = *reinterpret_cast<const uint4*>(blk + 2048 + tid * 16);
+  const uint32_t w[8] = {w0.x, w0.y, w0.z, w0.w, w1.x, w1.y, w1.z, w1.w};
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    int4sm_x8_to_e4m3x8(w[2 * k], af[k][0], af[k][2]);
+    int4sm_x8_to_e4m3x8(w[2 * k + 1], af[k][1], af[k][3]);
+  }
 }
-// The W4A8 pre-pass: packed int4 weights (16 bytes = 32 values per thread step) -> e4m3 codes, exact. One pass per
-// call over the local experts' weights, stream-ordered before the fused kernel (docs/MOE.md says why it is
-// not an in-kernel converter any more).
-__global__ void __launch_bounds__(256) int4_to_e4m3_kernel(const uint4* __restrict__ in, uint4* __restrict__ out,
-                                                             size_t n16) {
-  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n16; i += size_t(gridDim.x) * blockDim.x) {
-    uint4 lo, hi;
-    int4sm_x32_to_e4m3(in[i], lo, hi);
-    out[2 * i] = lo;
-    out[2 * i + 1] = hi;
+__device__ __forceinline__ void fence_frags(uint32_t (&af)[4][4]) {
+#pragma unroll
+  for (int k = 0; k < 4; ++k)
+#pragma unroll
+    for (int j = 0; j < 4; ++j) ptx::fence_operand(af[k][j]);
+}
+// acc = W_blk[64 x 128] * X[N x 128]^T over one K block (4 RS k steps), committed, not waited for. The fragments must
+// stay as they are until the batch is waited for: the caller fences them after its wait (fence_frags), which keeps
+// the compiler from giving their registers to other values while the tensor cores still read them.
+template <int kAcc, class Turn>
+__device__ __forceinline__ void issue_rs(float (&acc)[kAcc], const uint32_t (&af)[4][4], const uint8_t* tokens,
+                                         Turn& turn) {
+  const uint64_t db = desc(tokens, 0);
+  fence_regs(acc);
+  turn.wait();
+  ptx::wgmma_fence();  // the fragments' register writes before the tensor cores read them
+#pragma unroll
+  for (int k = 0; k < 4; ++k) ptx::WgmmaFp8<2 * kAcc>::rs(acc, af[k], ptx::desc_advance(db, k * 32), k > 0);
+  ptx::wgmma_commit();
+  turn.pass();
+  fence_regs(acc);
+}
+
+// The swapped mainloop (W4A8, every tile kind): per K block the warpgroup's block wg (and, kTwo, block 2 + wg), each
+// expanded, issued, waited for and promoted with the weight rows' group scales (the stage's sb: 128 per pair of
+// blocks) times the tokens' scales (the stage's sa, per column: promote_cols). The stage of block kb is released in
+// the shadow of block kb + 1's first batch; keep_last: l1_mainloop's (a borrowed Linear-2 stage).
+template <class C, int kAcc, bool kTwo, class S, class WaitFull>
+__device__ __forceinline__ int rs_mainloop(S& sh, kernel::PipeState<C::kStages>& ps, float (&f0)[kAcc],
+                                           float (&f1)[kAcc], int wg, int KB, int tid, int cluster, PingPong& turn,
+                                           WaitFull&& wait_full, bool keep_last) {
+  const int r0 = 16 * (tid / 32) + (tid % 32) / 4;
+  float acc[kAcc];
+  uint32_t af[4][4];
+  int held = -1;
+  for (int kb = 0; kb < KB; ++kb) {
+    wait_full(kb);
+    const uint8_t* w = sh.b[ps.stage];
+    const float* ws = sh.sb[ps.stage];
+    const float* ts = sh.sa[ps.stage];
+    // (the 2^9 of the packed form's e4m3 subnormal codes folded into the row scales, once per K block)
+    int4_frags(af, w + wg * kInt4BlockBytes, tid);
+    issue_rs(acc, af, sh.a[ps.stage], turn);
+    release_held(sh, held, cluster, tid);
+    ptx::wgmma_wait<0>();
+    fence_regs(acc);
+    fence_frags(af);
+    promote_cols(f0, acc, ws[64 * wg + r0] * kInt4SmUnit, ws[64 * wg + r0 + 8] * kInt4SmUnit, ts, tid);
+    if constexpr (kTwo) {
+      int4_frags(af, w + (2 + wg) * kInt4BlockBytes, tid);
+      issue_rs(acc, af, sh.a[ps.stage], turn);
+      ptx::wgmma_wait<0>();
+      fence_regs(acc);
+      fence_frags(af);
+      promote_cols(f1, acc, ws[128 + 64 * wg + r0] * kInt4SmUnit, ws[128 + 64 * wg + r0 + 8] * kInt4SmUnit, ts, tid);
+    }
+    held = ps.stage;
+    ps.advance();
+  }
+  if (keep_last) return held;
+  release_held(sh, held, cluster, tid);
+  return -1;
+}
+
+// The swapped Linear-1 epilogue: h = silu(g) * u (tokens at or past `valid`: 0), each token's amax over the tile's 128
+// h columns (one 1x128 scale block), the codes into the slot's TMA 128 B swizzle layout with the tokens as its rows
+// (the layout of every other format's h tile) and the token scales at kStageScales. A token's 128 columns lie over 2
+// rows of a thread, the 8 lanes that share its column, 4 warps and 2 warpgroups: shuffles, then the slot past the
+// scales ([8 warps][128 tokens], then the 128 maxima) across two named barriers of the 256 consumer threads. Tokens
+// past N (a half tile's rows [64, 128)) get zero codes and the floor's scale, what a full tile writes for its padding.
+template <class C, int kAcc>
+__device__ __forceinline__ void rs_l1_epilogue(uint8_t* st, float (&fg)[kAcc], const float (&fu)[kAcc], int valid,
+                                               int wg, int tid) {
+  constexpr int kN = 2 * kAcc;  // tokens of the batch: 128 or 64
+  const int r0 = 16 * (tid / 32) + (tid % 32) / 4, lane = tid % 32, warp = 4 * wg + tid / 32;
+  float cm[kAcc / 2];  // this thread's column maxima: cm[2 q + b] is token 8 q + 2 (lane % 4) + b
+#pragma unroll
+  for (int i = 0; i < kAcc; ++i) {
+    const float gt = fg[i];
+    fg[i] = kernel::frag_col(i, tid) < valid ? __fdividef(gt, 1.0f + __expf(-gt)) * fu[i] : 0.f;  // swiglu_amax's
+  }
+#pragma unroll
+  for (int q = 0; q < kAcc / 4; ++q) {
+    cm[2 * q] = fmaxf(fabsf(fg[4 * q]), fabsf(fg[4 * q + 2]));
+    cm[2 * q + 1] = fmaxf(fabsf(fg[4 * q + 1]), fabsf(fg[4 * q + 3]));
+  }
+#pragma unroll
+  for (int j = 0; j < kAcc / 2; ++j)
+#pragma unroll
+    for (int m = 4; m < 32; m *= 2) cm[j] = fmaxf(cm[j], __shfl_xor_sync(0xffffffffu, cm[j], m));
+  float* red = reinterpret_cast<float*>(st + C::kStageScales + kBlockM * sizeof(float));
+  float* amax = red + 8 * kBlockM;
+  float* hs = reinterpret_cast<float*>(st + C::kStageScales);
+  if (lane < 4)
+#pragma unroll
+    for (int q = 0; q < kAcc / 4; ++q)
+      *reinterpret_cast<float2*>(red + warp * kBlockM + 8 * q + 2 * lane) = make_float2(cm[2 * q], cm[2 * q + 1]);
+  kernel::bar_sync(Bar::kHalfTileAmax, 256);
+  const int T = 128 * wg + tid;  // 0-255: thread T reduces token T
+  if (T < kBlockM) {
+    float a = 0.f;
+    if (T < kN)
+#pragma unroll
+      for (int w = 0; w < 8; ++w) a = fmaxf(a, red[w * kBlockM + T]);
+    a = fmaxf(a, 1e-4f);  // moe::kAmaxFloor
+    amax[T] = a;
+    hs[T] = a / 448.0f;
+  }
+  kernel::bar_sync(Bar::kHalfTileAmax, 256);
+  // Token 8 q + t (t = 2 (lane % 4) + b < 8) keeps its row's swizzle t over q: four base addresses (stage_l2_cols').
+  uint8_t* base[2][2];
+#pragma unroll
+  for (int rr = 0; rr < 2; ++rr)
+#pragma unroll
+    for (int b = 0; b < 2; ++b) {
+      const uint32_t col = uint32_t(64 * wg + r0 + 8 * rr), t = 2 * uint32_t(lane % 4) + b;
+      base[rr][b] = st + t * 128 + (((col / 16) ^ t) * 16) + col % 16;
+    }
+#pragma unroll
+  for (int q = 0; q < kAcc / 4; ++q) {
+    const float2 am = *reinterpret_cast<const float2*>(amax + 8 * q + 2 * (lane % 4));
+    const float i0 = 448.0f / am.x, i1 = 448.0f / am.y;
+#pragma unroll
+    for (int rr = 0; rr < 2; ++rr) {
+      const int i = 4 * q + 2 * rr;
+      const __nv_fp8x2_storage_t c =
+          __nv_cvt_float2_to_fp8x2(make_float2(fg[i] * i0, fg[i + 1] * i1), __NV_SATFINITE, __NV_E4M3);
+      base[rr][0][q * 8 * 128] = uint8_t(c & 0xFF);
+      base[rr][1][q * 8 * 128] = uint8_t(c >> 8);
+    }
+  }
+  if constexpr (kN < kBlockM) {  // padding tokens [64, 128): zero codes (8 KB over the 256 threads)
+    uint4* z = reinterpret_cast<uint4*>(st + kN * 128);
+    z[T] = make_uint4(0u, 0u, 0u, 0u);
+    z[T + 256] = make_uint4(0u, 0u, 0u, 0u);
   }
 }
 
-// ---------------------------------------------------------------- W4A8: the expansion inside the kernel
-// MoeLayerParams::int4_expand (default: in the kernel). A pre-pass over every local expert's weights before the launch
-// costs its whole DRAM traffic up front (6.5 ms of DeepSeek-V3's 37 ms W4A8 layer at 32K tokens, s23). Instead the
-// three epilogue warps expand chunks of int4 weights into the e4m3 copy whenever they wait for a tile to store, in the
-// order the schedulers need the experts (moe::ExpandPlan), and the producer waits for a matrix's chunks before its
-// first TMA load of it: the conversion's traffic runs under the tensor work.
-// Per warp, a ring of kExpandBufs chunks: lane 0 takes the next chunk of its lease of the rank's list (kExpandLease
-// chunks per atomic; experts with no tokens, whose weights nobody loads, skipped) and bulk-loads its packed bytes into
-// the ring; a chunk whose bytes have arrived is expanded by the whole warp (16 bytes -> 32 codes per lane, 8 times)
-// and queued; the queue is fenced once and counted on the matrices' ready counters (flush). Progress: a claimed chunk is finished by its warp without waiting on anything else, and a
-// warp whose tile waits for unexpanded weights claims the rest of the list itself, so every wait on a counter ends.
-template <class P>
-struct Expander {
-  // The warp's whole state is one register (the epilogue warps run at kProducerRegs): bits [0, 2) the ring slot to
-  // expand next, [2, 4) chunks claimed and not yet expanded, [4, 4 + kExpandBufs) per slot the parity of its next
-  // fill, bit 7 the list is all claimed (or expand = 0: nothing to do), [8, 11) chunks expanded and not yet counted.
-  // Everything else is recomputed from p and sh.
-  static_assert(kExpandBufs <= 3 && kExpandSigQ <= 7, "two bits of slot and pending count, three of queued count");
-  static constexpr uint32_t kPendOne = 1u << 2, kPhase0 = 1u << 4, kExhausted = 1u << 7, kQueuedOne = 1u << 8;
-  const P& p;
-  ExpandSmem<true>& sm;
-  int w, lane, g;
-  uint32_t st;
-
-  __device__ __forceinline__ Expander(const P& p_, ExpandSmem<true>& sm_, int w_, int lane_, int g_)
-      : p(p_), sm(sm_), w(w_), lane(lane_), g(g_), st(p_.expand == 0 ? kExhausted : 0u) {
-    if (lane == 0) sm.lease[w][0] = sm.lease[w][1] = sm.lease[w][2] = 0;  // no lease yet
-    for (int b = 0; b < kExpandBufs; ++b) refill(b);
-  }
-  __device__ __forceinline__ int head() const { return int(st & 3u); }
-  __device__ __forceinline__ uint32_t parity(int b) const { return (st >> (4 + b)) & 1u; }
-  __device__ __forceinline__ bool busy() const { return (st & (3u << 2)) != 0; }
-  __device__ __forceinline__ int queued() const { return int((st >> 8) & 7u); }
-  // Lane 0 takes the next chunk of its lease that belongs to an expert with tokens (a new lease of kExpandLease chunks
-  // from the rank's counter when this one is used up) and starts its load into slot b; the warp learns whether.
-  // One atomic per chunk, and a token-count load per chunk, on the warp's serial path cost ~2 us each time under load
-  // and held the expansion at 60 % of the pre-pass's rate where the layer waits for its weights (s25 call 2).
-  __device__ __forceinline__ void refill(int b) {
-    if (st & kExhausted) return;
-    int got = 0;
-    if (lane == 0) {
-      uint32_t* next = p.expand_next + g;
-      const uint32_t total = uint32_t(p.xplan.total());
-      uint32_t q = sm.lease[w][0], end = sm.lease[w][1], seen = sm.lease[w][2];
-      for (;;) {
-        if (q >= end) {
-          q = atomicAdd(next, kExpandLease);
-          if (q >= total) break;
-          end = min(q + kExpandLease, total);
-        }
-        const moe::ExpandChunk c = p.xplan.chunk(q);
-        if (uint32_t(c.expert) + 1 != seen) {
-          if (p.sched[g].layout.tokens[c.expert] == 0) {
-            // An expert without tokens has no tiles: skip the rest of its chunks, here and (the counter only moves
-            // forward) for every other warp of the rank.
-            const uint32_t skip = uint32_t(p.xplan.first_of(c.expert + 1));
-            atomicMax(next, skip);
-            q = min(skip, end);
-            continue;
-          }
-          seen = uint32_t(c.expert) + 1;
-        }
-        sm.chunk[w][b] = q;
-        const int64_t off = p.xplan.byte_offset(g * p.xplan.experts + c.expert, c);
-        ptx::mbar_arrive_expect_tx_release_cta(&sm.full[w][b], moe::kExpandChunkBytes);
-        ptx::bulk_load(sm.buf[w][b], (c.matrix ? p.w2_int4 : p.w1_int4) + off, moe::kExpandChunkBytes, &sm.full[w][b]);
-        ++q;
-        got = 1;
-        break;
-      }
-      sm.lease[w][0] = q;
-      sm.lease[w][1] = end;
-      sm.lease[w][2] = seen;
+// The swapped Linear-2 staging: the part's outputs (output columns col0 + r0 (+ 8) of the 128-column block, tokens
+// frag_col) as bf16 into the L2 slot layout stage_l2_rows writes (token rows of 256 B, 16-byte chunk c at c ^ (row %
+// 8)), one 2-byte store each: the combine stores read token rows.
+template <class C, int kAcc>
+__device__ __forceinline__ void stage_l2_cols(uint8_t* st, const float (&fa)[kAcc], int col0, int tid) {
+  // Token 8 q + t (t = 2 (lane % 4) + b < 8) keeps its row's swizzle t over q: four base addresses, q in immediates
+  // (computed per element, the addresses spilled the 64-accumulator parts).
+  const uint32_t r0 = 16 * (uint32_t(tid) / 32) + (uint32_t(tid) % 32) / 4, t2 = 2 * (uint32_t(tid) % 4);
+  uint8_t* base[2][2];
+#pragma unroll
+  for (int rr = 0; rr < 2; ++rr)
+#pragma unroll
+    for (int b = 0; b < 2; ++b) {
+      const uint32_t col = uint32_t(col0) + r0 + 8 * rr, t = t2 + b;
+      base[rr][b] = st + t * C::kL2Pitch + (((col / 8) ^ t) * 16) + (col % 8) * 2;
     }
-    __syncwarp();  // lane 0's chunk index before the other lanes read it
-    got = __shfl_sync(0xffffffffu, got, 0);
-    st += got ? kPendOne : 0u;
-    st |= got ? 0u : kExhausted;
-  }
-  // The head chunk's bytes have arrived (one non-blocking test).
-  __device__ __forceinline__ bool ready() {
-    return busy() && ptx::mbar_test_wait_acquire_cta(&sm.full[w][head()], parity(head()));
-  }
-  // Makes the queued chunks' codes visible at GPU scope (one fence for all of them: a fence waits until this lane's
-  // stores are performed, ~1 us under load, which per chunk capped the expansion at a third of the pre-pass's rate,
-  // s25 call 1), then counts them on their matrices' ready counters, one release per run of equal counters.
-  __device__ __forceinline__ void flush() {
-    const int n = queued();
-    if (n == 0) return;
-    __threadfence();
-    __syncwarp();  // every lane's fence before lane 0's counts
-    if (lane == 0) {
-      uint32_t cur = sm.sig[w][0], cnt = 1;
-      for (int i = 1; i < n; ++i) {
-        const uint32_t s = sm.sig[w][i];
-        if (s == cur) {
-          ++cnt;
-          continue;
-        }
-        kernel::signal_add_release(p.expand_ready + cur, cnt);
-        cur = s;
-        cnt = 1;
-      }
-      kernel::signal_add_release(p.expand_ready + cur, cnt);
-    }
-    st &= ~(7u << 8);
-  }
-  // Expands the head chunk (its bytes have arrived), queues its count, refills its slot; a full queue is flushed.
-  __device__ __forceinline__ void expand_head() {
-    const int h = head();
-    const moe::ExpandChunk c = p.xplan.chunk(sm.chunk[w][h]);
-    const int ex = g * p.xplan.experts + c.expert;
-    uint8_t* dst = (c.matrix ? p.w2_e4m3 : p.w1_e4m3) + 2 * p.xplan.byte_offset(ex, c);
-    const uint4* src = reinterpret_cast<const uint4*>(sm.buf[w][h]);
-#pragma unroll 1  // (unrolled by 2 the mask-and-rotate expansion spilled more of these 40-register warps' state)
-    for (int j = 0; j < moe::kExpandChunkBytes / 16 / 32; ++j) {
-      const int i = lane + 32 * j;  // a warp writes 1 KB contiguous per step
-      uint4 lo, hi;
-      int4sm_x32_to_e4m3(src[i], lo, hi);
-      ptx::st_weak_v4(dst + 32 * i, lo);
-      ptx::st_weak_v4(dst + 32 * i + 16, hi);
-    }
-    if (lane == 0) sm.sig[w][queued()] = uint32_t(ex) * 2 + uint32_t(c.matrix);
-    st += kQueuedOne;
-    __syncwarp();  // every lane has read the slot, which is refilled next
-    st ^= kPhase0 << h;
-    st -= kPendOne;
-    refill(h);
-    st = (st & ~3u) | uint32_t(h + 1 == kExpandBufs ? 0 : h + 1);
-    if (queued() == kExpandSigQ) flush();
-  }
-  // Waits for the phase `ph` of `bar`, expanding the chunks whose bytes arrive meanwhile; while the next chunk's bytes
-  // are still on their way, the queued chunks are made visible and counted (the fence's latency hides behind the
-  // loads'). Nothing stays queued across a blocking wait.
-  __device__ __forceinline__ void wait(uint64_t* bar, uint32_t ph) {
-    while (busy()) {
-      if (ptx::mbar_test_wait_acquire_cta(bar, ph)) return;
-      if (ready())
-        expand_head();
-      else
-        flush();
-    }
-    flush();
-    ptx::mbar_wait_acquire_cta(bar, ph);
-  }
-  // Expands until the list is all done: the warp has no tiles left and helps the other CTAs' waits.
-  __device__ __forceinline__ void drain() {
-    while (busy()) {
-      if (!ready()) {
-        flush();
-        ptx::mbar_wait_acquire_cta(&sm.full[w][head()], parity(head()));
-      }
-      expand_head();
-    }
-    flush();
-  }
-};
-// W8A8, bf16: the plain waits.
-struct NoExpander {
-  template <class... A>
-  __device__ __forceinline__ NoExpander(A&&...) {}
-  __device__ __forceinline__ void wait(uint64_t* bar, uint32_t ph) { ptx::mbar_wait_acquire_cta(bar, ph); }
-  __device__ __forceinline__ void drain() {}
-};
+#pragma unroll
+  for (int i = 0; i < kAcc; ++i)
+    *reinterpret_cast<__nv_bfloat16*>(base[(i / 2) % 2][i % 2] + (i / 4) * 8 * C::kL2Pitch) = __float2bfloat16_rn(fa[i]);
+}
 
 // ---------------------------------------------------------------- phase 1: dispatch
 // Rows of H elements: H bytes of e4m3 codes plus H/128 scales, or (bf16) 2H bytes and no scales.
@@ -630,7 +612,7 @@ __device__ __forceinline__ bool next_stage_late(S& sh, kernel::PipeState<C::kSta
   return __any_sync(0xffffffffu, !ptx::mbar_test_wait_acquire_cta(&sh.full[ps.stage], ps.phase));
 }
 
-// Linear-1 mainloop (W8A8 / W4A8): per K block the gate and up scratch batches of the part, each promoted
+// Linear-1 mainloop (W8A8; W4A8 runs rs_mainloop): per K block the gate and up scratch batches of the part, each promoted
 // (fp32) into fg / fu; block kb's stage is released in the shadow of block kb + 1's gate batch (release_held),
 // the last one after the loop. The warp holds at most two stages, so 3 stages cannot deadlock the producer.
 // keep_last (a 256-column Linear-2 tile with KernelParams::l2_borrow): the last stage is returned instead of
@@ -657,9 +639,7 @@ __device__ __forceinline__ int l1_mainloop(S& sh, kernel::PipeState<C::kStages>&
   int held = -1;
   for (int kb = 0; kb < KB1; ++kb) {
     wait_full(kb);
-    // (W4A8: the 2^9 of the packed form's e4m3 codes folded into the row scales here, once per K block)
-    const float a0 = sh.sa[ps.stage][pt.row0 + r0] * (C::kInt4 ? kInt4SmUnit : 1.0f),
-                a1 = sh.sa[ps.stage][pt.row0 + r0 + 8] * (C::kInt4 ? kInt4SmUnit : 1.0f);
+    const float a0 = sh.sa[ps.stage][pt.row0 + r0], a1 = sh.sa[ps.stage][pt.row0 + r0 + 8];
     const uint8_t* a = sh.a[ps.stage] + pt.row0 * kBlockK;
     const uint8_t* bg = sh.b[ps.stage] + pt.col0 * kBlockK;  // B rows = output columns; 8 KB steps keep the swizzle
     const uint8_t* bu = bg + C::kBBytes;
@@ -705,19 +685,7 @@ __device__ __forceinline__ int l1_mainloop(S& sh, kernel::PipeState<C::kStages>&
         continue;
       }
     }
-    if constexpr (C::kInt4) {
-      issue_block(acc, a, bg, turn);
-      release_held(sh, held, cluster, tid);
-      ptx::wgmma_wait<0>();
-      fence_regs(acc);
-      promote_cols(fg, acc, a0, a1, &sh.sb[ps.stage][pt.col0], tid);
-      issue_block(acc, a, bu, turn);
-      late = early && kb + 1 < KB1 && next_stage_late<C>(sh, ps);
-      ptx::wgmma_wait<0>();
-      fence_regs(acc);
-      promote_cols(fu, acc, a0, a1, &sh.sb[ps.stage][kBlockN + pt.col0], tid);  // reads sb: release after it
-      if (late) release_held(sh, ps.stage, cluster, tid);
-    } else {
+    {
       const float gs = __ldg(s1g + kb), us = __ldg(s1u + kb);
       issue_block(acc, a, bg, turn);
       release_held(sh, held, cluster, tid);
@@ -739,8 +707,8 @@ __device__ __forceinline__ int l1_mainloop(S& sh, kernel::PipeState<C::kStages>&
   return -1;
 }
 
-// Linear-2 mainloop, one scratch accumulator: per K block one batch of the part, waited for and promoted into fa
-// (W4A8: per-column weight scales from the stage; W8A8: the block's scale, MoeLayerParams::l2_scratches = 1);
+// Linear-2 mainloop (W8A8), one scratch accumulator: per K block one batch of the part, waited for and promoted into
+// fa with the block's scale (MoeLayerParams::l2_scratches = 1);
 // block kb's stage is released in the shadow of block kb + 1's batch (release_held), the last after the loop
 // (keep_last, early: as l1_mainloop's).
 template <class C, int kAcc, class S, class WaitFull>
@@ -752,22 +720,15 @@ __device__ __forceinline__ int l2_mainloop(S& sh, kernel::PipeState<C::kStages>&
   int held = -1;
   for (int kb = 0; kb < KB2; ++kb) {
     wait_full(kb);
-    // (W4A8: the 2^9 of the packed form's e4m3 codes folded into the row scales here, once per K block)
-    const float a0 = sh.sa[ps.stage][pt.row0 + r0] * (C::kInt4 ? kInt4SmUnit : 1.0f),
-                a1 = sh.sa[ps.stage][pt.row0 + r0 + 8] * (C::kInt4 ? kInt4SmUnit : 1.0f);
-    const float bs = C::kInt4 ? 1.0f : __ldg(s2 + kb);
+    const float a0 = sh.sa[ps.stage][pt.row0 + r0], a1 = sh.sa[ps.stage][pt.row0 + r0 + 8];
+    const float bs = __ldg(s2 + kb);
     issue_block(acc, sh.a[ps.stage] + pt.row0 * kBlockK, sh.b[ps.stage] + pt.col0 * kBlockK, turn);
     release_held(sh, held, cluster, tid);
     const bool late = early && kb + 1 < KB2 && next_stage_late<C>(sh, ps);
     ptx::wgmma_wait<0>();
     fence_regs(acc);
-    if constexpr (C::kInt4) {
-      promote_cols(fa, acc, a0, a1, &sh.sb[ps.stage][pt.col0], tid);  // reads sb
-      if (late) release_held(sh, ps.stage, cluster, tid);
-    } else {
-      if (late) release_held(sh, ps.stage, cluster, tid);
-      promote(fa, acc, a0 * bs, a1 * bs);
-    }
+    if (late) release_held(sh, ps.stage, cluster, tid);
+    promote(fa, acc, a0 * bs, a1 * bs);
     held = late ? -1 : ps.stage;
     ps.advance();
   }
@@ -1002,9 +963,6 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
       ptx::mbar_init(&sh.stage_empty[s], 32 * kEpilogueWarps);  // every lane of every epilogue warp
     }
     ptx::mbar_init(&sh.borrow_full, 256);
-    if constexpr (C::kInt4)
-      for (int w = 0; w < kEpilogueWarps; ++w)
-        for (int b = 0; b < kExpandBufs; ++b) ptx::mbar_init(&sh.ex.full[w][b], 1);
     for (int s = 0; s < kTileRing; ++s) {
       ptx::mbar_init(&sh.tile_full[s], 1);
       ptx::mbar_init(&sh.tile_empty[s], kConsumerWarps + kEpilogueWarps);  // readers: consumer and epilogue warps
@@ -1039,7 +997,7 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
         ptx::prefetch_tma_map(&p.tma_w2);
         if (!C::kBf16 && (kLean || p.merge_loads)) {
           ptx::prefetch_tma_map(&p.tma_x128);
-          ptx::prefetch_tma_map(&p.tma_w1gu);
+          if constexpr (!C::kInt4) ptx::prefetch_tma_map(&p.tma_w1gu);  // (W4A8: none)
           ptx::prefetch_tma_map(&p.tma_w2w);
         }
         if (!C::kBf16 && !kLean && p.a_trim) {
@@ -1136,15 +1094,6 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
           return OwnRow{st.row - st.m + m,
                         (left < kBlockM ? left : kBlockM) | (share << 8) | (st.expert << 10) | (n << 21)};
         };
-        // W4A8 expanded in the kernel: before the first load of local expert le's W1 (m = 0) or W2 (m = 1), all of
-        // that matrix's chunks are written (Expander); the fence after the waits orders them before the TMA reads.
-        int ready_w[2] = {-1, -1};  // the expert last waited for, per matrix
-        auto wait_weights = [&](int le, int m) {
-          if (p.expand == 0 || ready_w[m] == le) return;
-          wait_counter(p.expand_ready + (size_t(g) * layout.num_experts + le) * 2 + m, uint32_t(p.xplan.chunks(m)),
-                       p.timeout_ns, p.err, 3, rank, le * 2 + m);
-          ready_w[m] = le;
-        };
         // The walk runs one tile ahead: the next tile is found while the current one's loads are in flight.
         auto w = sched.get_initial_work();
         OwnRow own = own_row(w.tile);
@@ -1186,12 +1135,11 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
           auto prefetch_at = [&](int kb, int KB) {
             // (an expert of at most 64 tokens has exactly one row, a short one; W4A8 counts none: the token-count
             // load spilled its producer)
-            return !kLean && p.l2_prefetch > 0 && kb + p.l2_prefetch < KB &&
+            return !C::kInt4 && !kLean && p.l2_prefetch > 0 && kb + p.l2_prefetch < KB &&
                    (!p.l2_prefetch_streamed || (!C::kInt4 && layout.tokens[own_e] <= kBlockM / 2));
           };
           if (t.kind == sched::MoeTileKind::L1) {
             wait_dispatch(p, rank, own_e, own.row - p.dl.offset(rank, own_e), own.valid(), seen);
-            if constexpr (C::kInt4) wait_weights(own_e, 0);
             ptx::fence_proxy_async_global();
             for (int kb = 0; kb < KB1; ++kb) {
               wait_empty(ps);
@@ -1201,7 +1149,21 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
               if constexpr (!C::kBf16)
                 tma_load_2d(&p.tma_sa, &sh.full[ps.stage], sh.sa[ps.stage], own.row * kBlockM, g * KB1 + kb);
               const int gate_row = ex * 2 * p.inter + own_n * kBlockN;
-              if (interleave) {  // warpgroup h's 128 B rows: gate rows [64 h, +64), then up rows [64 h, +64)
+              if constexpr (C::kInt4) {
+                // The tile's gate row blocks 2n, 2n + 1 (8 KB) and up row blocks I/64 + 2n, + 1 of K block kb (the
+                // fragment layout of the expert's [2I][H] matrix: [H/128][2I/64] blocks), through the map of the
+                // bytes as 256-byte rows (a block is 16 of them); a weight-sharing pair's CTA crank multicasts one of
+                // the two into both.
+                const int gate = int(((int64_t(ex) * KB1 + kb) * (2 * p.inter / 64) + 2 * own_n) * kInt4BlockRows);
+                const int up = gate + (p.inter / 64) * kInt4BlockRows;
+                if (share)
+                  ptx::tma_load_2d_multicast(&p.tma_w1, &sh.full[ps.stage], sh.b[ps.stage] + crank * C::kWBytes, 0,
+                                             crank ? up : gate, uint16_t(0x3));
+                else {
+                  tma_load_2d(&p.tma_w1, &sh.full[ps.stage], sh.b[ps.stage], 0, gate);
+                  tma_load_2d(&p.tma_w1, &sh.full[ps.stage], sh.b[ps.stage] + C::kWBytes, 0, up);
+                }
+              } else if (interleave) {  // warpgroup h's 128 B rows: gate rows [64 h, +64), then up rows [64 h, +64)
 #pragma unroll 1
                 for (int h = 0; h < 2; ++h) {
                   tma_load_2d(&p.tma_w1h, &sh.full[ps.stage], sh.b[ps.stage] + h * C::kBBytes, k0, gate_row + h * 64);
@@ -1237,7 +1199,6 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
           } else {
             wait_counter(p.row_ready + g * row_tiles + own.row, uint32_t(layout.l1_ntiles), p.timeout_ns, p.err, 2, rank,
                          own.row);
-            if constexpr (C::kInt4) wait_weights(own_e, 1);
             ptx::fence_proxy_async_global();
             // l2_wide: the tile is N blocks 2n and 2n + 1 (256 columns), two B boxes per stage as in Linear-1.
             const bool wide = kLean || p.l2_wide != 0;
@@ -1249,7 +1210,18 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
               load_a(&p.tma_ha, &p.tma_ha16, &p.tma_h, ps, k0, grow, share_a, a_rows);
               if constexpr (!C::kBf16)
                 tma_load_2d(&p.tma_hs, &sh.full[ps.stage], sh.sa[ps.stage], own.row * kBlockM, g * KB2 + kb);
-              if (wide && merge && share) {  // weight-sharing pair: CTA crank multicasts block crank into both
+              if constexpr (C::kInt4) {
+                // Row blocks col0/64 .. of K block kb (the expert's [H][I] matrix: [I/128][H/64] blocks), 16 KB for a
+                // 256-column tile (tma_w2w's box), 8 KB for a 128-column one (tma_w2's), adjacent; a weight-sharing
+                // pair's CTAs a half each (tma_w2, tma_w2h: 4 KB).
+                const int row = int(((int64_t(ex) * KB2 + kb) * (p.hidden / 64) + col0 / 64) * kInt4BlockRows);
+                if (share)
+                  ptx::tma_load_2d_multicast(wide ? &p.tma_w2 : &p.tma_w2h, &sh.full[ps.stage],
+                                             sh.b[ps.stage] + crank * (wide ? 2 : 1) * kInt4BlockBytes, 0,
+                                             row + int(crank) * (wide ? 2 : 1) * kInt4BlockRows, uint16_t(0x3));
+                else
+                  tma_load_2d(wide ? &p.tma_w2w : &p.tma_w2, &sh.full[ps.stage], sh.b[ps.stage], 0, row);
+              } else if (wide && merge && share) {  // weight-sharing pair: CTA crank multicasts block crank into both
                 ptx::tma_load_2d_multicast(&p.tma_w2, &sh.full[ps.stage], sh.b[ps.stage] + crank * C::kBBytes, k0,
                                            w2_row + int(crank) * kBlockN, uint16_t(0x3));
               } else if (wide && merge && (kLean || !(p.l2_hints & kHintW2EvictLast))) {  // both blocks by one 256-row load
@@ -1291,10 +1263,8 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
       EpiState es;
       kernel::PipeState<kTileRing> ts;
       uint32_t borrow_phase = 0;  // of sh.borrow_full (l2_borrow)
-      // W4A8 expanded in the kernel: every wait of this warp expands int4 chunks meanwhile (Expander).
-      std::conditional_t<C::kInt4, Expander<KernelParams<Sched>>, NoExpander> xp(p, sh.ex, ew, lane, g);
+      auto wait = [](uint64_t* bar, uint32_t ph) { ptx::mbar_wait_acquire_cta(bar, ph); };
       for (int tile_no = 0;; ++tile_no) {
-        if constexpr (C::kInt4) xp.wait(&sh.tile_full[ts.stage], ts.phase);
         const TileDesc t = read_tile(sh, ts, lane);
         if (t.end()) break;
         // l2_borrow: an L2 tile's first hand-off is block 1 in the borrowed stage, the slot's comes second (below).
@@ -1302,9 +1272,9 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
         // (written by the dispatch) before the loads below, through the producer's acquire of the rows' readiness.
         const bool borrow = (kLean || p.l2_borrow != 0) && t.l2();
         if (borrow)
-          xp.wait(&sh.borrow_full, borrow_phase);
+          wait(&sh.borrow_full, borrow_phase);
         else
-          xp.wait(&sh.stage_full[es.stage], es.phase);
+          wait(&sh.stage_full[es.stage], es.phase);
         // Trace: warp 1 records every tile (an L2 tile's T_RS: the longest span of the three warps, below).
         uint64_t* tr = ew == 0 && lane == 0 ? trace_rec<kTrace>(p, tile_no) : nullptr;
         uint64_t c0 = 0;
@@ -1368,11 +1338,11 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
           for (int b = 0; b < blocks; ++b) {
             const int blk = borrow ? 1 - b : b;  // the N block of this hand-off
             if (borrow) {  // block 1 from the borrowed stage (waited for above), then block 0 from the slot
-              if (b > 0) xp.wait(&sh.stage_full[es.stage], es.phase);
+              if (b > 0) wait(&sh.stage_full[es.stage], es.phase);
               st = b == 0 ? reinterpret_cast<uint8_t*>(sh.b) + sh.borrow_off : sh.stage[es.stage];
             } else if (b > 0) {  // the second hand-off of a 256-column tile
               es.advance();
-              xp.wait(&sh.stage_full[es.stage], es.phase);
+              wait(&sh.stage_full[es.stage], es.phase);
               st = sh.stage[es.stage];
             }
 #pragma unroll 4
@@ -1403,7 +1373,6 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
         }
         es.advance();
       }
-      xp.drain();
       // Per-CTA completion of the combine stores (docs/FOUNDATION.md: release only after completion): every
       // storing thread's stores are performed (system fence), then the three warps meet and one lane releases.
       __threadfence_system();
@@ -1480,7 +1449,59 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
           }
           return l2_mainloop<C>(sh, ps, fa, part, scales, KB2, tid, p.cluster, pp, wait_full, early, keep_last);
         };
-        if (!t.l2()) {
+        auto hand_off = [&] {  // this thread's part of the slot is written (or it writes none of this one)
+          ptx::fence_proxy_async_shared_cta();
+          ptx::mbar_arrive_release_cta(&sh.stage_full[es.stage]);
+          es.advance();
+        };
+        // The borrowed stage's hand-off: its offset for the epilogue warps, then every consumer thread arrives. The
+        // proxy fence orders these generic writes before the producer's TMA writes into the stage after its release.
+        // Called after wait_slot: the slot's release follows the epilogue's whole previous tile (its borrowed block
+        // first), so borrow_full and borrow_off are free again even if a tile is shorter than the pipeline.
+        auto hand_off_borrowed = [&](uint32_t off) {
+          if (wg == 0 && tid == 0) sh.borrow_off = off;
+          ptx::fence_proxy_async_shared_cta();
+          ptx::mbar_arrive_release_cta(&sh.borrow_full);
+        };
+        if constexpr (C::kInt4) {
+          // W4A8: the swapped tile (rs_mainloop); a full tile's batches have N = 128 tokens, a half tile's 64.
+          auto rs_tile = [&](auto acc_count) {
+            constexpr int kAcc = decltype(acc_count)::value;
+            float f0[kAcc], f1[kAcc];
+#pragma unroll
+            for (int i = 0; i < kAcc; ++i) f0[i] = f1[i] = 0.f;
+            if (!t.l2()) {
+              rs_mainloop<C, kAcc, true>(sh, ps, f0, f1, wg, KB1, tid, p.cluster, pp, wait_full, false);
+              mma_done();
+              rs_l1_epilogue<C>(wait_slot(), f0, f1, t.valid, wg, tid);
+            } else if (kLean || p.l2_wide) {
+              // 256 columns: blocks 2n (f0: this warpgroup's columns [64 wg, +64) of it) and 2n + 1 (f1), handed off
+              // as the W8A8 path's l2_wide tile does (block 1 into the borrowed stage first, with l2_borrow).
+              const bool borrow = kLean || p.l2_borrow != 0;
+              const int kept = rs_mainloop<C, kAcc, true>(sh, ps, f0, f1, wg, KB2, tid, p.cluster, pp, wait_full, borrow);
+              mma_done();
+              if (borrow) {
+                uint8_t* st0 = wait_slot();
+                kernel::bar_sync(Bar::kBorrowStage, 256);  // both warpgroups have read the stage's weight blocks
+                stage_l2_cols<C>(sh.b[kept], f1, 64 * wg, tid);
+                hand_off_borrowed(uint32_t(kept) * sizeof(sh.b[0]));
+                stage_l2_cols<C>(st0, f0, 64 * wg, tid);
+              } else {
+                stage_l2_cols<C>(wait_slot(), f0, 64 * wg, tid);
+                hand_off();
+                stage_l2_cols<C>(wait_slot(), f1, 64 * wg, tid);
+              }
+            } else {
+              rs_mainloop<C, kAcc, false>(sh, ps, f0, f0, wg, KB2, tid, p.cluster, pp, wait_full, false);
+              mma_done();
+              stage_l2_cols<C>(wait_slot(), f0, 64 * wg, tid);
+            }
+          };
+          if (!half)
+            rs_tile(std::integral_constant<int, 64>{});
+          else
+            rs_tile(std::integral_constant<int, 32>{});
+        } else if (!t.l2()) {
           const float* s1g = p.w1_scale + (int64_t(ex) * (2 * p.inter / kBlockN) + t.n) * KB1;  // W8A8 gate scales
           const float* s1u = s1g + int64_t(p.inter / kBlockN) * KB1;                          // and up scales
           float* hs = nullptr;  // the slot's 128 row scales (SwiGLU then FP8 with one 1x128 scale per row:
@@ -1545,20 +1566,6 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
           // per tile, s26 trace) before the next tile; the producer runs one stage short until the release.
           const float* s2 = p.w2_scale + (int64_t(ex) * (p.hidden / kBlockN) + 2 * t.n) * KB2;
           const bool borrow = kLean || p.l2_borrow != 0;
-          auto hand_off = [&] {  // this thread's part of the slot is written (or it writes none of this one)
-            ptx::fence_proxy_async_shared_cta();
-            ptx::mbar_arrive_release_cta(&sh.stage_full[es.stage]);
-            es.advance();
-          };
-          // The borrowed stage's hand-off: its offset for the epilogue warps, then every consumer thread arrives. The
-          // proxy fence orders these generic writes before the producer's TMA writes into the stage after its release.
-          // Called after wait_slot: the slot's release follows the epilogue's whole previous tile (its borrowed block
-          // first), so borrow_full and borrow_off are free again even if a tile is shorter than the pipeline.
-          auto hand_off_borrowed = [&](uint32_t off) {
-            if (wg == 0 && tid == 0) sh.borrow_off = off;
-            ptx::fence_proxy_async_shared_cta();
-            ptx::mbar_arrive_release_cta(&sh.borrow_full);
-          };
           if (!half) {
             // Linear-1's structure: per K block two batches (blocks 0 and 1) into one scratch, promoted into f0, f1.
             float f0[64], f1[64];

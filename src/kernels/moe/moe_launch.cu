@@ -137,12 +137,6 @@ cudaError_t max_resident_pairs(MoeOrder order, MoeWeightFormat format, bool trac
   return order == MoeOrder::kExpertWave ? dispatch_pairs<sched::MoeExpertWaveScheduler>(format, trace, pairs)
                                         : dispatch_pairs<sched::MoeInterleavedScheduler>(format, trace, pairs);
 }
-cudaError_t launch_int4_to_e4m3(const uint8_t* in, uint8_t* out, size_t bytes, cudaStream_t stream) {
-  const size_t n16 = bytes / 16;
-  const int blocks = int(std::min<size_t>((n16 + 255) / 256, 4096));
-  int4_to_e4m3_kernel<<<blocks, 256, 0, stream>>>(reinterpret_cast<const uint4*>(in), reinterpret_cast<uint4*>(out), n16);
-  return cudaGetLastError();
-}
 namespace {
 // pack_int4_weights' two passes (moe_layer.cpp): the lowest element index holding a -8, then the packing.
 __global__ void __launch_bounds__(256) int4_find_minus8_kernel(const uint32_t* __restrict__ in, size_t words,
@@ -153,10 +147,26 @@ __global__ void __launch_bounds__(256) int4_find_minus8_kernel(const uint32_t* _
     if (eight) atomicMin(first, 8ull * i + uint64_t(__ffs(int(eight)) - 1) / 4);
   }
 }
-__global__ void __launch_bounds__(256) int4_pack_sm_kernel(const uint32_t* in, uint32_t* out, size_t words) {
+// One thread per word of the fragment layout: its eight values gathered from the [rows][K] two's complement matrix
+// (moe::int4_frag_element, the inverse of int4_frag_slot) and packed (moe::int4_sm_bits). No -8 is left: the first
+// pass found none.
+__global__ void __launch_bounds__(256) int4_pack_frag_kernel(const uint8_t* __restrict__ in, uint32_t* __restrict__ out,
+                                                             size_t words, int rows, int K) {
+  const size_t per_matrix = size_t(rows) * K / 8;
+  const int row_blocks = rows / 64;
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < words; i += size_t(gridDim.x) * blockDim.x) {
+    const size_t m = i / per_matrix, wi = i % per_matrix, blk = wi / 1024;
+    const int word = int(wi % 1024), r0 = int(blk % row_blocks) * 64, k0 = int(blk / row_blocks) * 128;
+    const uint8_t* mat = in + m * per_matrix * 4;
     uint32_t p = 0;
-    moe::int4_sm_pack_word(in[i], p);  // no -8 left: the first pass found none
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      int r, k;
+      moe::int4_frag_element(word, j, r, k);
+      const size_t e = size_t(r0 + r) * K + size_t(k0 + k);
+      const int nib = (mat[e / 2] >> (4 * (e % 2))) & 0xF;
+      p |= moe::int4_sm_bits(j, nib >= 8 ? nib - 16 : nib);
+    }
     out[i] = p;
   }
 }
@@ -167,9 +177,9 @@ cudaError_t launch_int4_find_minus8(const uint8_t* in, size_t bytes, unsigned lo
                                                                           bytes / 4, first);
   return cudaGetLastError();
 }
-cudaError_t launch_int4_pack_sm(const uint8_t* in, uint8_t* out, size_t bytes, cudaStream_t stream) {
-  int4_pack_sm_kernel<<<grid_for_words(bytes / 4), 256, 0, stream>>>(reinterpret_cast<const uint32_t*>(in),
-                                                                      reinterpret_cast<uint32_t*>(out), bytes / 4);
+cudaError_t launch_int4_pack_frag(const uint8_t* in, uint8_t* out, int matrices, int rows, int K, cudaStream_t stream) {
+  const size_t words = size_t(matrices) * rows * K / 8;
+  int4_pack_frag_kernel<<<grid_for_words(words), 256, 0, stream>>>(in, reinterpret_cast<uint32_t*>(out), words, rows, K);
   return cudaGetLastError();
 }
 cudaError_t launch_combine(const CombineParams& cp, int blocks, int ranks, cudaStream_t stream) {

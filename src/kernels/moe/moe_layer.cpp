@@ -133,17 +133,19 @@ void fill_common(KernelParams<Sched>& kp, runtime::Team& team, const MoeLayerPar
 
 }  // namespace
 
-int moe_int4_expand(const MoeLayerParams& prm) {
-  return prm.int4_expand == kInt4ExpandAuto ? kInt4ExpandInKernel : prm.int4_expand;
-}
-
-void pack_int4_weights(const void* twos, void* out, size_t bytes, cudaStream_t stream) {
-  XSTAGE_REQUIRE(bytes % 4 == 0, "pack_int4_weights: ", bytes, " bytes are not whole 32-bit words of eight int4 values");
+void pack_int4_weights(const void* twos, void* out, int matrices, int rows, int K, cudaStream_t stream) {
+  XSTAGE_REQUIRE(matrices >= 0 && rows >= 0 && K >= 0 && rows % 64 == 0 && K % 128 == 0, "pack_int4_weights: ",
+                 matrices, " matrices of ", rows, " x ", K,
+                 ": rows must be a multiple of 64 and K of 128 (the fragment layout's 64 x 128 blocks)");
+  const size_t per = size_t(rows) * K / 2, bytes = size_t(matrices) * per;
   if (bytes == 0) return;
   XSTAGE_REQUIRE(twos != nullptr && out != nullptr, "pack_int4_weights: null buffer");
-  unsigned long long* first = nullptr;
-  ok(cudaMalloc(&first, sizeof *first), "cudaMalloc (pack_int4_weights)");
   const auto in = static_cast<const uint8_t*>(twos);
+  auto o = static_cast<uint8_t*>(out);
+  const bool overlap = o < in + bytes && in < o + bytes;
+  unsigned long long* first = nullptr;
+  uint8_t* tmp = nullptr;  // the packing's destination where `out` overlaps `twos` (a permutation is not in place)
+  ok(cudaMalloc(&first, sizeof *first), "cudaMalloc (pack_int4_weights)");
   unsigned long long found = ~0ull;
   cudaError_t e = cudaMemcpyAsync(first, &found, sizeof found, cudaMemcpyHostToDevice, stream);
   if (e == cudaSuccess) e = launch_int4_find_minus8(in, bytes, first, stream);
@@ -152,10 +154,17 @@ void pack_int4_weights(const void* twos, void* out, size_t bytes, cudaStream_t s
   const cudaError_t f = cudaFree(first);
   ok(e, "int4 -8 search (pack_int4_weights)");
   ok(f, "cudaFree (pack_int4_weights)");
-  XSTAGE_REQUIRE(found == ~0ull, "pack_int4_weights: element ", found,
-                 " is -8, which the packed sign-magnitude form cannot hold (quantize_int4 gives [-7, 7])");
-  ok(launch_int4_pack_sm(in, static_cast<uint8_t*>(out), bytes, stream), "int4 packing (pack_int4_weights)");
-  ok(cudaStreamSynchronize(stream), "int4 packing (pack_int4_weights)");
+  const size_t per_elems = size_t(rows) * K;
+  XSTAGE_REQUIRE(found == ~0ull, "pack_int4_weights: matrix ", found / per_elems, " element (",
+                 found % per_elems / size_t(K), ", ", found % size_t(K),
+                 ") is -8, which the packed sign-magnitude form cannot hold (quantize_int4 gives [-7, 7])");
+  if (overlap) ok(cudaMalloc(&tmp, bytes), "cudaMalloc (pack_int4_weights: the packing of overlapping buffers)");
+  e = launch_int4_pack_frag(in, overlap ? tmp : o, matrices, rows, K, stream);
+  if (e == cudaSuccess && overlap) e = cudaMemcpyAsync(o, tmp, bytes, cudaMemcpyDeviceToDevice, stream);
+  if (e == cudaSuccess) e = cudaStreamSynchronize(stream);
+  const cudaError_t t = tmp ? cudaFree(tmp) : cudaSuccess;
+  ok(e, "int4 packing (pack_int4_weights)");
+  ok(t, "cudaFree (pack_int4_weights)");
 }
 
 int moe_l2_cols(const MoeLayerParams& prm) {
@@ -180,7 +189,8 @@ int resolve_pair_share(runtime::Team& team, const MoeLayerParams& prm) {
   // read them from DRAM more than once (s26: 35.0 GB of reads for 25.9 GB of data on DeepSeek-V4-Pro at 8K tokens).
   int l2 = 0;
   ok(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, team.device()), "cudaDeviceGetAttribute (L2 size)");
-  const double w1_bytes = 2.0 * prm.shape.inter * prm.shape.hidden;  // e4m3 codes (W4A8: the expanded copy)
+  // (W4A8: half a byte per weight, read as int4)
+  const double w1_bytes = (prm.weights == MoeWeightFormat::kInt4 ? 1.0 : 2.0) * prm.shape.inter * prm.shape.hidden;
   return w1_bytes > kPairShareWeightsL2Fraction * l2 ? kPairShareWeights : kPairShareA;
 }
 LaunchShape launch_shape(runtime::Team& team, const MoeLayerParams& prm) {
@@ -281,8 +291,6 @@ MoeWorkspace::MoeWorkspace(runtime::Team& team, const MoeShape& shape, MoeWeight
 }
 
 MoeWorkspace::~MoeWorkspace() {
-  if (w8_) cudaFree(w8_);
-  if (expand_ctr_) cudaFree(expand_ctr_);
   if (trace_) cudaFree(trace_);
   if (err_) cudaFree(err_);
   if (tables_) cudaFree(tables_);
@@ -294,10 +302,6 @@ void MoeWorkspace::check(runtime::Team& team, const std::string& what) {
   ok(cudaMemcpy(&e, err_, sizeof e, cudaMemcpyDeviceToHost), "cudaMemcpy (error record)");
   if (e.code != 0) {
     ok(cudaMemset(err_, 0, sizeof e), "cudaMemset (error record)");
-    if (e.code == 3)
-      throw RuntimeError(detail::concat(what, ": rank ", e.rank, ": timed out waiting for the int4 expansion of local expert ",
-                                        e.peer_or_row / 2, "'s ", e.peer_or_row % 2 ? "W2" : "W1", " (saw ", e.got, " of ",
-                                        e.expected, " chunks)"));
     throw RuntimeError(detail::concat(what, ": rank ", e.rank, ": timed out waiting for the Linear-1 tiles of row ",
                                       e.peer_or_row, " (saw ", e.got, " of ", e.expected, ")"));
   }
@@ -426,12 +430,6 @@ void MoeWorkspace::check_params(runtime::Team& team, const MoeLayerParams& prm) 
                  "moe layer: l2_cols 256 is for W8A8 and W4A8 (bf16 reference runs use 128-column Linear-2 tiles)");
   XSTAGE_REQUIRE(prm.shape.hidden % l2_cols == 0, "moe layer: l2_cols ", l2_cols,
                  " needs hidden a multiple of it, got hidden ", prm.shape.hidden);
-  XSTAGE_REQUIRE(prm.int4_expand >= kInt4ExpandAuto && prm.int4_expand <= kInt4ExpandInKernel,
-                 "moe layer: int4_expand must be 0 (auto), 1 (pre-pass) or 2 (in the kernel), got ", prm.int4_expand);
-  // The in-kernel expansion's work list must fit its counters: checked here, before launch_moe_layer moves the
-  // signal epochs (a throw after that would leave them counting a launch that never ran).
-  if (prm.weights == MoeWeightFormat::kInt4 && moe_int4_expand(prm) == kInt4ExpandInKernel)
-    (void)moe::make_expand_plan(s.experts / P, s.hidden, s.inter);
   XSTAGE_REQUIRE(prm.l2_hints >= 0 && prm.l2_hints <= kHintAll, "moe layer: l2_hints must be a set of MoeL2Hint bits in [0, ",
                  int(kHintAll), "], got ", prm.l2_hints);
   const LaunchShape ls = launch_shape(team, prm);  // CTAs and pairs: named errors
@@ -537,40 +535,21 @@ void launch_moe_layer(runtime::Team& team, MoeWorkspace& ws, const MoeLayerParam
   const uint64_t R = uint64_t(ws.rows_capacity());
   const uint64_t experts_here = uint64_t(ranks) * El;
   const bool int4 = prm.weights == MoeWeightFormat::kInt4, bf16 = prm.weights == MoeWeightFormat::kBf16;
+  // (W4A8: no weight maps; the kernel bulk-copies the fragment blocks of prm.w1 / prm.w2)
   const void* w1 = prm.w1;
   const void* w2 = prm.w2;
-  const bool expand_in_kernel = int4 && moe_int4_expand(prm) == kInt4ExpandInKernel;
-  uint8_t* w1_e4m3 = nullptr;  // W4A8: the e4m3 copy of the local experts' W1 and W2 (the weight maps read it)
-  uint8_t* w2_e4m3 = nullptr;
-  if (int4) {
-    // W4A8: the local experts' int4 weights -> an e4m3 copy in the workspace (exact), which the fused kernel reads
-    // like W8A8 weights, with the per-(row, group) scales promoted per column. Written by the fused kernel itself
-    // (MoeLayerParams::int4_expand: its claim and ready counters from zero) or by a pre-pass before it.
-    const size_t b1 = size_t(experts_here) * 2 * I * H / 2, b2 = size_t(experts_here) * H * I / 2;
-    w1_e4m3 = static_cast<uint8_t*>(grow(ws.w8_, ws.w8_bytes_, 2 * (b1 + b2), "e4m3 copy of the int4 weights"));
-    w2_e4m3 = w1_e4m3 + 2 * b1;
-    if (expand_in_kernel) {
-      const size_t ctr = (size_t(ranks) + size_t(ranks) * El * 2) * sizeof(uint32_t);
-      ok(cudaMemsetAsync(grow(ws.expand_ctr_, ws.expand_ctr_bytes_, ctr, "expansion counters"), 0, ctr, stream),
-         "cudaMemsetAsync (expansion counters)");
-    } else {
-      ok(launch_int4_to_e4m3(static_cast<const uint8_t*>(prm.w1), w1_e4m3, b1, stream), "int4 -> e4m3 (w1)");
-      ok(launch_int4_to_e4m3(static_cast<const uint8_t*>(prm.w2), w2_e4m3, b2, stream), "int4 -> e4m3 (w2)");
-    }
-    w1 = w1_e4m3;
-    w2 = w2_e4m3;
-  }
   CUtensorMap maps[18];
   const MapKind rows_kind = bf16 ? MapKind::kBf16 : MapKind::kFp8;  // receive rows, h and weights
   for (int i : {1, 4, 6, 7, 9, 10, 11, 12, 13, 14, 15, 16, 17}) maps[i] = CUtensorMap{};
   const bool share_weights = ls.share > kPairShareA;  // CTA pairs sharing the weights
   make_map_2d(&maps[0], ws.recv_x_->local(first), rows_kind, H, uint64_t(ranks) * R, "recv_x", kBlockM / 2);
   if (!bf16) make_map_2d(&maps[1], ws.recv_sa_->local(first), MapKind::kF32, R, uint64_t(ranks) * (H / kBlockK), "recv_sa");
-  make_map_2d(&maps[2], w1, rows_kind, H, experts_here * 2 * I, "w1");
+  for (int i : {2, 5}) maps[i] = CUtensorMap{};
+  if (!int4) make_map_2d(&maps[2], w1, rows_kind, H, experts_here * 2 * I, "w1");
   make_map_2d(&maps[3], ws.h_->local(first), rows_kind, I, uint64_t(ranks) * R, "h");
   make_map_2d(&maps[8], ws.h_->local(first), rows_kind, I, uint64_t(ranks) * R, "h (A operand)", kBlockM / 2);
   if (!bf16) make_map_2d(&maps[4], ws.h_scale_->local(first), MapKind::kF32, R, uint64_t(ranks) * (I / kBlockK), "h_scale");
-  make_map_2d(&maps[5], w2, rows_kind, I, experts_here * H, "w2");
+  if (!int4) make_map_2d(&maps[5], w2, rows_kind, I, experts_here * H, "w2");
   if (!bf16 && prm.a_trim == 1) {  // 16-row A boxes: an expert's last row tile loads its valid rows rounded up to 16
     make_map_2d(&maps[11], ws.recv_x_->local(first), rows_kind, H, uint64_t(ranks) * R, "recv_x (16-row boxes)", 16);
     make_map_2d(&maps[12], ws.h_->local(first), rows_kind, I, uint64_t(ranks) * R, "h (16-row boxes)", 16);
@@ -582,8 +561,8 @@ void launch_moe_layer(runtime::Team& team, MoeWorkspace& ws, const MoeLayerParam
     const cuuint64_t h64 = cuuint64_t(H), i64 = cuuint64_t(I);  // extents and byte strides in 64 bits
     const cuuint64_t w1_dims[3] = {h64, i64, 2 * cuuint64_t(experts_here)}, w1_strides[2] = {h64, i64 * h64};
     const cuuint32_t w1_box[3] = {128u, 128u, 2u};
-    make_map_nd(&maps[14], w1, CU_TENSOR_MAP_DATA_TYPE_UINT8, 3, w1_dims, w1_strides, w1_box, true, "w1 (gate and up boxes)");
-    if (moe_l2_cols(prm) == 256) make_map_2d(&maps[15], w2, rows_kind, I, experts_here * H, "w2 (256-row boxes)", 256);
+    if (!int4) make_map_nd(&maps[14], w1, CU_TENSOR_MAP_DATA_TYPE_UINT8, 3, w1_dims, w1_strides, w1_box, true, "w1 (gate and up boxes)");
+    if (!int4 && moe_l2_cols(prm) == 256) make_map_2d(&maps[15], w2, rows_kind, I, experts_here * H, "w2 (256-row boxes)", 256);
     if (int4) {  // the per-column group scales of the same boxes: gate and up ({I, 2, experts K/128}), 256 W2 columns
       const cuuint64_t s1_dims[3] = {i64, 2, cuuint64_t(experts_here) * (H / kBlockK)},
                        s1_strides[2] = {i64 * 4, 2 * i64 * 4};
@@ -600,12 +579,30 @@ void launch_moe_layer(runtime::Team& team, MoeWorkspace& ws, const MoeLayerParam
   }
   // Half weight boxes: each CTA of a weight-sharing pair loads rows [64 crank, +64) of every box into both; a half
   // Linear-1 tile with half_wide loads its gate and up boxes as 64-row halves, interleaved per warpgroup.
-  if (share_weights || half_wide_on(prm))
+  if (!int4 && (share_weights || half_wide_on(prm)))
     make_map_2d(&maps[9], w1, rows_kind, H, experts_here * 2 * I, "w1 (half boxes)", kBlockN / 2);
-  if (share_weights) make_map_2d(&maps[10], w2, rows_kind, I, experts_here * H, "w2 (half boxes)", kBlockN / 2);
+  if (!int4 && share_weights) make_map_2d(&maps[10], w2, rows_kind, I, experts_here * H, "w2 (half boxes)", kBlockN / 2);
   if (int4) {
     make_map_2d(&maps[6], prm.w1_scale, MapKind::kF32, 2 * I, experts_here * (H / kBlockK), "w1_scale (int4)");
     make_map_2d(&maps[7], prm.w2_scale, MapKind::kF32, H, experts_here * (I / kBlockK), "w2_scale (int4)");
+  }
+
+  if (int4) {
+    // W4A8: the weights in the fragment layout seen as rows of 256 bytes (a 4 KB block is 16 of them, no swizzle):
+    // W1 in 8 KB boxes (two row blocks of one K block), W2 in 8 KB, 16 KB (a 256-column Linear-2 tile) and 4 KB (half
+    // of a 128-column one, a weight-sharing pair's) boxes.
+    auto frag_map = [&](CUtensorMap* m, const void* base, uint64_t bytes, uint32_t box_rows, const char* what) {
+      const cuuint64_t dims[2] = {kInt4MapRow, bytes / kInt4MapRow}, strides[1] = {kInt4MapRow};
+      const cuuint32_t box[2] = {kInt4MapRow, box_rows};
+      make_map_nd(m, base, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, dims, strides, box, false, what);
+    };
+    const uint64_t b1 = experts_here * uint64_t(I) * H, b2 = experts_here * uint64_t(H) * I / 2;
+    XSTAGE_REQUIRE(b1 / kInt4MapRow < (uint64_t(1) << 31), "moe layer: W4A8 weights of ", b1,
+                   " bytes per launch exceed the 2^31 rows of 256 bytes a tensor map addresses");
+    frag_map(&maps[2], w1, b1, 2 * kInt4BlockRows, "w1 (int4 fragments, 8 KB boxes)");
+    frag_map(&maps[5], w2, b2, 2 * kInt4BlockRows, "w2 (int4 fragments, 8 KB boxes)");
+    frag_map(&maps[15], w2, b2, 4 * kInt4BlockRows, "w2 (int4 fragments, 16 KB boxes)");
+    frag_map(&maps[10], w2, b2, kInt4BlockRows, "w2 (int4 fragments, 4 KB boxes)");
   }
 
   // ---- per-call state: row readiness from zero; epochs of the two signal slots
@@ -624,7 +621,7 @@ void launch_moe_layer(runtime::Team& team, MoeWorkspace& ws, const MoeLayerParam
       l.num_experts = El;
       l.row_offset = dt + o_off + size_t(r) * (El + 1);
       l.tokens = dt + o_tok + size_t(g) * El;
-      // (W8A8 only: W4A8's in-kernel int4 expansion works through the experts in index order.)
+      // (W8A8 only: MoeLayerParams::row_order)
       l.row_order = prm.row_order == 1 && prm.weights == MoeWeightFormat::kFp8 ? dt + pr.o_order[g] : nullptr;
       l.l1_ntiles = I / kBlockN;  // one L1 tile = 128 gate + 128 up columns -> 128 h columns
       l.l2_ntiles = n2;
@@ -663,16 +660,8 @@ void launch_moe_layer(runtime::Team& team, MoeWorkspace& ws, const MoeLayerParam
     kp.h_scale = ws.h_scale_ ? static_cast<float*>(ws.h_scale_->local(first)) : nullptr;
     kp.row_ready = static_cast<uint32_t*>(ws.row_ready_->local(first));
     kp.dispatch_target = ws.sent_[kSlotDispatch];
-    kp.expand = expand_in_kernel ? 1 : 0;
-    if (expand_in_kernel) {
-      kp.xplan = moe::make_expand_plan(El, H, I);
-      kp.w1_int4 = static_cast<const uint8_t*>(prm.w1);
-      kp.w2_int4 = static_cast<const uint8_t*>(prm.w2);
-      kp.w1_e4m3 = w1_e4m3;
-      kp.w2_e4m3 = w2_e4m3;
-      kp.expand_next = ws.expand_ctr_;
-      kp.expand_ready = ws.expand_ctr_ + ranks;
-    }
+    kp.w1_int4 = int4 ? static_cast<const uint8_t*>(prm.w1) : nullptr;
+    kp.w2_int4 = int4 ? static_cast<const uint8_t*>(prm.w2) : nullptr;
     kp.err = ws.err_;
     kp.trace = nullptr;
     kp.trace_cap = 0;

@@ -42,11 +42,12 @@ struct MoeShape {
 };
 
 // How the expert weights are stored. kFp8 (W8A8): e4m3 codes with 128x128 block scales. kInt4 (W4A8):
-// int4 values in [-7, 7] (xstage::moe::quantize_int4's) in the packed sign-magnitude form of
-// xstage/moe/quant.hpp (pack_int4_weights turns the two's complement form, two per byte with even k in the
-// low nibble, into it once), one fp32 scale per (row, 128-group of K); Hopper has no 4-bit tensor cores: each
-// call expands them exactly to e4m3 (subnormals, in units of 2^-9: a mask and a rotation per 8 weights) into
-// the workspace, which the fused kernel reads with the group scales promoted per column.
+// int4 values in [-7, 7] (xstage::moe::quantize_int4's) in the register-fragment layout of xstage/moe/quant.hpp
+// (moe::pack_int4_frag: packed sign-magnitude words in 4 KB blocks of 64 rows x 128 K; pack_int4_weights turns
+// the two's complement form, two per byte with even k in the low nibble, into it once), one fp32 scale per (row,
+// 128-group of K). Hopper has no 4-bit tensor cores: the fused kernel expands them exactly to e4m3 in registers
+// (subnormals, in units of 2^-9: a mask and a rotation per 8 weights), as the A operand of a transposed tile,
+// with the group scales promoted per weight row; nothing is expanded into memory.
 // kBf16 (reference runs): activations AND weights bf16, no scales at all: MoeRankInputs::x points at bf16
 // data [T][H], w1 / w2 at bf16 [experts][2I][H] / [experts][H][I], and x_scale, w1_scale, w2_scale must be
 // null. fp32 accumulation over the whole K, h = silu(g) * u rounded to bf16 (no requantisation), the
@@ -83,9 +84,10 @@ struct MoeLayerParams {
   // rank's first expert: (local ranks) x (E/P) experts.
   //   kFp8:  w1 [experts][2I][H] codes (rows [0, I) gate, [I, 2I) up), w1_scale [experts][2I/128][H/128];
   //          w2 [experts][H][I], w2_scale [experts][H/128][I/128]  (128x128 block scales)
-  //   kInt4: w1 [experts][2I][H/2] bytes (the packed form: pack_int4_weights), w1_scale [experts][H/128][2I] (K-block-major: the 2I row scales
-  //          of one 128-group contiguous, so TMA loads them per column); w2 [experts][H][I/2], w2_scale
-  //          [experts][I/128][H]. (xstage::moe::quantize_int4 gives [rows][K/128]: transpose per expert.)
+  //   kInt4: w1 [experts] x [2I][H] int4 in the fragment layout (I * H bytes per expert: pack_int4_weights),
+  //          w1_scale [experts][H/128][2I] (K-block-major: the 2I row scales of one 128-group contiguous, so TMA
+  //          loads them per row); w2 [experts] x [H][I] in the fragment layout, w2_scale [experts][I/128][H].
+  //          (xstage::moe::quantize_int4 gives [rows][K/128] scales: transpose per expert.)
   //   kBf16: w1 [experts][2I][H] bf16, w2 [experts][H][I] bf16 (the same row layout as kFp8); both scales null.
   MoeWeightFormat weights = MoeWeightFormat::kFp8;
   const void* w1 = nullptr;  // e4m3 codes, int4 bytes or bf16, by `weights`
@@ -146,13 +148,6 @@ struct MoeLayerParams {
   // every W8A8 / W4A8 point of the grid with hidden % 512 == 0 (s24, docs/MOE.md). Bit-identical either way (every
   // element's promotion sequence is the same).
   int l2_cols = 0;
-  // W4A8: where the int4 weights are expanded to the e4m3 codes the tensor cores read (Hopper has no 4-bit MMA).
-  // 0 = auto (the default: in the kernel), 1 = a pre-pass kernel over every local expert's weights before the fused
-  // kernel, 2 = inside the fused kernel: its epilogue warps expand chunks while they wait for tiles, expert by expert
-  // in the order the tiles need them, and the producer waits for an expert's chunks before loading its weights, so
-  // the conversion's DRAM traffic overlaps the tensor work instead of preceding it (docs/MOE.md, "Session 25").
-  // Bit-identical either way (the expansion is exact); W8A8 and bf16 ignore it.
-  int int4_expand = 0;
   // A rows loaded per tile (W8A8, W4A8; bf16 ignores it): 1 = the valid rows rounded up to 16, 0 = all 128 (64 for a
   // half tile; the default). An expert's last row tile holds fewer tokens than 128 rows; its A operand's padding rows
   // are then not loaded (boxes of 16 rows), which only shortens what the stage streams: the rows past the valid ones
@@ -183,8 +178,8 @@ struct MoeLayerParams {
   // expert order (the default), 1 = sched::spread_row_order: the rows of experts with one row of at most 64 tokens,
   // whose weights stream from DRAM for that row alone, spread evenly between the other rows (kept in order and in
   // pairs), so that the DRAM stream and the tensor work overlap instead of alternating in runs (skewed routing,
-  // docs/MOE.md "Session 29"). W8A8 only (W4A8's in-kernel int4 expansion works through the experts in index order;
-  // W4A8 and bf16 ignore it). Bit-identical either way (a row's tiles compute the same values wherever they run).
+  // docs/MOE.md "Session 29"). W8A8 only (W4A8 and bf16 ignore it: not measured there). Bit-identical either way (a
+  // row's tiles compute the same values wherever they run).
   int row_order = 0;
   // A half Linear-1 tile's K block (W8A8; W4A8 and bf16 ignore it): 1 = its gate and up batches (m64n64 per
   // warpgroup) issued back to back into two scratch accumulators and waited for once; 0 = one batch at a time, each
@@ -212,14 +207,14 @@ struct MoeLayerParams {
   bool trace = false;
 };
 
-inline constexpr int kInt4ExpandAuto = 0, kInt4ExpandPrepass = 1, kInt4ExpandInKernel = 2;
-// MoeLayerParams::int4_expand resolved: kInt4ExpandPrepass or kInt4ExpandInKernel (auto: in the kernel).
-int moe_int4_expand(const MoeLayerParams& prm);
-// W4A8 weights into the packed form MoeWeightFormat::kInt4 takes, on the device, once per set of weights: `bytes`
-// (a multiple of 4) of two's complement int4 at `twos` (two per byte, even k in the low nibble: quantize_int4's
-// Int4Tensor::packed) into `out` (may be `twos`). Synchronous on `stream`. An element holding -8 (the packed form
-// holds [-7, 7]) is a UsageError naming its index, and nothing is written then.
-void pack_int4_weights(const void* twos, void* out, size_t bytes, cudaStream_t stream = nullptr);
+// W4A8 weights into the layout MoeWeightFormat::kInt4 takes, on the device, once per set of weights: `matrices`
+// back-to-back [rows][K] matrices of two's complement int4 at `twos` (two per byte, even k in the low nibble:
+// quantize_int4's Int4Tensor::packed; rows * K / 2 bytes each) into the fragment layout at `out` (the same size; may
+// be `twos`: then through a temporary buffer). W1 is `experts` matrices of [2I][H], W2 `experts` of [H][I].
+// Synchronous on `stream`. rows must be a multiple of 64 and K of 128 (UsageError naming the shape); an element
+// holding -8 (the packed form holds [-7, 7]) is a UsageError naming its matrix, row and column, and nothing is
+// written then.
+void pack_int4_weights(const void* twos, void* out, int matrices, int rows, int K, cudaStream_t stream = nullptr);
 
 // MoeLayerParams::pair_share resolved for this launch: kPairShareA, kPairShareWeightsFull or kPairShareWeights
 // with CTA pairs (auto: kPairShareWeights where one expert's Linear-1 weights exceed kPairShareWeightsL2Fraction of
@@ -248,7 +243,7 @@ struct MoeTileTrace {
 
 // First failure the fused kernel recorded (device memory; decoded by MoeWorkspace::check).
 struct MoeDeviceError {
-  int code;  // 0 none, 1 dispatch signal timeout, 2 Linear-1 row readiness timeout, 3 W4A8 expansion timeout
+  int code;  // 0 none, 1 dispatch signal timeout, 2 Linear-1 row readiness timeout
   int rank, peer_or_row;
   uint32_t expected, got;
 };
@@ -295,10 +290,6 @@ class MoeWorkspace {
   // Device copies of the per-call tables (reallocated when too small).
   void* tables_ = nullptr;
   size_t tables_bytes_ = 0;
-  void* w8_ = nullptr;  // W4A8: the e4m3 copy of the local experts' int4 weights (per call)
-  size_t w8_bytes_ = 0;
-  uint32_t* expand_ctr_ = nullptr;  // W4A8 in the kernel: [ranks] claim counters, then [ranks][El][2] ready counters
-  size_t expand_ctr_bytes_ = 0;
   uint64_t* trace_ = nullptr;  // [ranks * ctas][trace_cap_][kTraceWords] of the last traced launch
   size_t trace_bytes_ = 0;
   int trace_cap_ = 0, trace_ctas_ = 0, trace_ctas_per_rank_ = 0;

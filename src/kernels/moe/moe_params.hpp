@@ -8,7 +8,6 @@
 
 #include "moe_layer.hpp"
 #include "xstage/moe/dispatch_layout.hpp"
-#include "xstage/moe/int4_expand.hpp"
 #include "xstage/runtime/device_error.hpp"
 #include "xstage/runtime/peer_table.hpp"
 #include "xstage/runtime/team.hpp"
@@ -19,9 +18,10 @@ namespace xstage::moe_kernel {
 // ---------------------------------------------------------------- configuration
 // One configuration per weight format (moe_layer.hpp's MoeWeightFormat):
 //   kFp8  (W8A8): e4m3 A and B, 128-deep K blocks, per-block scale promotion;
-//   kInt4 (W4A8): the weights come from the per-call e4m3 copy of the packed int4 weights (int4_to_e4m3_kernel or
-//                 the in-kernel expansion: e4m3 subnormals in units of 2^-9, promote_cols scales them back)
-//                 and their scales are per (row, 128-group): loaded per column by TMA, promoted per column;
+//   kInt4 (W4A8): every tile computed transposed, the int4 weights in the register-fragment layout bulk-copied into
+//                 the stage and expanded in registers as wgmma's A operand (e4m3 subnormals in units of 2^-9), the
+//                 tokens the B operand (moe_kernel.cuh, rs_mainloop); the group scales per (row, 128-group) loaded
+//                 per weight row by TMA, promoted per row, the tokens' scales per column;
 //   kBf16 (reference runs): bf16 A and B, no scales. Its K block is 64 elements deep so that a row of a
 //                 block is still 128 bytes = one 128 B swizzle row: every TMA box ({64 bf16, 128 rows} =
 //                 16 KB), stage size, shared-memory offset and wgmma descriptor of the FP8 path is reused as
@@ -45,8 +45,8 @@ struct ConfigT {
   static constexpr int kElemBytes = kBf16 ? 2 : 1;          // bytes of one activation / weight element
   static constexpr int kBlockKElems = kBlockK / kElemBytes;  // K elements per block: 128 (FP8) or 64 (bf16)
   // W8A8 and bf16: 4 stages of 48 KB in flight and one epilogue slot (the trace showed the mainloop waiting for
-  // data with 3 stages); W4A8 needs 1 KB of column scales per stage and 36 KB for the int4 expansion's chunk rings
-  // (ExpandSmem), so 3 stages and one slot.
+  // data with 3 stages); W4A8 needs 1 KB of weight scales per stage beside B buffers that also stage a borrowed
+  // Linear-2 block (32 KB), so 3 stages and one slot.
   static constexpr int kStages = kInt4 ? 3 : XSTAGE_MOE_STAGES;
   static constexpr int kEpiSlots = kInt4 ? 1 : XSTAGE_MOE_EPI_SLOTS;  // epilogue staging slots
   static constexpr uint32_t kL2Pitch = kBlockN * 2;              // bf16 row; 16-byte chunks XOR-swizzled by row
@@ -62,11 +62,13 @@ struct ConfigT {
   static constexpr int kProducerRegs = 56, kConsumerRegs = 224;
   static constexpr uint32_t kABytes = kBlockM * kBlockK;         // 16 KB (128 rows x 128 bytes)
   static constexpr uint32_t kBBytes = kBlockN * kBlockK;         // 16 KB per 128-row B box (e4m3 or bf16)
+  // The weights of 128 rows of one K block as loaded: a B box, or (W4A8) two int4 fragment blocks of 4 KB.
+  static constexpr uint32_t kWBytes = kInt4 ? kBlockN * kBlockK / 2 : kBBytes;
   static constexpr uint32_t kSaBytes = kBf16 ? 0 : kBlockM * sizeof(float);  // 512 B of A row scales (not bf16)
-  static constexpr uint32_t kSbBytes = kInt4 ? kBlockN * sizeof(float) : 0;  // per-column weight scales per box
-  static constexpr uint32_t kL1TxBytes = kABytes + 2 * (kBBytes + kSbBytes) + kSaBytes;  // gate + up boxes
-  static constexpr uint32_t kL2TxBytes = kABytes + kBBytes + kSbBytes + kSaBytes;
-  static constexpr uint32_t kL2WideTxBytes = kABytes + 2 * (kBBytes + kSbBytes) + kSaBytes;  // l2_wide: two boxes
+  static constexpr uint32_t kSbBytes = kInt4 ? kBlockN * sizeof(float) : 0;  // W4A8 weight-row scales per 128 rows
+  static constexpr uint32_t kL1TxBytes = kABytes + 2 * (kWBytes + kSbBytes) + kSaBytes;  // gate + up rows
+  static constexpr uint32_t kL2TxBytes = kABytes + kWBytes + kSbBytes + kSaBytes;
+  static constexpr uint32_t kL2WideTxBytes = kABytes + 2 * (kWBytes + kSbBytes) + kSaBytes;  // l2_wide: 256 rows
   static_assert(kBlockK == 128 && kBlockM == 128 && kBlockN == 128, "one tile configuration");
   static_assert(kBlockKElems * kElemBytes == 128, "a K block row is one 128 B swizzle row");
   static_assert(kHPanelBytes * 2 == kStageBytes, "a bf16 h tile fills one staging slot");
@@ -95,7 +97,8 @@ struct KernelParams {
   CUtensorMap tma_ha;  // h as Linear-2's A operand: the same tensor, box {128, 64}
   CUtensorMap tma_hs;  // h_scale: {rows_cap, ranks * I/128} f32, box {128, 1}
   CUtensorMap tma_w2;  // {I, experts * H} u8, box {128, 128}, sw128
-  // W4A8 only (tma_w1 / tma_w2 then map the workspace's e4m3 copy): the per-(row, 128-group) scales,
+  // W4A8: tma_w1 / tma_w2 (and tma_w2w, tma_w2h) map the int4 fragment layout as rows of 256 bytes (moe_layer.cpp);
+  // the per-(row, 128-group) scales,
   // K-block-major: {2I, experts * H/128} and {H, experts * I/128} fp32, box {128, 1}.
   CUtensorMap tma_s1, tma_s2;
   // Weight-sharing pairs: the weight maps again with 64-row boxes (each CTA of a pair multicasts its half of every weight box).
@@ -154,19 +157,10 @@ struct KernelParams {
   uint32_t* row_ready;    // [ranks][rows_cap / 128], zeroed before the launch
   const float* w1_scale;  // W8A8: [experts][2I/128][H/128] (W4A8: read through tma_s1)
   const float* w2_scale;  // W8A8: [experts][H/128][I/128] (W4A8: read through tma_s2)
-  // W4A8, int4_expand in the kernel (expand = 1): the epilogue warps expand the local experts' int4 weights (w1_int4,
-  // w2_int4: the caller's packed tensors) into the e4m3 copy the weight maps read (w1_e4m3, w2_e4m3) while they have
-  // no tile to store, leasing chunks of xplan's list from expand_next[g] (from zero each launch); finished chunks are
-  // counted on expand_ready[(g * El + e) * 2 + matrix], and the producer waits for a matrix's chunk count before its
-  // first TMA load of it. expand = 0: a pre-pass kernel wrote the copy before the launch (nothing to wait for).
-  int expand;
-  moe::ExpandPlan xplan;
+  // W4A8: the local experts' int4 weights in the fragment layout (moe::pack_int4_frag; pack_int4_weights), W1
+  // [experts][H/128][2I/64] and W2 [experts][I/128][H/64] blocks of 4 KB.
   const uint8_t* w1_int4;
   const uint8_t* w2_int4;
-  uint8_t* w1_e4m3;
-  uint8_t* w2_e4m3;
-  uint32_t* expand_next;   // [ranks]
-  uint32_t* expand_ready;  // [ranks][El][2]
   uint32_t dispatch_target;  // epoch * ctas_per_rank
   uint64_t timeout_ns;
   runtime::DeviceError* team_err;
@@ -224,11 +218,14 @@ cudaError_t launch_combine(const CombineParams& cp, int blocks, int ranks, cudaS
 cudaError_t max_resident_pairs(MoeOrder order, MoeWeightFormat format, bool trace, int* pairs);
 // W4A8: one unit of the e4m3 codes the packed int4 form expands to (subnormals: value v is code v x 2^-9).
 inline constexpr float kInt4SmUnit = 512.0f;
-// W4A8 pre-pass: `bytes` of packed int4 weights (a multiple of 16) -> 2 * bytes of e4m3 codes (subnormals, 2^-9 units).
-cudaError_t launch_int4_to_e4m3(const uint8_t* in, uint8_t* out, size_t bytes, cudaStream_t stream);
-// pack_int4_weights' passes over `bytes` (a multiple of 4) of two's complement int4: atomicMin of the index of the
-// first element holding -8 into *first (left alone if none), and the packing (moe::int4_sm_pack_word per word).
+// W4A8's fragment layout (moe::pack_int4_frag): one block is 64 weight rows x 128 K, 4 KB. The kernel's tensor maps of
+// it see the bytes as rows of kInt4MapRow (no swizzle): a block is kInt4BlockRows of them.
+inline constexpr uint32_t kInt4BlockBytes = 64 * kBlockK / 2;
+inline constexpr int kInt4MapRow = 256, kInt4BlockRows = int(kInt4BlockBytes) / kInt4MapRow;
+// pack_int4_weights' passes over `matrices` [rows][K] matrices of two's complement int4 (two per byte): atomicMin of
+// the index of the first element holding -8 into *first (left alone if none), and the packing into the fragment
+// layout (moe::pack_int4_frag per matrix; `out` must not overlap `in`).
 cudaError_t launch_int4_find_minus8(const uint8_t* in, size_t bytes, unsigned long long* first, cudaStream_t stream);
-cudaError_t launch_int4_pack_sm(const uint8_t* in, uint8_t* out, size_t bytes, cudaStream_t stream);
+cudaError_t launch_int4_pack_frag(const uint8_t* in, uint8_t* out, int matrices, int rows, int K, cudaStream_t stream);
 
 }  // namespace xstage::moe_kernel
