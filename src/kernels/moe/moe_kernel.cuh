@@ -91,8 +91,9 @@ inline constexpr int kEpilogueWarps = 3;  // warps 1-3 of warpgroup 0
 
 template <class C>
 struct SharedStorage {
-  alignas(1024) uint8_t a[C::kStages][C::kABytes];
-  alignas(1024) uint8_t b[C::kStages][2 * C::kBBytes];  // e4m3 B: L1 gate box then up box, L2 one box
+  // A boxes (W4A8: none, its token box is in the stage's B buffer; a 16-byte placeholder per stage).
+  alignas(1024) uint8_t a[C::kStages][C::kInt4 ? 16 : C::kABytes];
+  alignas(1024) uint8_t b[C::kStages][C::kBStageBytes];  // e4m3 B: L1 gate box then up box, L2 one box (W4A8: above)
   // Epilogue staging between the MMA warpgroups and the epilogue warps (double-buffered):
   //   L1 tile: h codes [128][128] in the TMA 128 B swizzle at offset 0, the 128 row scales at kStageScales;
   //            (bf16: h [128][128] bf16 as two 64-column boxes in the 128 B swizzle, the second at kHPanelBytes);
@@ -113,6 +114,13 @@ struct SharedStorage {
   // dependent global loads: ~2 us between tiles in the call-4 trace).
   TileDesc tiles[kTileRing];
   uint64_t tile_full[kTileRing], tile_empty[kTileRing];
+  // The stage's A operand of the other formats, W4A8's token box (the B operand of its transposed tiles).
+  __device__ __forceinline__ uint8_t* tokens(int s) {
+    if constexpr (C::kInt4)
+      return b[s] + C::kTokensOffset;
+    else
+      return a[s];
+  }
 };
 static_assert(sizeof(SharedStorage<ConfigT<MoeWeightFormat::kFp8>>) <= 227 * 1024, "shared memory of one CTA per SM");
 static_assert(sizeof(SharedStorage<ConfigT<MoeWeightFormat::kInt4>>) <= 227 * 1024, "shared memory of one CTA per SM");
@@ -381,7 +389,7 @@ __device__ __forceinline__ int rs_mainloop(S& sh, kernel::PipeState<C::kStages>&
     const float* ts = sh.sa[ps.stage];
     // (the 2^9 of the packed form's e4m3 subnormal codes folded into the row scales, once per K block)
     int4_frags(af, w + wg * kInt4BlockBytes, tid);
-    issue_rs(acc, af, sh.a[ps.stage], turn);
+    issue_rs(acc, af, sh.tokens(ps.stage), turn);
     release_held(sh, held, cluster, tid);
     ptx::wgmma_wait<0>();
     fence_regs(acc);
@@ -389,7 +397,7 @@ __device__ __forceinline__ int rs_mainloop(S& sh, kernel::PipeState<C::kStages>&
     promote_cols(f0, acc, ws[64 * wg + r0] * kInt4SmUnit, ws[64 * wg + r0 + 8] * kInt4SmUnit, ts, tid);
     if constexpr (kTwo) {
       int4_frags(af, w + (2 + wg) * kInt4BlockBytes, tid);
-      issue_rs(acc, af, sh.a[ps.stage], turn);
+      issue_rs(acc, af, sh.tokens(ps.stage), turn);
       ptx::wgmma_wait<0>();
       fence_regs(acc);
       fence_frags(af);
@@ -1026,7 +1034,7 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
         auto load_a = [&](const CUtensorMap* map, const CUtensorMap* map16, const CUtensorMap* map128,
                           const kernel::PipeState<C::kStages>& s, int k0, int row0, bool share, int a_rows) {
           constexpr int kHalf = kBlockM / 2;
-          uint8_t* dst = sh.a[s.stage];
+          uint8_t* dst = sh.tokens(s.stage);
           if (merge && !share && a_rows == kBlockM) {  // the whole 128-row box in one load
             tma_load_2d(map128, &sh.full[s.stage], dst, k0, row0);
             return;

@@ -34,6 +34,9 @@ namespace xstage::moe_kernel {
 #ifndef XSTAGE_MOE_STAGES
 #define XSTAGE_MOE_STAGES 4
 #endif
+#ifndef XSTAGE_MOE_INT4_STAGES
+#define XSTAGE_MOE_INT4_STAGES 5
+#endif
 #ifndef XSTAGE_MOE_EPI_SLOTS
 #define XSTAGE_MOE_EPI_SLOTS 1
 #endif
@@ -45,9 +48,9 @@ struct ConfigT {
   static constexpr int kElemBytes = kBf16 ? 2 : 1;          // bytes of one activation / weight element
   static constexpr int kBlockKElems = kBlockK / kElemBytes;  // K elements per block: 128 (FP8) or 64 (bf16)
   // W8A8 and bf16: 4 stages of 48 KB in flight and one epilogue slot (the trace showed the mainloop waiting for
-  // data with 3 stages); W4A8 needs 1 KB of weight scales per stage beside B buffers that also stage a borrowed
-  // Linear-2 block (32 KB), so 3 stages and one slot.
-  static constexpr int kStages = kInt4 ? 3 : XSTAGE_MOE_STAGES;
+  // data with 3 stages); W4A8: a stage is 16 KB of int4 and the 16 KB token box in one 32 KB B buffer (which also
+  // stages a borrowed Linear-2 block), so 5 stages beside the slot.
+  static constexpr int kStages = kInt4 ? XSTAGE_MOE_INT4_STAGES : XSTAGE_MOE_STAGES;
   static constexpr int kEpiSlots = kInt4 ? 1 : XSTAGE_MOE_EPI_SLOTS;  // epilogue staging slots
   static constexpr uint32_t kL2Pitch = kBlockN * 2;              // bf16 row; 16-byte chunks XOR-swizzled by row
   static constexpr uint32_t kStageBytes = kBlockM * kL2Pitch;    // 32 KB; an FP8 L1 tile uses 16 KB + 512 B
@@ -64,6 +67,10 @@ struct ConfigT {
   static constexpr uint32_t kBBytes = kBlockN * kBlockK;         // 16 KB per 128-row B box (e4m3 or bf16)
   // The weights of 128 rows of one K block as loaded: a B box, or (W4A8) two int4 fragment blocks of 4 KB.
   static constexpr uint32_t kWBytes = kInt4 ? kBlockN * kBlockK / 2 : kBBytes;
+  // A stage's B buffer: two weight boxes (gate and up; a wide Linear-2 tile's two blocks), or (W4A8) the four int4
+  // blocks and, at kTokensOffset, the token box (the A box of the other formats, which have their own A buffers).
+  static constexpr uint32_t kBStageBytes = 2 * kBBytes;
+  static constexpr uint32_t kTokensOffset = 2 * kWBytes;
   static constexpr uint32_t kSaBytes = kBf16 ? 0 : kBlockM * sizeof(float);  // 512 B of A row scales (not bf16)
   static constexpr uint32_t kSbBytes = kInt4 ? kBlockN * sizeof(float) : 0;  // W4A8 weight-row scales per 128 rows
   static constexpr uint32_t kL1TxBytes = kABytes + 2 * (kWBytes + kSbBytes) + kSaBytes;  // gate + up rows
