@@ -29,8 +29,8 @@ namespace xstage::moe_kernel {
 //                 4 steps of 32 e4m3). Without scales nothing has to be promoted per block, so the MMA
 //                 warpgroups accumulate straight into the final accumulators (fp32 over the whole K) and keep
 //                 one block's wgmma batch in flight, waiting only to release the previous block's stage.
-// Pipeline stages and staging slots of W8A8 and bf16 (compile-time; a build may set them to compare variants, e.g.
-// 3 stages with two slots, which the shared memory also holds).
+// Pipeline stages and staging slots of W8A8 and bf16, and W4A8's stages (compile-time; a build may set them to compare
+// variants, e.g. 3 stages with two slots, which the shared memory also holds; W4A8 with 3 stages: s47 call 4).
 #ifndef XSTAGE_MOE_STAGES
 #define XSTAGE_MOE_STAGES 4
 #endif
