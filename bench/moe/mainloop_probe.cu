@@ -1005,24 +1005,13 @@ __global__ void __launch_bounds__(C::kThreads, 1) w4ci_kernel(const __grid_const
 // per batch), the tokens the B operand from shared memory (the 128-token box as today's A box, n128). A stage holds
 // the token box (16 KB) and 256 weight rows of int4 (16 KB, as laid out for the registers: per warpgroup and batch a
 // 4 KB block from which each thread reads its 32 bytes by two 16-byte loads, conflict-free; a kernel would have
-// pack_int4_weights lay the weights out so): 4 stages of 32 KB. Per K block each warpgroup runs two batches (its 64
+// pack_int4_weights lay the weights out so, as the fused kernel's W4A8 now does, s47): 4 stages of 32 KB. Per K block each warpgroup runs two batches (its 64
 // gate and its 64 up rows), each: two loads, eight mask-and-rotate expansions into the four k steps' fragments, four
 // RS wgmmas, wait, promote (weight-row scales x token scales). No barrier between the warpgroups, no shared-memory
 // stores. (The values are the probe's filler bytes; the fragments' k order is what the layout would have to give.)
 constexpr int kW4rStages = 4;
 constexpr uint32_t kW4rStageBytes = 32 * 1024;
 constexpr size_t kW4rSmem = w4_pipe_smem<kW4rStages, kW4rStageBytes>();
-// This thread's fragments of one batch from its block of int4 (words 2k: rows r0, 2k + 1: rows r0 + 8 of k step k).
-__device__ __forceinline__ void int4_frags(uint32_t (&af)[4][4], const uint8_t* blk, int tid) {
-  const uint4 w0 = *reinterpret_cast<const uint4*>(blk + tid * 16);
-  const uint4 w1 = *reinterpret_cast<const uint4*>(blk + 2048 + tid * 16);
-  const uint32_t w[8] = {w0.x, w0.y, w0.z, w0.w, w1.x, w1.y, w1.z, w1.w};
-#pragma unroll
-  for (int k = 0; k < 4; ++k) {
-    mk::int4sm_x8_to_e4m3x8(w[2 * k], af[k][0], af[k][2]);
-    mk::int4sm_x8_to_e4m3x8(w[2 * k + 1], af[k][1], af[k][3]);
-  }
-}
 __global__ void __launch_bounds__(C::kThreads, 1) w4rs_kernel(const __grid_constant__ CUtensorMap map_x,
                                                               const __grid_constant__ CUtensorMap map_w4,
                                                               const __grid_constant__ CUtensorMap map_s,
@@ -1057,10 +1046,10 @@ __global__ void __launch_bounds__(C::kThreads, 1) w4rs_kernel(const __grid_const
     const uint8_t* st = stage_at(ps.stage);
     const float* ws = sc + ps.stage * 256 + 128 * wg;  // this warpgroup's gate rows, then its up rows
     uint32_t af[4][4];
-    int4_frags(af, st + kX + (2 * wg) * 4096, tid);
+    mk::int4_frags(af, st + kX + (2 * wg) * 4096, tid);  // the fused kernel's fragment loads and expansion
     rs_block(acc, af, st);
     mk::promote_cols(fg, acc, ws[r0], ws[r0 + 8], sa + ps.stage * 128, tid);
-    int4_frags(af, st + kX + (2 * wg + 1) * 4096, tid);
+    mk::int4_frags(af, st + kX + (2 * wg + 1) * 4096, tid);
     rs_block(acc, af, st);
     mk::promote_cols(fu, acc, ws[64 + r0], ws[64 + r0 + 8], sa + ps.stage * 128, tid);  // reads the stage's scales
     __syncwarp();
