@@ -2,8 +2,9 @@
 // The fused expert-parallel MoE layer: one persistent sm_90a kernel per layer call over a runtime::Team
 // (real or emulated ranks) does dispatch -> Linear-1 (wgmma) -> SwiGLU -> Linear-2 -> combine stores into
 // the source ranks' combine buffers; a small second kernel does the top-k weighted sum. Three precisions:
-// W8A8 (FP8 e4m3, per-128 block-scale promotion, h requantised to FP8 1x128), W4A8 (int4 weights expanded
-// exactly to e4m3 per call, then as W8A8) and bf16 (reference runs: bf16 activations and weights, fp32
+// W8A8 (FP8 e4m3, per-128 block-scale promotion, h requantised to FP8 1x128), W4A8 (int4 weights in the
+// register-fragment layout, every tile computed transposed with the weights expanded exactly to e4m3 in registers as
+// wgmma's A operand; h as W8A8's) and bf16 (reference runs: bf16 activations and weights, fp32
 // accumulation, h kept in bf16). docs/MOE.md, "Fused kernel", says what is written, how it synchronises,
 // and what has run on a GPU.
 //
@@ -118,12 +119,12 @@ struct MoeLayerParams {
   int pair_share = kPairShareAuto;
   // Weight prefetch into L2: the producer also asks L2 for the weight boxes of the K block this many blocks
   // beyond the one it loads (TMA prefetch, no shared memory), so the later load finds them there instead of in
-  // HBM. 0 = off (the default: measured as an option, docs/MOE.md); at most 64.
+  // HBM. 0 = off (the default: measured as an option, docs/MOE.md); at most 64. W8A8 only (W4A8 and bf16 ignore it).
   int l2_prefetch = 0;
   // Which tiles prefetch (with l2_prefetch > 0): 0 = every tile; 1 = only the tiles of experts with one row of at most
   // 64 tokens ("streamed" rows, sched::spread_row_order's): their weights serve that row alone and always come from
-  // HBM, where a half tile's few stages in flight do not cover the latency (docs/MOE.md, "Session 29"); W4A8 counts
-  // no tile as such (so 1 prefetches nothing there). Bit-identical either way.
+  // HBM, where a half tile's few stages in flight do not cover the latency (docs/MOE.md, "Session 29"). Bit-identical
+  // either way.
   int l2_prefetch_streamed = 0;
   // The two MMA warpgroups' wgmma batches strictly alternate (FA3's ping-pong, named barriers): a warpgroup issues
   // its next batch once the other has issued, so each one's fp32 promotion runs under the other's batch instead
@@ -138,7 +139,8 @@ struct MoeLayerParams {
   // L2 cache hints (a bit set of MoeL2Hint; 0 = none, the default): evict_first on the combine stores (each entry
   // is read once, by the weighted sum after the kernel), evict_last on the Linear-2 weight loads (an expert's W2
   // serves all its row blocks, which Interleaved spreads over time), evict_first on the Linear-1 weight loads.
-  // Results are bit-identical either way; measured as options (docs/MOE.md, "L2 cache hints").
+  // Results are bit-identical either way; measured as options (docs/MOE.md, "L2 cache hints"). W4A8's weight loads
+  // take no hint (since s47: its TMA maps of the int4 fragment layout); its combine stores do.
   int l2_hints = 0;
   // Columns of a Linear-2 tile: 0 = auto (the default: 256 for W8A8 / W4A8 where hidden is a multiple of 512, else
   // 128; moe_l2_cols), 128, or 256 (W8A8 / W4A8, hidden a multiple of 256, and of 512 with CTA pairs). A 256-column
@@ -167,12 +169,13 @@ struct MoeLayerParams {
   // Interleaved 1.008-1.015x the time (geomean), Expert-Wave 1.025-1.037x; W4A8 0.99-1.01x. Bit-identical either
   // way (docs/MOE.md, "Session 28").
   int l2_borrow = 1;
-  // When an MMA warp hands a K block's stage back to the producer (W8A8, W4A8; bf16 ignores it): 1 = as soon as the
+  // When an MMA warp hands a K block's stage back to the producer (W8A8; W4A8 and bf16 ignore it): 1 = as soon as the
   // block's last batch is done where the next block's stage is not full yet (tested in that batch's shadow), so a
   // tile waiting for its data has every stage but the one being read in flight; else, and with 0 (the default),
   // after the next block's first batch is issued (off the warps' critical path when the data is there, docs/MOE.md
   // "Session 23"). Measured with 1 against 0 (s28, same process, W8A8 at 8K and 32K on six shapes): Expert-Wave
-  // 1.013-1.019x faster (geomean), Interleaved 0.992-0.995x, W4A8 0.997-0.998x; so off. Bit-identical either way.
+  // 1.013-1.019x faster (geomean), Interleaved 0.992-0.995x, W4A8 (s46's kernel) 0.997-0.998x; so off. Bit-identical
+  // either way.
   int early_release = 0;
   // The order the tile schedulers walk a rank's rows in (both orders; positions of sched::MoeLayout): 0 = rows in
   // expert order (the default), 1 = sched::spread_row_order: the rows of experts with one row of at most 64 tokens,
