@@ -535,16 +535,15 @@ void launch_moe_layer(runtime::Team& team, MoeWorkspace& ws, const MoeLayerParam
   const uint64_t R = uint64_t(ws.rows_capacity());
   const uint64_t experts_here = uint64_t(ranks) * El;
   const bool int4 = prm.weights == MoeWeightFormat::kInt4, bf16 = prm.weights == MoeWeightFormat::kBf16;
-  // (W4A8: no weight maps; the kernel bulk-copies the fragment blocks of prm.w1 / prm.w2)
+  // (W4A8: the weight maps below see the int4 fragment layout; see `if (int4)` after them)
   const void* w1 = prm.w1;
   const void* w2 = prm.w2;
   CUtensorMap maps[18];
   const MapKind rows_kind = bf16 ? MapKind::kBf16 : MapKind::kFp8;  // receive rows, h and weights
-  for (int i : {1, 4, 6, 7, 9, 10, 11, 12, 13, 14, 15, 16, 17}) maps[i] = CUtensorMap{};
+  for (int i : {1, 2, 4, 5, 6, 7, 9, 10, 11, 12, 13, 14, 15, 16, 17}) maps[i] = CUtensorMap{};
   const bool share_weights = ls.share > kPairShareA;  // CTA pairs sharing the weights
   make_map_2d(&maps[0], ws.recv_x_->local(first), rows_kind, H, uint64_t(ranks) * R, "recv_x", kBlockM / 2);
   if (!bf16) make_map_2d(&maps[1], ws.recv_sa_->local(first), MapKind::kF32, R, uint64_t(ranks) * (H / kBlockK), "recv_sa");
-  for (int i : {2, 5}) maps[i] = CUtensorMap{};
   if (!int4) make_map_2d(&maps[2], w1, rows_kind, H, experts_here * 2 * I, "w1");
   make_map_2d(&maps[3], ws.h_->local(first), rows_kind, I, uint64_t(ranks) * R, "h");
   make_map_2d(&maps[8], ws.h_->local(first), rows_kind, I, uint64_t(ranks) * R, "h (A operand)", kBlockM / 2);
@@ -660,8 +659,6 @@ void launch_moe_layer(runtime::Team& team, MoeWorkspace& ws, const MoeLayerParam
     kp.h_scale = ws.h_scale_ ? static_cast<float*>(ws.h_scale_->local(first)) : nullptr;
     kp.row_ready = static_cast<uint32_t*>(ws.row_ready_->local(first));
     kp.dispatch_target = ws.sent_[kSlotDispatch];
-    kp.w1_int4 = int4 ? static_cast<const uint8_t*>(prm.w1) : nullptr;
-    kp.w2_int4 = int4 ? static_cast<const uint8_t*>(prm.w2) : nullptr;
     kp.err = ws.err_;
     kp.trace = nullptr;
     kp.trace_cap = 0;

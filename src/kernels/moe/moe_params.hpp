@@ -104,9 +104,10 @@ struct KernelParams {
   CUtensorMap tma_ha;  // h as Linear-2's A operand: the same tensor, box {128, 64}
   CUtensorMap tma_hs;  // h_scale: {rows_cap, ranks * I/128} f32, box {128, 1}
   CUtensorMap tma_w2;  // {I, experts * H} u8, box {128, 128}, sw128
-  // W4A8: tma_w1 / tma_w2 (and tma_w2w, tma_w2h) map the int4 fragment layout as rows of 256 bytes (moe_layer.cpp);
-  // the per-(row, 128-group) scales,
-  // K-block-major: {2I, experts * H/128} and {H, experts * I/128} fp32, box {128, 1}.
+  // W4A8: tma_w1 / tma_w2 (and tma_w2w, tma_w2h) map the local experts' int4 weights in the fragment layout
+  // (moe::pack_int4_frag: W1 [experts][H/128][2I/64], W2 [experts][I/128][H/64] blocks of 4 KB) as rows of 256 bytes
+  // (moe_layer.cpp); the per-(row, 128-group) scales, K-block-major: {2I, experts * H/128} and {H, experts * I/128}
+  // fp32, box {128, 1}.
   CUtensorMap tma_s1, tma_s2;
   // Weight-sharing pairs: the weight maps again with 64-row boxes (each CTA of a pair multicasts its half of every weight box).
   CUtensorMap tma_w1h, tma_w2h;
@@ -164,10 +165,6 @@ struct KernelParams {
   uint32_t* row_ready;    // [ranks][rows_cap / 128], zeroed before the launch
   const float* w1_scale;  // W8A8: [experts][2I/128][H/128] (W4A8: read through tma_s1)
   const float* w2_scale;  // W8A8: [experts][H/128][I/128] (W4A8: read through tma_s2)
-  // W4A8: the local experts' int4 weights in the fragment layout (moe::pack_int4_frag; pack_int4_weights), W1
-  // [experts][H/128][2I/64] and W2 [experts][I/128][H/64] blocks of 4 KB.
-  const uint8_t* w1_int4;
-  const uint8_t* w2_int4;
   uint32_t dispatch_target;  // epoch * ctas_per_rank
   uint64_t timeout_ns;
   runtime::DeviceError* team_err;
