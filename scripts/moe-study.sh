@@ -4,6 +4,7 @@
 # orders and the per-tile trace (W8A8), the lead sweep on three configurations, then the merge into the
 # summaries, tables and plots.
 #   RANKS=2 OUT=/root/out bash scripts/moe-study.sh        # real ranks (xstage launch -n 2), EP = 2
+#   (LAUNCH_TIMEOUT=S: the launcher stops every rank of a step after S seconds)
 #   OUT=/root/out bash scripts/moe-study.sh                # P = 1 (and emulated P = 2, 4, 8 bit-identity)
 #   STEPS="w8 w4 dsweep tiles merge" selects steps (at P = 1 on one H200 each of w8, w4 took about a minute, 2026-12-01;
 #   the device tool brings back at most 8 files per call: tar the folders or drop blocks.json).
@@ -31,7 +32,7 @@ bench() {  # bench DIR ARGS...: one bench_moe run, real ranks when RANKS is set
   local dir=$1; shift
   mkdir -p "$dir"
   if [ -n "$RANKS" ]; then
-    "$BUILD/src/cli/xstage" launch -n "$RANKS" -- "$BUILD/bench/moe/bench_moe" --out "$dir" "$@"
+    "$BUILD/src/cli/xstage" launch -n "$RANKS" ${LAUNCH_TIMEOUT:+--timeout $LAUNCH_TIMEOUT} -- "$BUILD/bench/moe/bench_moe" --out "$dir" "$@"
   else
     "$BUILD/bench/moe/bench_moe" --out "$dir" --worlds 1,2,4,8 --emulated-tokens "${EMUL_T:-2048}" "$@"
   fi

@@ -88,7 +88,9 @@
 // rank from the seed. The unfused baseline becomes UnfusedEpMoe (NCCL all-to-all-v dispatch and combine
 // around the local experts' cuBLASLt GEMMs); the ceiling is one rank's FLOPs on its GPU. Every rank checks its
 // tokens against the host reference (remote experts regenerated from the seed) and against the unfused path;
-// the row is correct when every rank's is. Timing: the protocol with agreed call counts (bench/agreed_timer.cuh,
+// the row is correct when every rank's is. Each rank also runs the whole global batch (P * T tokens, every expert
+// regenerated from the seed) at P = 1 on its own GPU, every order, and its output rows must equal its slice of that
+// run bit for bit (the "P = 1 twin"; --no-p1-twin skips it, e.g. where all experts do not fit one GPU). Timing: the protocol with agreed call counts (bench/agreed_timer.cuh,
 // fixed warm-up); every statistic is the worst over the ranks (the slowest rank sets the layer's time). The
 // trace summary is the mean over the ranks; --trace-csv FILE writes FILE.rankR per rank. Rank 0 writes the files
 // (blocks.rankR.json from the others). summary.json / schedule_summary.json then carry issue 14's keys
@@ -335,6 +337,7 @@ struct Args {
   bool compare_half_wide = false;   // --compare-half-wide: also the orders with the other half_wide (W8A8)
   int row_order = 0;                // --row-order: MoeLayerParams::row_order of every fused launch (W8A8)
   bool compare_lean = false;        // --compare-lean: also the orders with the other lean (W8A8, W4A8)
+  bool p1_twin = true;              // real ranks: each rank's output against its slice of a P = 1 run (--no-p1-twin)
   double block_s = 0.1, warmup_s = 0.05;
   int rounds = 1;
   long min_calls = bench::kDefaultMinCalls;
@@ -417,6 +420,7 @@ Args parse(int argc, char** argv) {
     else if (k == "--worlds") a.worlds = split_int(val(), "--worlds");
     else if (k == "--emulated-tokens") a.emulated_tokens = split_int(val(), k.c_str()).at(0);
     else if (k == "--check-tokens") a.check_tokens = std::stoi(val());
+    else if (k == "--no-p1-twin") a.p1_twin = false;
     else if (k == "--block-s") a.block_s = std::stod(val());
     else if (k == "--warmup-s") a.warmup_s = std::stod(val());
     else if (k == "--rounds") a.rounds = std::stoi(val());
@@ -712,7 +716,11 @@ int main(int argc, char** argv) try {
     for (const std::string& key : a.shapes) {
       const moe::MoeShape& s = *a.shape(key);
       const int E_loc = s.experts / P;  // this rank's experts [rank E/P, (rank + 1) E/P)
-      Weights W(s, int4, a.seed * 1000 + std::hash<std::string>{}(key) % 997, rank * E_loc, E_loc);
+      const uint64_t wseed = a.seed * 1000 + std::hash<std::string>{}(key) % 997;
+      Weights W(s, int4, wseed, rank * E_loc, E_loc);
+      // real ranks: every expert, for the P = 1 twin of each configuration (the same values as the ranks' slices)
+      std::unique_ptr<Weights> W_all = real && P > 1 && a.p1_twin ? std::make_unique<Weights>(s, int4, wseed, 0, s.experts)
+                                                                 : nullptr;
       for (int T : a.tokens) {
         for (const std::string& rname : a.routings) {
           const moe::RoutingKind rk = moe::parse_routing_kind(rname);
@@ -1153,6 +1161,50 @@ int main(int argc, char** argv) try {
                             row["ms_fused_" + o + "_c1"].get<double>() / row["ms_fused_" + o].get<double>());
           std::fflush(stdout);
 
+          // ---- real ranks: this rank's output rows against its slice of the whole global batch run at P = 1 here
+          if (W_all && fused_ok) {
+            const size_t PT = size_t(P) * T;
+            Dev<uint8_t> xg(PT * s.hidden);
+            Dev<float> xsg(PT * (s.hidden / 128)), wtg(PT * s.topk), outg(PT * s.hidden);
+            fill_fp8<<<kFill, 256>>>(xg.p, xg.n, cseed + 11, 0);  // rank r's x is elements [r x.n, (r + 1) x.n)
+            fill_scale<<<kFill, 256>>>(xsg.p, xsg.n, cseed + 12, 1.0f / 448.0f, 0);
+            ok(cudaGetLastError(), "twin input init");
+            std::vector<int32_t> idx_g;
+            std::vector<float> wt_g;
+            for (int r = 0; r < P; ++r) {
+              idx_g.insert(idx_g.end(), routing.rank_index(r), routing.rank_index(r) + size_t(T) * s.topk);
+              wt_g.insert(wt_g.end(), routing.rank_weight(r), routing.rank_weight(r) + size_t(T) * s.topk);
+            }
+            ok(cudaMemcpy(wtg.p, wt_g.data(), wtg.n * 4, cudaMemcpyHostToDevice), "twin weights H2D");
+            auto t1 = runtime::Team::emulated(1);
+            const moe_kernel::MoeShape mg{s.hidden, s.inter, s.experts, s.topk, int(PT)};
+            moe_kernel::MoeWorkspace wg(*t1, mg);
+            bool eq = true;
+            for (const moe_kernel::MoeLayerParams& po : order_prm) {
+              ok(cudaMemset(outg.p, 0xFF, outg.n * 4), "poison");
+              wg.poison(t1->stream());
+              moe_kernel::MoeLayerParams pg = po;
+              pg.shape = mg;
+              pg.topk_index_all = idx_g.data();
+              pg.rank[0] = {xg.p, xsg.p, wtg.p, outg.p};
+              pg.w1 = W_all->fused_w1();
+              pg.w1_scale = W_all->s1.p;
+              pg.w2 = W_all->fused_w2();
+              pg.w2_scale = W_all->s2.p;
+              moe_kernel::run_moe_layer(*t1, wg, pg, t1->stream());
+              wg.check(*t1, "fused MoE, P = 1 twin");
+              const Diff d = diff(outg.p + size_t(rank) * T * s.hidden, out.p, out.n, t1->stream());
+              const bool e = rmin(d.unequal == 0 && d.nonfinite == 0 ? 1.0 : 0.0) > 0.5;  // every rank's slice
+              eq = eq && e;
+              if (lead_rank)
+                std::printf("    P = %d real ranks, %s: %s the P = 1 run of the %zu-token global batch\n", P,
+                            po.order == MoeOrder::kExpertWave ? "expert-wave" : "interleaved",
+                            e ? "every rank bit-identical to its slice of" : "DIFFER from", PT);
+            }
+            row["p1_twin_bitwise_equal"] = eq;
+            if (!eq) row["correct"] = false;
+          }
+
           // ---- emulated ranks: the same global batch split into P ranks, bit-identical to P = 1
           if (!real && fused_ok && T == a.emulated_tokens)
             for (int P : a.worlds) {
@@ -1253,6 +1305,16 @@ int main(int argc, char** argv) try {
                   {"protocol", {{"name", bench::kProtocolName}, {"block_s", a.block_s}, {"warmup_s", a.warmup_s},
                                 {"rounds", a.rounds}, {"fixed_warmup_calls", real ? 5 : 0}}},
                   {"rows", rows}};
+  if (real && P > 1) {  // the P = 1 twin: configurations where every rank's rows equal a one-GPU run's
+    int twin = 0, twin_eq = 0;
+    for (const json& r : rows)
+      if (r.contains("p1_twin_bitwise_equal")) {
+        ++twin;
+        twin_eq += r["p1_twin_bitwise_equal"].get<bool>() ? 1 : 0;
+      }
+    summary["p1_twin_configs"] = twin;
+    summary["p1_twin_bitwise_equal_configs"] = twin_eq;
+  }
   if (P == 1) {  // issue 11's P = 1 names
     summary["geomean_fused_vs_unfused_p1"] = jratio_g;
     summary["min_fused_vs_unfused_p1"] = jratio_min;

@@ -1121,3 +1121,169 @@ TEST(MoeLayerGpu, Bf16RejectsBadInput) {
     EXPECT_NE(prepare(ws16, p).find("unknown weight format 7"), std::string::npos);
   }
 }
+
+// ---------------------------------------------------------------- real ranks (one process per GPU, NCCL windows)
+// Each rank of a real team runs the layer on its slice of a global batch (P x T tokens, every rank generates the
+// same weights, activations and routing from the seed), several calls on one workspace, both orders, W8A8 and
+// W4A8, and then the whole global batch at P = 1 on its own GPU (an emulated team of one, all experts): its output
+// rows must equal its slice of that run bit for bit, and the reference of its precision within the file header's
+// rms bound. The calls poison the workspace (collective in a real team) and run back to back: a faster peer's
+// dispatch must never land in buffers this rank is still poisoning or reading (two H200s, 2026-12-04: before
+// MoeWorkspace::poison synchronised the team, poisoned (source, token, slot) entries sent combine stores to wild
+// addresses). With one GPU the launch is a world of one (the real code path without a peer).
+namespace {
+struct RealFormat {
+  MoeWeightFormat format;
+  std::vector<uint8_t> w1, w2;  // all experts, as the kernel reads them (W4A8: two's complement, packed on device)
+  std::vector<float> s1, s2;
+};
+
+RealFormat quantize_for(const moe::MoeWeights& w, int H, int I, int E, bool int4) {
+  RealFormat q;
+  q.format = int4 ? MoeWeightFormat::kInt4 : MoeWeightFormat::kFp8;
+  for (int e = 0; e < E; ++e) {
+    if (int4) {
+      const moe::Int4Tensor q1 = moe::quantize_int4(w.w1_of(e), 2 * I, H), q2 = moe::quantize_int4(w.w2_of(e), H, I);
+      q.w1.insert(q.w1.end(), q1.packed.begin(), q1.packed.end());
+      q.w2.insert(q.w2.end(), q2.packed.begin(), q2.packed.end());
+      for (const auto* t : {&q1, &q2}) {  // scales K-block-major
+        std::vector<float>& dst = t == &q1 ? q.s1 : q.s2;
+        const int kb = t->cols / t->group;
+        for (int b = 0; b < kb; ++b)
+          for (int r = 0; r < t->rows; ++r) dst.push_back(t->scale[size_t(r) * kb + b]);
+      }
+    } else {
+      const moe::Fp8Tensor q1 = moe::quantize_weight_128x128(w.w1_of(e), 2 * I, H);
+      const moe::Fp8Tensor q2 = moe::quantize_weight_128x128(w.w2_of(e), H, I);
+      q.w1.insert(q.w1.end(), q1.code.begin(), q1.code.end());
+      q.s1.insert(q.s1.end(), q1.scale.begin(), q1.scale.end());
+      q.w2.insert(q.w2.end(), q2.code.begin(), q2.code.end());
+      q.s2.insert(q.s2.end(), q2.scale.begin(), q2.scale.end());
+    }
+  }
+  return q;
+}
+
+// Experts [e0, e0 + n) of q on the device, in the kernel's layout.
+struct DevWeights {
+  std::unique_ptr<DevBuf> w1, w2, s1, s2;
+  DevWeights(const RealFormat& q, int E, int e0, int n) {
+    const size_t b1 = q.w1.size() / E, b2 = q.w2.size() / E, c1 = q.s1.size() / E, c2 = q.s2.size() / E;
+    w1 = std::make_unique<DevBuf>(b1 * n);
+    w2 = std::make_unique<DevBuf>(b2 * n);
+    s1 = std::make_unique<DevBuf>(c1 * n * 4);
+    s2 = std::make_unique<DevBuf>(c2 * n * 4);
+    CUDA_CHECK(cudaMemcpy(w1->p, q.w1.data() + b1 * e0, b1 * n, cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemcpy(w2->p, q.w2.data() + b2 * e0, b2 * n, cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemcpy(s1->p, q.s1.data() + c1 * e0, c1 * n * 4, cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemcpy(s2->p, q.s2.data() + c2 * e0, c2 * n * 4, cudaMemcpyHostToDevice));
+  }
+};
+
+int scenario_moe_real() {
+  return with_real_team(60, [](runtime::Team& team, runtime::Communicator& comm) {
+    const int P = comm.size(), rank = comm.rank();
+    const int T = 192, H = 512, I = 256, E = 4 * P, K = 2, El = E / P;
+    const uint32_t seed = test_seed() + 4242u;
+    const moe::MoeWeights w = moe::random_moe_weights(H, I, E, seed);
+    int failures = 0;
+    for (const bool int4 : {false, true}) {
+      const RealFormat q = quantize_for(w, H, I, E, int4);
+      DevWeights mine(q, E, rank * El, El), all(q, E, 0, E);
+      if (int4) {  // the fragment layout, in place
+        moe_kernel::pack_int4_weights(mine.w1->p, mine.w1->p, El, 2 * I, H);
+        moe_kernel::pack_int4_weights(mine.w2->p, mine.w2->p, El, H, I);
+        moe_kernel::pack_int4_weights(all.w1->p, all.w1->p, E, 2 * I, H);
+        moe_kernel::pack_int4_weights(all.w2->p, all.w2->p, E, H, I);
+      }
+      const moe::MoeReference refp(w, int4 ? moe::Precision::W4A8 : moe::Precision::W8A8), ref32(w, moe::Precision::Fp32);
+      moe_kernel::MoeWorkspace ws(team, {H, I, E, K, T}, q.format);
+      auto one = runtime::Team::emulated(1);
+      moe_kernel::MoeWorkspace ws1(*one, {H, I, E, K, P * T}, q.format);
+      DevBuf x_g(size_t(P) * T * H), xs_g(size_t(P) * T * (H / 128) * 4), wt_g(size_t(P) * T * K * 4),
+          out_g(size_t(P) * T * H * 4), out(size_t(T) * H * 4);
+      for (int call = 0; call < 3; ++call) {
+        const uint32_t cs = seed + 7919u * call;
+        const std::vector<float> x = moe::random_activations(size_t(P) * T * H, cs);
+        const moe::Routing routing = moe::generate_routing({P, T, E, K, call == 1 ? moe::RoutingKind::Balanced
+                                                                                  : moe::RoutingKind::Skewed, 1.0, cs});
+        const moe::Fp8Tensor xq = moe::quantize_act_1x128(x.data(), P * T, H);  // 1x128 blocks never straddle tokens
+        CUDA_CHECK(cudaMemcpy(x_g.p, xq.code.data(), xq.code.size(), cudaMemcpyHostToDevice));
+        CUDA_CHECK(cudaMemcpy(xs_g.p, xq.scale.data(), xq.scale.size() * 4, cudaMemcpyHostToDevice));
+        CUDA_CHECK(cudaMemcpy(wt_g.p, routing.weight.data(), routing.weight.size() * 4, cudaMemcpyHostToDevice));
+        // the reference of this rank's tokens
+        const float* xr = x.data() + size_t(rank) * T * H;
+        const std::vector<float> op = refp.forward(xr, T, routing.rank_index(rank), routing.rank_weight(rank), K);
+        const std::vector<float> o32 = ref32.forward(xr, T, routing.rank_index(rank), routing.rank_weight(rank), K);
+        for (const MoeOrder order : {MoeOrder::kExpertWave, MoeOrder::kInterleaved}) {
+          const char* oname = order == MoeOrder::kExpertWave ? "expert-wave" : "interleaved";
+          moe_kernel::MoeLayerParams prm;
+          prm.shape = {H, I, E, K, T};
+          prm.topk_index_all = routing.index.data();
+          prm.weights = q.format;
+          prm.w1 = static_cast<const uint8_t*>(mine.w1->p);
+          prm.w1_scale = static_cast<const float*>(mine.s1->p);
+          prm.w2 = static_cast<const uint8_t*>(mine.w2->p);
+          prm.w2_scale = static_cast<const float*>(mine.s2->p);
+          prm.order = order;
+          prm.rank[0] = {static_cast<const uint8_t*>(x_g.p) + size_t(rank) * T * H,
+                         static_cast<const float*>(xs_g.p) + size_t(rank) * T * (H / 128),
+                         static_cast<const float*>(wt_g.p) + size_t(rank) * T * K, static_cast<float*>(out.p)};
+          CUDA_CHECK(cudaMemset(out.p, 0xFF, size_t(T) * H * 4));
+          ws.poison(team.stream());
+          moe_kernel::run_moe_layer(team, ws, prm, team.stream());
+          moe_kernel::launch_moe_layer(team, ws, prm, team.stream());  // again, back to back, no poison between
+          ws.check(team, "moe layer, real ranks");
+          // the global batch at P = 1 on this GPU
+          moe_kernel::MoeLayerParams p1 = prm;
+          p1.shape = {H, I, E, K, P * T};
+          p1.w1 = static_cast<const uint8_t*>(all.w1->p);
+          p1.w1_scale = static_cast<const float*>(all.s1->p);
+          p1.w2 = static_cast<const uint8_t*>(all.w2->p);
+          p1.w2_scale = static_cast<const float*>(all.s2->p);
+          p1.rank[0] = {static_cast<const uint8_t*>(x_g.p), static_cast<const float*>(xs_g.p),
+                        static_cast<const float*>(wt_g.p), static_cast<float*>(out_g.p)};
+          CUDA_CHECK(cudaMemset(out_g.p, 0xFF, size_t(P) * T * H * 4));
+          ws1.poison(one->stream());
+          moe_kernel::run_moe_layer(*one, ws1, p1, one->stream());
+          ws1.check(*one, "moe layer, P = 1 twin");
+          std::vector<float> got(size_t(T) * H), twin(size_t(T) * H);
+          CUDA_CHECK(cudaMemcpy(got.data(), out.p, got.size() * 4, cudaMemcpyDeviceToHost));
+          CUDA_CHECK(cudaMemcpy(twin.data(), static_cast<float*>(out_g.p) + size_t(rank) * T * H, twin.size() * 4,
+                                cudaMemcpyDeviceToHost));
+          const std::string diff = first_difference(got, twin, H);
+          double se_k = 0, se_r = 0;
+          long long nan = 0;
+          for (size_t i = 0; i < got.size(); ++i) {
+            if (!std::isfinite(got[i])) { ++nan; continue; }
+            se_k += (double(got[i]) - op[i]) * (double(got[i]) - op[i]);
+            se_r += (double(op[i]) - o32[i]) * (double(op[i]) - o32[i]);
+          }
+          const double ratio = se_r > 0 ? std::sqrt(se_k / se_r) : 0;
+          const bool ok = diff.empty() && nan == 0 && ratio <= 0.25;
+          failures += ok ? 0 : 1;
+          std::printf("rank %d of %d, %s, %s, call %d: %s the P = 1 run of %d tokens%s%s; rms(kernel - ref) / "
+                      "rms(ref - fp32) %.3f, NaN %lld\n", rank, P, int4 ? "W4A8" : "W8A8", oname, call,
+                      diff.empty() ? "bit-identical to its slice of" : "DIFFERS from its slice of", P * T,
+                      diff.empty() ? "" : ", first at ", diff.c_str(), ratio, nan);
+        }
+      }
+    }
+    std::fflush(stdout);
+    return failures == 0 ? 0 : 1;
+  });
+}
+}  // namespace
+
+TEST(MoeLayerRealChild, Scenario) { child_main({{"moe_real", scenario_moe_real}}); }
+
+TEST(MoeLayerReal, OneRankEqualsOneGpuRun) {  // a real world of one: the NCCL-window path without a peer
+  NEED_SM90();
+  EXPECT_EQ(run_child_ranks("MoeLayerRealChild.*", "moe_real", 1), 0);
+}
+
+TEST(MoeLayerReal, TwoRanksEqualOneGpuRunBitForBit) {
+  NEED_SM90();
+  NEED_GPUS(2);
+  EXPECT_EQ(run_child_ranks("MoeLayerRealChild.*", "moe_real", 2), 0);
+}

@@ -347,6 +347,10 @@ void MoeWorkspace::poison(cudaStream_t stream) {
     if (b == nullptr) continue;  // the scale buffers of a bf16 workspace
     for (int g = 0; g < ranks; ++g) ok(cudaMemsetAsync(b->local(first + g), 0xFF, b->bytes(), stream), "cudaMemsetAsync (poison)");
   }
+  if (!team_.is_emulated()) {  // peers write into these buffers: nobody launches before every rank's poison is done
+    ok(cudaStreamSynchronize(stream), "stream synchronize (poison)");
+    team_.barrier();
+  }
 }
 
 // Everything prepare and launch both need valid (the routing is prepare's).

@@ -271,7 +271,10 @@ class MoeWorkspace {
   void check(runtime::Team& team, const std::string& what);
   // Tests: fills the receive, intermediate and combine buffers of the local ranks with 0xFF (FP8 and bf16
   // NaN, fp32 NaN scales; a bf16 workspace has no scale buffers), so untouched padding rows or combine
-  // entries show up as NaN in the output.
+  // entries show up as NaN in the output. Collective in a real team: every rank's poison is done (its stream
+  // synchronised, then a team barrier) before this returns, so a faster peer's next launch cannot dispatch rows or
+  // metadata into this rank's buffers before the poison overwrites them (found with real ranks on two H200s:
+  // poisoned (source, token, slot) entries sent the combine stores to wild addresses).
   void poison(cudaStream_t stream);
   // The tiles of the last traced launch (synchronises the team's stream), every local rank, in CTA order.
   std::vector<MoeTileTrace> read_trace(runtime::Team& team) const;

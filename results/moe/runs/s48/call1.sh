@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# s48 call 1 (nvidia-h200-x2): the fused MoE kernel with REAL ranks, one process per GPU over NCCL 2.28 (bf9a322).
+#   1. a small correctness run (Qwen3-30B, V4-Flash, 2048 tokens per rank, W8A8 and W4A8, both orders, 4 checked
+#      tokens per rank against the host reference, every token against UnfusedEpMoe);
+#   2. compute-sanitizer memcheck on both ranks of a small layer (custom 512/256/16/4, 256 tokens per rank);
+#   3. scripts/moe-study.sh with RANKS=2, steps w8 and w4 (the 84-point grid at EP = 2; merged on the CPU machine).
+# build/s48c1.tar.xz: this build's stripped bench_moe and xstage CLI.
+set -uo pipefail
+cd "$(dirname "$0")/../../../.."
+mkdir -p build/bench/moe build/src/cli && tar xJf build/s48c1.tar.xz -C /tmp
+mv /tmp/bench_moe build/bench/moe/ && mv /tmp/xstage build/src/cli/
+source scripts/moe-env.sh
+T0=$(date +%s)
+el() { echo "[t=$(( $(date +%s) - T0 ))s] $*"; }
+nvidia-smi -L; nvidia-smi topo -m | tee $OUT/topo.txt
+nvidia-smi --query-gpu=index,name,driver_version,clocks.sm,power.draw,power.limit,temperature.gpu --format=csv,noheader
+X=build/src/cli/xstage; B=build/bench/moe/bench_moe
+el sanity
+$X launch -n 2 --timeout 150 -- $B --out $OUT/sanity --shapes qwen3-30b-a3b,deepseek-v4-flash --tokens 2048 \
+  --precision w8a8,w4a8 --orders wave,interleaved --check-tokens 4 --no-time > $OUT/sanity.log 2>&1
+echo "sanity rc=$?"; grep -vE "^\s+(trace|emulated)" $OUT/sanity.log | head -30
+el memcheck
+SAN=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer | head -1)
+$X launch -n 2 --timeout 150 -- $SAN --tool memcheck --error-exitcode 3 $B --out $OUT/san --custom tiny:512:256:16:4 \
+  --tokens 256 --precision w8a8,w4a8 --orders wave,interleaved --check-tokens 2 --no-time > $OUT/memcheck.log 2>&1
+echo "memcheck rc=$?"; grep -E "ERROR SUMMARY|tiny" $OUT/memcheck.log | head
+for st in w8 w4; do
+  el "$st"
+  OUT=$OUT/study RANKS=2 LAUNCH_TIMEOUT=235 STEPS=$st bash scripts/moe-study.sh >> $OUT/study.log 2>&1
+  echo "$st rc=$?"
+done
+grep -E "^configs|^orders|^simulator|^# " $OUT/study.log
+el done
+cd $OUT && rm -f */blocks.json study/*/blocks.json && tar czf call1.tgz --exclude=call1.tgz * && find . -mindepth 1 -maxdepth 1 ! -name call1.tgz -exec rm -rf {} +
