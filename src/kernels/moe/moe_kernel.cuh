@@ -324,10 +324,11 @@ __device__ __forceinline__ void int4sm_x8_to_e4m3x8(uint32_t w, uint32_t& lo, ui
 // ---------------------------------------------------------------- W4A8: the swapped tile (weights as the A operand)
 // A W4A8 tile is computed transposed, C^T = W X^T: its weight rows are wgmma's A operand, expanded from int4 in
 // registers (the RS form), and its token rows the B operand, straight from the stage's A box (the same 128 B swizzled
-// rows, N = 128 tokens for a full tile, 64 for a half tile). Nothing writes expanded weights anywhere: a stage carries
-// half a byte per weight, and no shared-memory stores sit beside the tensor cores' reads (docs/MOE.md "Session 46",
-// items 8-9, "Session 47"). The weights are in the fragment layout (moe::pack_int4_frag, pack_int4_weights): 4 KB
-// blocks of 64 rows x 128 K, a K block's row blocks adjacent, from which each thread's 32 bytes are its A fragments.
+// rows, N = 128 tokens for a full tile, 64 for a half tile, 32 for a quarter tile). Nothing writes expanded weights
+// anywhere: a stage carries half a byte per weight, and no shared-memory stores sit beside the tensor cores' reads
+// (docs/MOE.md "Session 46", items 8-9, "Session 47"). The weights are in the fragment layout (moe::pack_int4_frag,
+// pack_int4_weights): 4 KB blocks of 64 rows x 128 K, a K block's row blocks adjacent, from which each thread's 32
+// bytes are its A fragments.
 // A stage holds four blocks: [gate rows 0-63, 64-127, up rows 0-63, 64-127] of a Linear-1 tile, or output columns
 // [0, 64), [64, 128), [128, 192), [192, 256) of a 256-column Linear-2 tile (a 128-column one: the first two).
 // Warpgroup wg computes blocks wg (into f0) and 2 + wg (into f1) against all the tile's tokens. The producer loads
@@ -478,10 +479,10 @@ __device__ __forceinline__ void rs_l1_epilogue(uint8_t* st, float (&fg)[kAcc], c
       base[rr][1][q * 8 * 128] = uint8_t(c >> 8);
     }
   }
-  if constexpr (kN < kBlockM) {  // padding tokens [64, 128): zero codes (8 KB over the 256 threads)
+  if constexpr (kN < kBlockM) {  // padding tokens [kN, 128): zero codes (8 or 12 KB over the 256 threads)
     uint4* z = reinterpret_cast<uint4*>(st + kN * 128);
-    z[T] = make_uint4(0u, 0u, 0u, 0u);
-    z[T + 256] = make_uint4(0u, 0u, 0u, 0u);
+#pragma unroll
+    for (int j = 0; j < (kBlockM - kN) * 8 / 256; ++j) z[T + 256 * j] = make_uint4(0u, 0u, 0u, 0u);
   }
 }
 
@@ -1472,7 +1473,8 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
           ptx::mbar_arrive_release_cta(&sh.borrow_full);
         };
         if constexpr (C::kInt4) {
-          // W4A8: the swapped tile (rs_mainloop); a full tile's batches have N = 128 tokens, a half tile's 64.
+          // W4A8: the swapped tile (rs_mainloop); a full tile's batches have N = 128 tokens, a half tile's 64, a quarter
+          // tile's (at most 32 tokens, kInt4Quarter) 32.
           auto rs_tile = [&](auto acc_count) {
             constexpr int kAcc = decltype(acc_count)::value;
             float f0[kAcc], f1[kAcc];
@@ -1507,8 +1509,10 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
           };
           if (!half)
             rs_tile(std::integral_constant<int, 64>{});
-          else
+          else if (!kInt4Quarter || t.valid > 32)
             rs_tile(std::integral_constant<int, 32>{});
+          else  // a quarter tile: at most 32 tokens, N = 32 (the producer's loads are a half tile's)
+            rs_tile(std::integral_constant<int, 16>{});
         } else if (!t.l2()) {
           const float* s1g = p.w1_scale + (int64_t(ex) * (2 * p.inter / kBlockN) + t.n) * KB1;  // W8A8 gate scales
           const float* s1u = s1g + int64_t(p.inter / kBlockN) * KB1;                          // and up scales

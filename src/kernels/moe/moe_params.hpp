@@ -37,6 +37,11 @@ namespace xstage::moe_kernel {
 #ifndef XSTAGE_MOE_INT4_STAGES
 #define XSTAGE_MOE_INT4_STAGES 5
 #endif
+// W4A8 tiles of at most 32 tokens run N = 32 batches (1; 0: a half tile's N = 64, for A/B builds).
+#ifndef XSTAGE_MOE_INT4_QUARTER
+#define XSTAGE_MOE_INT4_QUARTER 1
+#endif
+inline constexpr bool kInt4Quarter = XSTAGE_MOE_INT4_QUARTER != 0;
 #ifndef XSTAGE_MOE_EPI_SLOTS
 #define XSTAGE_MOE_EPI_SLOTS 1
 #endif
