@@ -144,7 +144,12 @@ def main():
         moe["geomean_fused_vs_unfused_p1"] = moe["geomean_fused_vs_unfused"]
         moe["min_fused_vs_unfused_p1"] = moe["min_fused_vs_unfused"]
     else:
-        moe["emulated_note"] = "real ranks: correctness per rank against the host reference and the EP unfused path"
+        twin = [r for r in rows if "p1_twin_bitwise_equal" in r]
+        moe["p1_twin_configs"] = len(twin)
+        moe["p1_twin_bitwise_equal_configs"] = sum(1 for r in twin if r["p1_twin_bitwise_equal"])
+        moe["emulated_note"] = ("real ranks: correctness per rank against the host reference and the EP unfused path, "
+                                "and (p1_twin_*) every rank's output rows against its slice of the whole global batch "
+                                "run at P = 1 on its GPU, bit for bit")
         moe["written_by"] = f"bench/moe/bench_moe under `xstage launch -n {P}`, merged by scripts/moe-summary.py"
     os.makedirs(a.out_moe, exist_ok=True)
     with open(os.path.join(a.out_moe, "summary.json"), "w") as f:

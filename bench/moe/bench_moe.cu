@@ -1162,7 +1162,14 @@ int main(int argc, char** argv) try {
           std::fflush(stdout);
 
           // ---- real ranks: this rank's output rows against its slice of the whole global batch run at P = 1 here
-          if (W_all && fused_ok) {
+          // (skipped where one GPU cannot run the global batch: its receive buffer past 32-bit TMA coordinates)
+          const std::string twin_why =
+              W_all ? moe_kernel::check_moe_shape({s.hidden, s.inter, s.experts, s.topk, P * T}, 1) : std::string();
+          if (W_all && !twin_why.empty()) {
+            row["p1_twin"] = "skipped: " + twin_why;
+            if (lead_rank) std::printf("    P = 1 twin skipped: %s\n", twin_why.c_str());
+          }
+          if (W_all && fused_ok && twin_why.empty()) {
             const size_t PT = size_t(P) * T;
             Dev<uint8_t> xg(PT * s.hidden);
             Dev<float> xsg(PT * (s.hidden / 128)), wtg(PT * s.topk), outg(PT * s.hidden);

@@ -523,7 +523,8 @@ TEST(MoeLayerGpu, EmptyExpertsAndIdleRanks) {
   run_case({4, 96, 256, 256, 16, 2, Route::kFirstRankOnly});
 }
 
-// Half tiles (at most 64 rows: the two consumer warpgroups split the N tile, m64n64) beside full ones in one
+// Half tiles (at most 64 rows: the two consumer warpgroups split the N tile, m64n64; W4A8 runs tiles of at most 32 rows
+// as quarter tiles, N = 32: tile_edges' 1-row tails) beside full ones in one
 // layer, every format and both orders, P = 1 and emulated P = 2 (the same rows per expert: tile_edges' counts
 // are over the global batch), with CTA pairs checked against single CTAs and the warpgroups' ping-pong against free-running ones.
 TEST(MoeLayerGpu, HalfAndFullTiles) {
@@ -885,6 +886,11 @@ TEST(MoeLayerGpu, RejectsBadInput) {
   EXPECT_NE(moe_kernel::check_moe_shape({256, 256, 8, 9, 64}, 1).find("topk = 9"), std::string::npos);
   EXPECT_NE(moe_kernel::check_moe_shape({256, 256, 8, 2, 64}, 9).find("world size 9"), std::string::npos);
   EXPECT_EQ(moe_kernel::check_moe_shape({256, 256, 8, 2, 64}, 8), "");
+  // DeepSeek-V4-Pro at 32768 tokens per rank over 2 ranks: 417600 receive rows of 7168 bytes (past 2^31 bytes; byte
+  // offsets are 64-bit), but the rows fit a TMA coordinate. 8 folded copies of 2^28 rows do not.
+  EXPECT_EQ(moe_kernel::check_moe_shape({7168, 3072, 384, 6, 32768}, 2), "");
+  EXPECT_NE(moe_kernel::check_moe_shape({256, 256, 64, 8, 1 << 22}, 8).find("exceeds the 2^31 rows"), std::string::npos)
+      << moe_kernel::check_moe_shape({256, 256, 64, 8, 1 << 22}, 8);
   NEED_SM90();
   auto team = runtime::Team::emulated(2);
   const moe_kernel::MoeShape shape{256, 256, 8, 2, 16};

@@ -262,9 +262,13 @@ std::string check_moe_shape(const MoeShape& s, int world) {
     return detail::concat("topk = ", s.topk, " must be in [1, experts = ", s.experts, "]");
   if (s.tokens_per_rank < 1) return detail::concat("tokens_per_rank = ", s.tokens_per_rank, " must be >= 1");
   const long long rows = moe::max_recv_rows(world, s.tokens_per_rank, s.topk, s.experts / world, kBlockM);
-  if (rows * (long long)std::max(s.hidden, s.inter) >= (1LL << 31))
-    return detail::concat("receive buffer of ", rows, " rows x ", std::max(s.hidden, s.inter),
-                          " is too large for 32-bit TMA coordinates in v0");
+  // TMA coordinates are 32-bit signed: the row coordinate into a map of every local rank's rows (an emulated team
+  // folds all `world` copies into one map) must stay below 2^31. Byte offsets are 64-bit everywhere (the limit was
+  // rows x hidden < 2^31 until session 48, which kept Qwen3-235B, DeepSeek-V3, V4-Pro and GLM-Flash from 32768 tokens
+  // per rank at EP = 2).
+  if (rows * world >= (1LL << 31))
+    return detail::concat("receive buffer of ", rows, " rows per rank x ", world,
+                          " ranks exceeds the 2^31 rows a 32-bit TMA coordinate addresses");
   return "";
 }
 
