@@ -178,6 +178,41 @@ struct ErrorCheck {
   }
 };
 
+// Every expert's weights quantized as the kernel reads them: W8A8 codes with 128x128 block scales, or W4A8 int4 (two's
+// complement pairs, packed on the device by pack_int4_weights) with per-(row, 128-group) scales K-block-major
+// ([K/128][rows] per expert; quantize_int4 gives [rows][K/128]).
+struct QuantWeights {
+  MoeWeightFormat format;
+  std::vector<uint8_t> w1, w2;
+  std::vector<float> s1, s2;
+};
+
+QuantWeights quantize_experts(const moe::MoeWeights& w, int H, int I, int E, bool int4) {
+  QuantWeights q;
+  q.format = int4 ? MoeWeightFormat::kInt4 : MoeWeightFormat::kFp8;
+  for (int e = 0; e < E; ++e) {
+    if (int4) {
+      const moe::Int4Tensor q1 = moe::quantize_int4(w.w1_of(e), 2 * I, H), q2 = moe::quantize_int4(w.w2_of(e), H, I);
+      q.w1.insert(q.w1.end(), q1.packed.begin(), q1.packed.end());
+      q.w2.insert(q.w2.end(), q2.packed.begin(), q2.packed.end());
+      for (const auto* t : {&q1, &q2}) {  // scales K-block-major
+        std::vector<float>& dst = t == &q1 ? q.s1 : q.s2;
+        const int kb = t->cols / t->group;
+        for (int b = 0; b < kb; ++b)
+          for (int r = 0; r < t->rows; ++r) dst.push_back(t->scale[size_t(r) * kb + b]);
+      }
+    } else {
+      const moe::Fp8Tensor q1 = moe::quantize_weight_128x128(w.w1_of(e), 2 * I, H);
+      const moe::Fp8Tensor q2 = moe::quantize_weight_128x128(w.w2_of(e), H, I);
+      q.w1.insert(q.w1.end(), q1.code.begin(), q1.code.end());
+      q.s1.insert(q.s1.end(), q1.scale.begin(), q1.scale.end());
+      q.w2.insert(q.w2.end(), q2.code.begin(), q2.code.end());
+      q.s2.insert(q.s2.end(), q2.scale.begin(), q2.scale.end());
+    }
+  }
+  return q;
+}
+
 void run_case(const Case& c) {
   const int P = c.world, T = c.tokens, H = c.hidden, I = c.inter, E = c.experts, K = c.topk;
   SCOPED_TRACE(name(c));
@@ -200,29 +235,12 @@ void run_case(const Case& c) {
     w2c.resize(b2.size() * 2);
     std::memcpy(w1c.data(), b1.data(), w1c.size());
     std::memcpy(w2c.data(), b2.data(), w2c.size());
-  }
-  // W4A8 scales go to the kernel K-block-major ([K/128][rows] per expert; quantize_int4 gives [rows][K/128]).
-  auto kblock_major = [](const moe::Int4Tensor& q, std::vector<float>& out) {
-    const int kb = q.cols / q.group;
-    for (int b = 0; b < kb; ++b)
-      for (int r = 0; r < q.rows; ++r) out.push_back(q.scale[size_t(r) * kb + b]);
-  };
-  for (int e = 0; e < E && !c.bf16; ++e) {
-    if (c.int4) {
-      const moe::Int4Tensor q1 = moe::quantize_int4(w.w1_of(e), 2 * I, H);
-      const moe::Int4Tensor q2 = moe::quantize_int4(w.w2_of(e), H, I);
-      w1c.insert(w1c.end(), q1.packed.begin(), q1.packed.end());
-      w2c.insert(w2c.end(), q2.packed.begin(), q2.packed.end());
-      kblock_major(q1, w1s);
-      kblock_major(q2, w2s);
-      continue;
-    }
-    const moe::Fp8Tensor q1 = moe::quantize_weight_128x128(w.w1_of(e), 2 * I, H);
-    const moe::Fp8Tensor q2 = moe::quantize_weight_128x128(w.w2_of(e), H, I);
-    w1c.insert(w1c.end(), q1.code.begin(), q1.code.end());
-    w1s.insert(w1s.end(), q1.scale.begin(), q1.scale.end());
-    w2c.insert(w2c.end(), q2.code.begin(), q2.code.end());
-    w2s.insert(w2s.end(), q2.scale.begin(), q2.scale.end());
+  } else {
+    QuantWeights q = quantize_experts(w, H, I, E, c.int4);
+    w1c = std::move(q.w1);
+    w2c = std::move(q.w2);
+    w1s = std::move(q.s1);
+    w2s = std::move(q.s2);
   }
   DevBuf d_w1(w1c.size()), d_w2(w2c.size()), d_w1s(std::max<size_t>(w1s.size(), 1) * 4),
       d_w2s(std::max<size_t>(w2s.size(), 1) * 4);
@@ -1138,42 +1156,10 @@ TEST(MoeLayerGpu, Bf16RejectsBadInput) {
 // MoeWorkspace::poison synchronised the team, poisoned (source, token, slot) entries sent combine stores to wild
 // addresses). With one GPU the launch is a world of one (the real code path without a peer).
 namespace {
-struct RealFormat {
-  MoeWeightFormat format;
-  std::vector<uint8_t> w1, w2;  // all experts, as the kernel reads them (W4A8: two's complement, packed on device)
-  std::vector<float> s1, s2;
-};
-
-RealFormat quantize_for(const moe::MoeWeights& w, int H, int I, int E, bool int4) {
-  RealFormat q;
-  q.format = int4 ? MoeWeightFormat::kInt4 : MoeWeightFormat::kFp8;
-  for (int e = 0; e < E; ++e) {
-    if (int4) {
-      const moe::Int4Tensor q1 = moe::quantize_int4(w.w1_of(e), 2 * I, H), q2 = moe::quantize_int4(w.w2_of(e), H, I);
-      q.w1.insert(q.w1.end(), q1.packed.begin(), q1.packed.end());
-      q.w2.insert(q.w2.end(), q2.packed.begin(), q2.packed.end());
-      for (const auto* t : {&q1, &q2}) {  // scales K-block-major
-        std::vector<float>& dst = t == &q1 ? q.s1 : q.s2;
-        const int kb = t->cols / t->group;
-        for (int b = 0; b < kb; ++b)
-          for (int r = 0; r < t->rows; ++r) dst.push_back(t->scale[size_t(r) * kb + b]);
-      }
-    } else {
-      const moe::Fp8Tensor q1 = moe::quantize_weight_128x128(w.w1_of(e), 2 * I, H);
-      const moe::Fp8Tensor q2 = moe::quantize_weight_128x128(w.w2_of(e), H, I);
-      q.w1.insert(q.w1.end(), q1.code.begin(), q1.code.end());
-      q.s1.insert(q.s1.end(), q1.scale.begin(), q1.scale.end());
-      q.w2.insert(q.w2.end(), q2.code.begin(), q2.code.end());
-      q.s2.insert(q.s2.end(), q2.scale.begin(), q2.scale.end());
-    }
-  }
-  return q;
-}
-
 // Experts [e0, e0 + n) of q on the device, in the kernel's layout.
 struct DevWeights {
   std::unique_ptr<DevBuf> w1, w2, s1, s2;
-  DevWeights(const RealFormat& q, int E, int e0, int n) {
+  DevWeights(const QuantWeights& q, int E, int e0, int n) {
     const size_t b1 = q.w1.size() / E, b2 = q.w2.size() / E, c1 = q.s1.size() / E, c2 = q.s2.size() / E;
     w1 = std::make_unique<DevBuf>(b1 * n);
     w2 = std::make_unique<DevBuf>(b2 * n);
@@ -1194,7 +1180,7 @@ int scenario_moe_real() {
     const moe::MoeWeights w = moe::random_moe_weights(H, I, E, seed);
     int failures = 0;
     for (const bool int4 : {false, true}) {
-      const RealFormat q = quantize_for(w, H, I, E, int4);
+      const QuantWeights q = quantize_experts(w, H, I, E, int4);
       DevWeights mine(q, E, rank * El, El), all(q, E, 0, E);
       if (int4) {  // the fragment layout, in place
         moe_kernel::pack_int4_weights(mine.w1->p, mine.w1->p, El, 2 * I, H);
