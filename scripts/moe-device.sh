@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device call for the fused MoE kernel (issue 11), from a build carried to the GPU host:
 #   1. every MoE GPU test in its own process (a hang cannot eat the call), with its printed error ratios
-#   2. compute-sanitizer memcheck, racecheck and synccheck on small cases (MOE_SANITIZE=0 skips)
+#   2. compute-sanitizer memcheck, racecheck and synccheck on small cases (MOE_SANITIZE=0 skips; MOE_SAN_TOOLS picks)
 #   3. optionally (MOE_BENCH=1) the MoE benchmark with its arguments in MOE_BENCH_ARGS; with MOE_RANKS=N
 #      under `xstage launch -n N` (real ranks, one process per GPU; N = 1 runs the real-rank path on one GPU)
 #   4. optionally (MOE_PROBE=1) the mainloop probe (bench/moe/mainloop_probe.cu) -> $OUT/probe.json
@@ -41,7 +41,7 @@ if [ "${MOE_SANITIZE:-1}" = 1 ]; then
   echo "== compute-sanitizer"
   SAN=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
   if [ -n "$SAN" ]; then
-    for tool in memcheck racecheck synccheck; do
+    for tool in ${MOE_SAN_TOOLS:-memcheck racecheck synccheck}; do
       timeout "${MOE_SAN_TIMEOUT:-150}" "$SAN" --tool $tool --error-exitcode 3 "$BUILD/tests/moe_gpu/test_moe_layer_gpu" \
         --gtest_filter="${MOE_SAN_FILTER:-MoeLayerGpu.SingleRank:MoeLayerGpu.EmulatedP2}" >> "$OUT/sanitize.log" 2>&1
       echo "$tool exit $?" | tee -a "$OUT/sanitize.log"
