@@ -1,5 +1,6 @@
 """CPU test (gloo, 2 and 4 processes, float64) of the torch baseline's Ulysses layout: the all-to-alls of
-bench/ulysses/torch_baseline.py around a plain attention equal that attention on the gathered tensors.
+bench/ulysses/torch_baseline.py around a plain attention equal that attention on the gathered tensors, and so does
+its float64 arbiter on sampled rows (sampled_reference over gather_seq's keys and values).
 Skipped when torch is missing."""
 import os
 import sys
@@ -27,7 +28,11 @@ def _rank(rank, world, store, spr, heads, result):
     mine = [t[:, rank * spr:(rank + 1) * spr].contiguous() for t in full]
     out = torch_baseline.torch_ulysses(*mine, attention)
     want = attention(*full)[:, rank * spr:(rank + 1) * spr]
-    result[rank] = float((out - want).abs().max())
+    # the baseline's float64 arbiter: sampled rows of this rank over the gathered keys and values
+    rows = torch.tensor([0, spr - 1])
+    r64 = torch_baseline.sampled_reference(mine[0][:, rows], torch_baseline.gather_seq(mine[1]),
+                                           torch_baseline.gather_seq(mine[2]))
+    result[rank] = max(float((out - want).abs().max()), float((r64 - want[:, rows]).abs().max()))
     dist.destroy_process_group()
 
 
