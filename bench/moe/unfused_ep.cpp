@@ -235,8 +235,7 @@ void UnfusedEpMoe::all_to_all_v(Direction dir, cudaStream_t stream) {
     ncclGroupEnd();  // close the group; the error above is the one reported
     throw;
   }
-  runtime::check_nccl(ncclGroupEnd(), "ncclGroupEnd", me);
-  comm.wait_nccl(what);  // non-blocking communicator: until the group is enqueued on the stream
+  comm.enqueued(ncclGroupEnd(), what);
 }
 
 void UnfusedEpMoe::run(const UnfusedRankIO* io, cudaStream_t stream) {

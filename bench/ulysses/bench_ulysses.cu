@@ -151,11 +151,7 @@ struct NcclA2A {
       ok(cudaMemcpy2DAsync(static_cast<char*>(send) + d * chunk, spr * row, static_cast<const char*>(oh) + d * spr * row,
                            size_t(P) * spr * row, spr * row, batch, cudaMemcpyDeviceToDevice, s),
          "cudaMemcpy2DAsync (send layout)");
-    runtime::check_nccl(ncclAlltoAll(send, recv, chunk / 2, ncclBfloat16, comm.nccl(), s), "ncclAlltoAll", comm.rank());
-    // The communicator is non-blocking: the enqueue may still be in progress, and the next NCCL call on it must wait
-    // for ncclSuccess (found with two real ranks, s48: "Attempt to use communicator before the previous operation
-    // returned ncclSuccess").
-    comm.wait_nccl("ncclAlltoAll");
+    comm.enqueued(ncclAlltoAll(send, recv, chunk / 2, ncclBfloat16, comm.nccl(), s), "ncclAlltoAll");
     for (int src = 0; src < P; ++src)  // source src's chunk: its heads of my rows
       ok(cudaMemcpy2DAsync(static_cast<char*>(out) + src * row, size_t(heads) * dim * 2,
                            static_cast<const char*>(recv) + src * chunk, row, row, size_t(batch) * spr,

@@ -164,8 +164,7 @@ template <class T>
 T Communicator::allreduce_value(T v, ncclDataType_t type, ncclRedOp_t op) {
   static_assert(sizeof(T) == 8, "the scratch buffer holds 8 bytes");
   XSTAGE_CUDA_CHECK(cudaMemcpyAsync(scratch_, &v, 8, cudaMemcpyHostToDevice, stream_), rank_);
-  check_nccl(ncclAllReduce(scratch_, scratch_, 1, type, op, comm_, stream_), "ncclAllReduce", rank_);
-  wait_nccl("host allreduce");
+  enqueued(ncclAllReduce(scratch_, scratch_, 1, type, op, comm_, stream_), "host allreduce");
   XSTAGE_CUDA_CHECK(cudaMemcpyAsync(&v, scratch_, 8, cudaMemcpyDeviceToHost, stream_), rank_);
   sync("host allreduce");
   return v;

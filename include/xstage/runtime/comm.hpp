@@ -56,6 +56,13 @@ class Communicator {
 
   // Polls a non-blocking NCCL operation to completion; RuntimeError on error or after the timeout.
   void wait_nccl(const char* what);
+  // The result of an NCCL call on this (non-blocking) communicator: checked, then waited for until it is enqueued, as
+  // the next NCCL call on it requires (a collective in a loop without the wait fails with "Attempt to use communicator
+  // before the previous operation returned ncclSuccess").
+  void enqueued(ncclResult_t r, const char* what) {
+    check_nccl(r, what, rank_);
+    wait_nccl(what);
+  }
 
  private:
   template <class T>
