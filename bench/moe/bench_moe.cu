@@ -90,8 +90,9 @@
 // tokens against the host reference (remote experts regenerated from the seed) and against the unfused path;
 // the row is correct when every rank's is. Each rank also runs the whole global batch (P * T tokens, every expert
 // regenerated from the seed) at P = 1 on its own GPU, every order, and its output rows must equal its slice of that
-// run bit for bit (the "P = 1 twin"; --no-p1-twin skips it, e.g. where all experts do not fit one GPU). Timing: the protocol with agreed call counts (bench/agreed_timer.cuh,
-// fixed warm-up); every statistic is the worst over the ranks (the slowest rank sets the layer's time). The
+// run bit for bit (the "P = 1 twin"; --no-p1-twin skips it, e.g. where all experts do not fit one GPU). Timing:
+// the protocol with agreed call counts (bench/agreed_timer.cuh, fixed warm-up); every statistic is the worst over the
+// ranks (the slowest rank sets the layer's time). The
 // trace summary is the mean over the ranks; --trace-csv FILE writes FILE.rankR per rank. Rank 0 writes the files
 // (blocks.rankR.json from the others). summary.json / schedule_summary.json then carry issue 14's keys
 // (geomean_fused_vs_unfused, violated_configs, geomean_violated, auto_min_vs_best, stall_rank_corr, ...).
