@@ -32,8 +32,9 @@ void xstage_team_destroy(xstage_team team);
 int xstage_team_info(xstage_team team, int* world, int* first_rank, int* local_ranks, int* emulated, int* sms_per_rank);
 /* One line describing the team ("emulated: ... (no NVLink ...)"); copied into buf (NUL-terminated). */
 int xstage_team_label(xstage_team team, char* buf, int buf_bytes);
-/* Waits for the team's work on `stream` (NULL: the team's stream) and reports a device-side failure
- * (e.g. a signal that never came: the message names the rank, the peer and the slot). */
+/* Waits for `stream` (a cudaStream_t; NULL: the default stream, as in CUDA) and the team's own stream, then
+ * reports a device-side failure (e.g. a signal that never came: the message names the rank, the peer and
+ * the slot). */
 int xstage_team_check(xstage_team team, void* stream, const char* what);
 
 /* A zero-filled buffer of `bytes` per rank (collective for real teams). */
@@ -48,7 +49,8 @@ void* xstage_buffer_ptr(xstage_buffer buf, int rank);
  * per rank; p->o ignored). out: a team buffer holding, per rank, the contiguous output
  * [b, seq_per_rank, world * p->heads, head_dim]. Every finished tile is stored to its destination rank;
  * then (same stream) each local rank waits until every source's tiles have landed (completion signal
- * `epoch`: 1 for the first call on a team, then 2, ...). */
+ * `epoch`: 1 for the first call on a team, then 2, ...). Runs on `stream` (a cudaStream_t; NULL: the default
+ * stream, as in CUDA): ordered after the work that wrote q, k, v there, and before what reads out there. */
 int xstage_attn_fwd_to_peers(const xstage_attn_fwd_params* p, xstage_team team, xstage_buffer out, int seq_per_rank,
                              uint32_t epoch, void* stream);
 

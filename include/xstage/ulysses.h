@@ -19,8 +19,9 @@ enum { XSTAGE_ULYSSES_FUSED = 0, XSTAGE_ULYSSES_SERIAL = 1 };
 int xstage_ulysses_create(xstage_team team, int batch, int seq_per_rank, int heads, int head_dim, xstage_dtype dtype,
                           float softmax_scale, xstage_ulysses* out);
 void xstage_ulysses_destroy(xstage_ulysses layer);
-/* One layer call on `stream` (NULL: the team's stream) for every rank this process serves: q, k, v are
- * arrays of local_ranks device pointers (contiguous tensors of local rank first_rank + g). out_ptrs
+/* One layer call for every rank this process serves, on `stream` (a cudaStream_t; NULL: the default stream, as
+ * in CUDA): ordered after the work that wrote q, k, v on that stream and before what reads the outputs there.
+ * q, k, v are arrays of local_ranks device pointers (contiguous tensors of local rank first_rank + g). out_ptrs
  * (local_ranks entries) receives this call's outputs: the layer's own buffers, valid until the second
  * next call. variant: XSTAGE_ULYSSES_FUSED or XSTAGE_ULYSSES_SERIAL (attention, then the all-to-all). */
 int xstage_ulysses_forward(xstage_ulysses layer, const void* const* q, const void* const* k, const void* const* v,

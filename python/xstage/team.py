@@ -153,9 +153,11 @@ class Team(_Handle):
         return self._epoch
 
     def check(self, what: str = "team work", stream=None):
-        """Waits for the team's work and raises XstageError naming a device-side failure (e.g. a signal
-        timeout: the rank, the peer it waited for and the slot)."""
-        s = ctypes.c_void_p(stream.cuda_stream if stream is not None else None)
+        """Waits for `stream` (default: torch's current stream, where xstage's calls run) and the team's own
+        work, and raises XstageError naming a device-side failure (e.g. a signal timeout: the rank, the peer
+        it waited for and the slot)."""
+        import torch
+        s = ctypes.c_void_p((stream if stream is not None else torch.cuda.current_stream()).cuda_stream)
         _ok(_lib().xstage_team_check(self._h, s, what.encode()))
 
     def __repr__(self):

@@ -55,6 +55,29 @@ def test_emulated_peer_store_equals_local(world, batch, spr, heads, dim, dtype):
         assert torch.equal(out.tensor(r).view(torch.int16), ref[r].contiguous().view(torch.int16)), f"rank {r}"
 
 
+def test_peer_store_is_ordered_on_torchs_stream():
+    """attn_fwd_to_peers runs on torch's current stream: a poison written there after a long sleep lands before
+    the tiles, and inputs written after it are the ones read."""
+    world, spr, heads, dim = 2, 256, 2, 128
+    gen = torch.Generator(device="cuda").manual_seed(SEED + 23)
+    team = Team.emulated(world)
+    src = [torch.randn(world, world * spr, heads, dim, generator=gen, device="cuda").to(torch.bfloat16)
+           for _ in range(3)]
+    q, k, v = (torch.full_like(t, float("nan")) for t in src)
+    out = team.buffer((1, spr, world * heads, dim), torch.bfloat16)
+    torch.cuda.synchronize()
+    torch.cuda._sleep(100_000_000)  # ~50 ms on the current stream
+    for dst, t in zip((q, k, v), src):
+        dst.copy_(t)
+    for r in range(world):
+        out.tensor(r).view(torch.int16).fill_(-1)
+    attn_fwd_to_peers(q, k, v, team, out, spr)
+    team.check("peer-store attention after a sleep")
+    ref = gathered_reference(*src, world, 1, spr)
+    for r in range(world):
+        assert torch.equal(out.tensor(r).view(torch.int16), ref[r].contiguous().view(torch.int16)), f"rank {r}"
+
+
 def test_real_team_of_one_from_process_group():
     import torch.distributed as dist
     with tempfile.TemporaryDirectory() as d:

@@ -37,6 +37,33 @@ def test_emulated_layer_equals_single_gpu(world, spr, heads, dim, dtype):
         assert torch.equal(fused[r].view(torch.int16), want.view(torch.int16)), f"rank {r}: != single GPU"
 
 
+@pytest.mark.parametrize("side_stream", [False, True])
+def test_layer_is_ordered_on_torchs_stream(side_stream):
+    """The layer runs on torch's current stream (the default one, or a side stream): inputs written there after a
+    long sleep are the ones it reads, and a clone right after the call copies its finished output. (Until s49 the
+    C ABI ran a NULL stream, torch's default, on the team's own stream: unordered with torch's work.)"""
+    world, spr, heads, dim = 2, 1024, 4, 128
+    gen = torch.Generator(device="cuda").manual_seed(SEED + 17)
+    team = Team.emulated(world)
+    full = [torch.randn(1, world * spr, heads, dim, generator=gen, device="cuda").to(torch.bfloat16) for _ in range(3)]
+    ref = flash_attn_fwd(*full)
+    ins = [[torch.full((1, spr, heads, dim), float("nan"), device="cuda", dtype=torch.bfloat16) for _ in range(world)]
+           for _ in range(3)]
+    torch.cuda.synchronize()
+    stream = torch.cuda.Stream() if side_stream else torch.cuda.current_stream()
+    with torch.cuda.stream(stream):
+        torch.cuda._sleep(100_000_000)  # ~50 ms on this stream: work not ordered after it would read the NaNs
+        for dst, src in zip(ins, full):
+            for r in range(world):
+                dst[r].copy_(src[:, r * spr:(r + 1) * spr])
+        out = [o.clone() for o in ulysses_attention(*ins, team)]
+        team.check()
+    torch.cuda.synchronize()
+    for r in range(world):
+        want = ref[:, r * spr:(r + 1) * spr].contiguous()
+        assert torch.equal(out[r].view(torch.int16), want.view(torch.int16)), f"rank {r}"
+
+
 def test_real_team_of_one():
     import torch.distributed as dist
     with tempfile.TemporaryDirectory() as d:
@@ -61,3 +88,4 @@ def test_errors_are_named():
         layer(x[:3], x, x)
     with pytest.raises(ValueError, match="shape"):
         layer([t[:, :32] for t in x], x, x)
+

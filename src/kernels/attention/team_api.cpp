@@ -111,10 +111,8 @@ extern "C" int xstage_team_check(xstage_team team, void* stream, const char* wha
   if (team == nullptr) return set_error(XSTAGE_ERR_INVALID, "team is null");
   return guarded([&] {
     const std::string w = what ? what : "team work";
-    if (stream != nullptr) {
-      if (cudaError_t e = cudaStreamSynchronize(static_cast<cudaStream_t>(stream)); e != cudaSuccess)
-        return xstage::attention::capi::cuda_fail(w.c_str(), e);
-    }
+    if (cudaError_t e = cudaStreamSynchronize(static_cast<cudaStream_t>(stream)); e != cudaSuccess)
+      return xstage::attention::capi::cuda_fail(w.c_str(), e);
     team->team->check(w);
     return int(XSTAGE_OK);
   });
@@ -172,7 +170,7 @@ extern "C" int xstage_attn_fwd_to_peers(const xstage_attn_fwd_params* p, xstage_
     if (const std::string why = xstage::attention::check_peer_output(*p, po); !why.empty())
       return set_error(XSTAGE_ERR_INVALID, why);
     if (int rc = xstage::attention::capi::check_device(); rc != XSTAGE_OK) return rc;
-    const auto s = stream ? static_cast<cudaStream_t>(stream) : t.stream();
+    const auto s = static_cast<cudaStream_t>(stream);  // NULL: the default stream, as in CUDA
     int ctas = 0;
     if (cudaError_t e = xstage::attention::run_fwd_sm90_to_peers(*p, po, &ctas, s); e != cudaSuccess)
       return xstage::attention::capi::cuda_fail("sm90 attention forward (peer-store epilogue)", e);

@@ -42,7 +42,7 @@ extern "C" int xstage_ulysses_forward(xstage_ulysses layer, const void* const* q
     return set_error(XSTAGE_ERR_INVALID, "variant = " + std::to_string(variant) + " is neither fused (0) nor serial (1)");
   return guarded([&] {
     auto& t = *layer->team->team;
-    const auto s = stream ? static_cast<cudaStream_t>(stream) : t.stream();
+    const auto s = static_cast<cudaStream_t>(stream);  // NULL: the default stream, as in CUDA
     layer->layer->forward(q, k, v,
                           variant == XSTAGE_ULYSSES_FUSED ? xstage::ulysses::Variant::kFused
                                                           : xstage::ulysses::Variant::kSerial,
