@@ -89,3 +89,40 @@ def test_errors_are_named():
     with pytest.raises(ValueError, match="shape"):
         layer([t[:, :32] for t in x], x, x)
 
+
+def test_torch_baseline_emulated_check(tmp_path):
+    """bench/ulysses/torch_baseline.py --emulate runs its checks end to end on one GPU: xstage's layer on emulated
+    ranks against the torch layer (cuDNN SDPA per rank's heads) and both against the float64 reference."""
+    import json
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench" / "ulysses"))
+    import torch_baseline
+    rc = torch_baseline.main(["--emulate", "2", "--seq", "1K,3K", "--heads-per-rank", "2,3", "--out", str(tmp_path)])
+    data = json.loads((tmp_path / "torch_baseline.json").read_text())
+    assert rc == 0 and data["all_checks_ok"] and len(data["rows"]) == 4, data
+    assert data["command"].startswith("python3 bench/ulysses/torch_baseline.py --emulate 2")
+    for r in data["rows"]:
+        assert r["ranks"] == 2 and r["worst_err_over_tol"] <= 1, r
+        # both bf16 layers within a few bf16 steps of float64; xstage no worse than a small multiple of torch's error
+        assert 0 < r["torch_err_vs_f64"] < 2 ** -7, r
+        assert 0 < r["xstage_err_vs_f64"] <= 4 * r["torch_err_vs_f64"] + 2 ** -12, r
+    with pytest.raises(SystemExit, match="3001 is not divisible by the world size 2"):
+        torch_baseline.main(["--emulate", "2", "--seq", "3001", "--heads-per-rank", "2"])
+
+
+def test_torch_baseline_one_real_rank(tmp_path):
+    """The baseline's real-rank path end to end under torchrun with one process (P = 1: nothing moves between GPUs;
+    a run of the program, its times are not asserted): both layers checked and timed, the spreads and the ABBA flip
+    recorded."""
+    import json
+    import subprocess
+    root = Path(__file__).resolve().parents[2]
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "1",
+           str(root / "bench" / "ulysses" / "torch_baseline.py"), "--seq", "2K", "--heads-per-rank", "2",
+           "--block-s", "0.02", "--rounds", "1", "--warmup-calls", "2", "--out", str(tmp_path)]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    data = json.loads((tmp_path / "torch_baseline.json").read_text())
+    assert data["all_checks_ok"] and data["timed"] and data["ranks"] == 1 and len(data["rows"]) == 1, data
+    row = data["rows"][0]
+    assert row["torch_us"] > 0 and row["xstage_us"] > 0 and row["torch_spread"] >= 0 and row["xstage_spread"] >= 0
+    assert isinstance(row["ratio_flips"], bool) and 0 < row["xstage_err_vs_f64"] <= 4 * row["torch_err_vs_f64"] + 2 ** -12
