@@ -121,7 +121,10 @@ moe::Routing first_rank_only(int P, int T, int E, int k, uint32_t seed) {
 // 0, 1, ... in turn with 64, 65, 1, 129, 0, 192, 63, 128, ... rows (the list repeats; the last expert takes what
 // is left). A block of at most 64 rows is a half tile (64, 1, 63, the tails of 129 and 192), the others full.
 moe::Routing tile_edges(int P, int T, int E) {
-  static const int kCounts[] = {64, 65, 1, 129, 0, 192, 63, 128};
+  // rows per expert in turn: half / full tile edges first (the first 8 sum to 642), then W4A8's quarter and eighth tile
+  // edges, alone and as a second row tile's tail (128 + 16, 128 + 33)
+  static const int kCounts[] = {64, 65, 1, 129, 0, 192, 63, 128, 16, 17, 32, 33, 144, 161};
+  constexpr int kN = int(sizeof(kCounts) / sizeof(kCounts[0]));
   moe::Routing r;
   r.world = P;
   r.tokens_per_rank = T;
@@ -131,7 +134,7 @@ moe::Routing tile_edges(int P, int T, int E) {
   r.weight.assign(r.index.size(), 1.0f);
   int e = 0, left = kCounts[0];
   for (size_t g = 0; g < r.index.size(); ++g) {
-    while (left == 0 && e + 1 < E) left = kCounts[(++e) % 8];
+    while (left == 0 && e + 1 < E) left = kCounts[(++e) % kN];
     r.index[g] = e;  // rank-major: global token g is token g % T of rank g / T
     --left;
   }
@@ -737,6 +740,22 @@ TEST(MoeLayerGpu, W4A8EmptyExpertsAndRepeatedCalls) {
   Case t{2, 300, 512, 256, 8, 1, Route::kTileEdges, MoeOrder::kInterleaved};  // half tiles, an expert with 0 rows
   t.int4 = true;
   run_case(t);
+}
+
+// Every tile width of W4A8's swapped mainloop, N = 128, 64 and 32 (a quarter tile), with their edges (16 / 17 and
+// 32 / 33 rows, alone and as a second row tile's tail), both orders, P = 1 and emulated P = 2, single CTAs against
+// pairs (bit for bit).
+TEST(MoeLayerGpu, W4A8EveryTileWidth) {
+  NEED_SM90();
+  for (MoeOrder order : {MoeOrder::kExpertWave, MoeOrder::kInterleaved}) {
+    Case w{1, 1046, 512, 256, 16, 1, Route::kTileEdges, order};  // tile_edges' 14 counts (1045 rows), then 1 row
+    w.int4 = true;
+    w.check_single = true;
+    run_case(w);
+    w.world = 2;
+    w.tokens = 523;
+    run_case(w);
+  }
 }
 
 // bf16 (reference runs): bf16 activations and weights, fp32 accumulation, h in bf16, against
