@@ -2,7 +2,8 @@
 // and ranks for every variant, timed with the project's benchmark protocol (docs/BENCHMARKING.md).
 //
 //   bench_ulysses --ranks 2 --seq 8K,16K --heads-per-rank 3,6 --out DIR        emulated ranks on one GPU
-//   xstage launch -n 2 -- bench_ulysses --seq ... --out DIR                    real ranks (one process per GPU)
+//   xstage launch -n 2 -- bench_ulysses --seq ... --out DIR                    real ranks (one process per GPU;
+//                                                                              any launcher, any world, even 1)
 //
 // Variants (per rank, per call): fa (attention alone, local epilogue), fused_sender (the fused kernel alone:
 // sender-visible, no completion wait), fused (fused kernel + completion wait), a2a (our all-to-all alone,
@@ -181,7 +182,7 @@ std::vector<int> parse_list(const std::string& s, const char* what) {
 }
 
 struct Args {
-  int ranks = 2;
+  int ranks = 0;  // --ranks: emulated ranks (0: not given, 2)
   std::vector<int> seqs{8192, 16384};
   std::vector<int> heads_per_rank{3, 6};
   int dim = 128;
@@ -201,7 +202,7 @@ Args parse(int argc, char** argv) {
       XSTAGE_REQUIRE(i + 1 < argc, k, " needs a value");
       return argv[++i];
     };
-    if (k == "--ranks") a.ranks = parse_list(val(), "--ranks").at(0);
+    if (k == "--ranks") a.ranks = parse_list(val(), "--ranks").at(0);  // >= 1 (parse_list)
     else if (k == "--seq") a.seqs = parse_list(val(), "--seq");
     else if (k == "--heads-per-rank") a.heads_per_rank = parse_list(val(), "--heads-per-rank");
     else if (k == "--dim") a.dim = parse_list(val(), "--dim").at(0);
@@ -217,17 +218,22 @@ Args parse(int argc, char** argv) {
 }
 
 int run(const Args& a) {
-  // Ranks: real when a launcher started us (xstage launch / torchrun / mpirun / Slurm), else emulated.
+  // Ranks: real when a launcher started us (xstage launch / torchrun / mpirun / Slurm; one process per GPU, even a
+  // world of 1, as bench_moe), else emulated (--ranks, default 2).
   const runtime::LaunchInfo li = runtime::detect_launch(runtime::process_env());
   std::unique_ptr<runtime::Communicator> comm;
   std::unique_ptr<runtime::Team> team;
-  if (li.launcher != "none" && li.world_size > 1) {
+  if (li.launcher != "none") {
+    if (a.ranks != 0)
+      throw UsageError(detail::concat("--ranks ", a.ranks, " sets emulated ranks, but ", li.launcher,
+                                      " started this process as rank ", li.rank, " of ", li.world_size,
+                                      ": the launcher sets the world size"));
     runtime::CommOptions o;
     o.timeout_s = 60;
     comm = std::make_unique<runtime::Communicator>(li, o);
     team = runtime::Team::real(*comm);
   } else {
-    team = runtime::Team::emulated(a.ranks, -1, 30);
+    team = runtime::Team::emulated(a.ranks ? a.ranks : 2, -1, 30);
   }
   const bool lead = team->first_rank() == 0;
   const int P = team->world(), G = team->local_ranks();
