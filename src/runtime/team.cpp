@@ -10,6 +10,12 @@
 namespace xstage::runtime {
 namespace {
 void cuda_ok(cudaError_t e, const char* what, int rank) { check_cuda(e, what, rank); }
+// Zeroes device memory and waits for it. cudaMemset runs on the legacy default stream, which is not ordered with a
+// caller's non-blocking streams (torch's side streams): without the wait a kernel there could run before the zeros.
+void zero_now(void* p, size_t bytes, int rank) {
+  cuda_ok(cudaMemset(p, 0, bytes), "cudaMemset", rank);
+  cuda_ok(cudaStreamSynchronize(0), "cudaStreamSynchronize (after cudaMemset)", rank);
+}
 }  // namespace
 
 // ---------------------------------------------------------------- SymmetricBuffer
@@ -36,7 +42,7 @@ void Team::init_device(int device) {
   cuda_ok(cudaDeviceGetAttribute(&sms_, cudaDevAttrMultiProcessorCount, device_), "cudaDeviceGetAttribute",
           view_.first_rank);
   cuda_ok(cudaMalloc(&err_, sizeof(DeviceError)), "cudaMalloc (device error record)", view_.first_rank);
-  cuda_ok(cudaMemset(err_, 0, sizeof(DeviceError)), "cudaMemset", view_.first_rank);
+  zero_now(err_, sizeof(DeviceError), view_.first_rank);
 }
 
 std::unique_ptr<Team> Team::emulated(int world, int device, double timeout_s) {
@@ -102,7 +108,7 @@ std::unique_ptr<SymmetricBuffer> Team::alloc(size_t bytes, const std::string& na
                                         " bytes on device ", device_, ": ", cudaGetErrorString(e)));
     }
     b->emulated_base_ = base;
-    cuda_ok(cudaMemset(base, 0, stride * view_.world), "cudaMemset", 0);
+    zero_now(base, stride * view_.world, 0);
     for (int r = 0; r < view_.world; ++r) b->peers_.base[r] = static_cast<char*>(base) + stride * r;
   } else {
     b->window_ = std::make_unique<SymmetricWindow>(*comm_, bytes, name);
@@ -133,7 +139,7 @@ void Team::check(const std::string& what) {
   cuda_ok(cudaMemcpy(&rec, err_, sizeof rec, cudaMemcpyDeviceToHost), "cudaMemcpy (device error record)",
           view_.first_rank);
   if (rec.code != int(DeviceErrorCode::kNone)) {
-    cuda_ok(cudaMemset(err_, 0, sizeof rec), "cudaMemset", view_.first_rank);
+    zero_now(err_, sizeof rec, view_.first_rank);
     throw RuntimeError(::xstage::detail::concat(what, ": ", describe(rec)));
   }
 }

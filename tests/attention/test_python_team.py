@@ -78,6 +78,23 @@ def test_peer_store_is_ordered_on_torchs_stream():
         assert torch.equal(out.tensor(r).view(torch.int16), ref[r].contiguous().view(torch.int16)), f"rank {r}"
 
 
+def test_buffer_zeros_land_before_side_stream_work():
+    """A new team buffer's zero fill has finished when team.buffer returns: it runs behind the default stream's work
+    (here a 50 ms sleep), and torch's side streams are not ordered after that stream, so a fill there must not be
+    overwritten by the zeros afterwards."""
+    team = Team.emulated(2)
+    torch.cuda.synchronize()
+    torch.cuda._sleep(100_000_000)  # ~50 ms on the default stream
+    buf = team.buffer((1024, 256), torch.float32)
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        for r in range(2):
+            buf.tensor(r).fill_(1.0)
+    torch.cuda.synchronize()
+    for r in range(2):
+        assert bool((buf.tensor(r) == 1.0).all()), f"rank {r}: the zero fill landed after the side stream's writes"
+
+
 def test_real_team_of_one_from_process_group():
     import torch.distributed as dist
     with tempfile.TemporaryDirectory() as d:

@@ -292,6 +292,7 @@ MoeWorkspace::MoeWorkspace(runtime::Team& team, const MoeShape& shape, MoeWeight
   signals_ = std::make_unique<runtime::SignalSet>(team, 2, "moe signals");
   ok(cudaMalloc(&err_, sizeof(MoeDeviceError)), "cudaMalloc (error record)");
   ok(cudaMemset(err_, 0, sizeof(MoeDeviceError)), "cudaMemset (error record)");
+  ok(cudaStreamSynchronize(0), "cudaStreamSynchronize (error record)");  // not ordered with non-blocking streams
 }
 
 MoeWorkspace::~MoeWorkspace() {
@@ -306,6 +307,7 @@ void MoeWorkspace::check(runtime::Team& team, const std::string& what) {
   ok(cudaMemcpy(&e, err_, sizeof e, cudaMemcpyDeviceToHost), "cudaMemcpy (error record)");
   if (e.code != 0) {
     ok(cudaMemset(err_, 0, sizeof e), "cudaMemset (error record)");
+    ok(cudaStreamSynchronize(0), "cudaStreamSynchronize (error record)");
     throw RuntimeError(detail::concat(what, ": rank ", e.rank, ": timed out waiting for the Linear-1 tiles of row ",
                                       e.peer_or_row, " (saw ", e.got, " of ", e.expected, ")"));
   }
