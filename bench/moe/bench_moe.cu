@@ -1190,6 +1190,7 @@ int main(int argc, char** argv) try {
             bool eq = true;
             for (const moe_kernel::MoeLayerParams& po : order_prm) {
               ok(cudaMemset(outg.p, 0xFF, outg.n * 4), "poison");
+              ok(cudaDeviceSynchronize(), "poison (the team's stream is non-blocking)");
               wg.poison(t1->stream());
               moe_kernel::MoeLayerParams pg = po;
               pg.shape = mg;
@@ -1230,6 +1231,7 @@ int main(int argc, char** argv) try {
               bool eq = true;
               for (const moe_kernel::MoeLayerParams& po : order_prm) {
                 ok(cudaMemset(outp.p, 0xFF, outp.n * 4), "poison");
+                ok(cudaDeviceSynchronize(), "poison (the team's stream is non-blocking)");
                 wp.poison(team->stream());
                 moe_kernel::MoeLayerParams pp = po;
                 pp.shape = mp;

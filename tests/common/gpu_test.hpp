@@ -58,6 +58,14 @@ struct DevBuf {
   ~DevBuf() { cudaFree(p); }
 };
 
+// Fills device memory with `byte` (a poison) and waits for it and for everything before it. The teams' streams are
+// non-blocking: neither a plain cudaMemset (legacy default stream) nor the DMA a pageable cudaMemcpy may leave pending
+// is ordered before their work, so a test fills and uploads, then waits, then runs.
+inline void fill_now(void* p, int byte, size_t n) {
+  CUDA_CHECK(cudaMemset(p, byte, n));
+  CUDA_CHECK(cudaDeviceSynchronize());
+}
+
 // Fixed seed, overridable with XSTAGE_TEST_SEED.
 inline uint32_t test_seed() {
   const char* s = std::getenv("XSTAGE_TEST_SEED");

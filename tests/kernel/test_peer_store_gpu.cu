@@ -82,7 +82,7 @@ Outcome run_case(runtime::Team& team, const Case& c) {
   std::vector<uint16_t> local(elems), got(out_elems);
   for (uint32_t epoch = 1; epoch <= 2; ++epoch) {
     for (int r = team.first_rank(); r < team.first_rank() + G; ++r)
-      CUDA_CHECK(cudaMemset(out->local(r), 0xFF, out_elems * 2));
+      fill_now(out->local(r), 0xFF, out_elems * 2);
     team.barrier();  // every rank's destination is poisoned before anyone stores into it
     int ctas = 0;
     CUDA_CHECK(attention::run_fwd_sm90_to_peers(p, po, &ctas, team.stream()));

@@ -302,7 +302,7 @@ void run_case(const Case& c) {
         CUDA_CHECK(cudaMemcpy(d_xs[r]->p, q.scale.data(), q.scale.size() * 4, cudaMemcpyHostToDevice));
       }
       CUDA_CHECK(cudaMemcpy(d_wt[r]->p, routing.rank_weight(r), size_t(T) * K * 4, cudaMemcpyHostToDevice));
-      CUDA_CHECK(cudaMemset(d_out[r]->p, 0xFF, size_t(T) * H * 4));  // NaN
+      fill_now(d_out[r]->p, 0xFF, size_t(T) * H * 4);  // NaN
       prm.rank[r].x = d_x[r]->p;
       prm.rank[r].x_scale = c.bf16 ? nullptr : static_cast<const float*>(d_xs[r]->p);
       prm.rank[r].topk_weight = static_cast<const float*>(d_wt[r]->p);
@@ -402,7 +402,7 @@ void run_case(const Case& c) {
           }
     }
     for (const auto& [pv, what] : variants) {
-      for (int r = 0; r < P; ++r) CUDA_CHECK(cudaMemset(d_out[r]->p, 0xFF, size_t(T) * H * 4));
+      for (int r = 0; r < P; ++r) fill_now(d_out[r]->p, 0xFF, size_t(T) * H * 4);
       ws.poison(st);
       moe_kernel::run_moe_layer(*team, ws, pv, st);
       ws.check(*team, "moe layer test, " + what);
@@ -461,7 +461,7 @@ std::vector<float> run_bf16_split(const Bf16Batch& b, int P, MoeOrder order) {
   CUDA_CHECK(cudaMemcpy(d_w2.p, b.w2.data(), b.w2.size() * 2, cudaMemcpyHostToDevice));
   CUDA_CHECK(cudaMemcpy(d_x.p, xb.data(), xb.size() * 2, cudaMemcpyHostToDevice));
   CUDA_CHECK(cudaMemcpy(d_wt.p, b.routing.weight.data(), b.routing.weight.size() * 4, cudaMemcpyHostToDevice));
-  CUDA_CHECK(cudaMemset(d_out.p, 0xFF, b.x.size() * 4));  // NaN
+  fill_now(d_out.p, 0xFF, b.x.size() * 4);  // NaN
   moe_kernel::MoeLayerParams prm;
   prm.shape = shape;
   prm.topk_index_all = b.routing.index.data();
@@ -1240,7 +1240,7 @@ int scenario_moe_real() {
           prm.rank[0] = {static_cast<const uint8_t*>(x_g.p) + size_t(rank) * T * H,
                          static_cast<const float*>(xs_g.p) + size_t(rank) * T * (H / 128),
                          static_cast<const float*>(wt_g.p) + size_t(rank) * T * K, static_cast<float*>(out.p)};
-          CUDA_CHECK(cudaMemset(out.p, 0xFF, size_t(T) * H * 4));
+          fill_now(out.p, 0xFF, size_t(T) * H * 4);
           ws.poison(team.stream());
           moe_kernel::run_moe_layer(team, ws, prm, team.stream());
           moe_kernel::launch_moe_layer(team, ws, prm, team.stream());  // again, back to back, no poison between
@@ -1254,7 +1254,7 @@ int scenario_moe_real() {
           p1.w2_scale = static_cast<const float*>(all.s2->p);
           p1.rank[0] = {static_cast<const uint8_t*>(x_g.p), static_cast<const float*>(xs_g.p),
                         static_cast<const float*>(wt_g.p), static_cast<float*>(out_g.p)};
-          CUDA_CHECK(cudaMemset(out_g.p, 0xFF, size_t(P) * T * H * 4));
+          fill_now(out_g.p, 0xFF, size_t(P) * T * H * 4);
           ws1.poison(one->stream());
           moe_kernel::run_moe_layer(*one, ws1, p1, one->stream());
           ws1.check(*one, "moe layer, P = 1 twin");

@@ -192,7 +192,7 @@ std::vector<float> ep_forward(mb::UnfusedEpMoe& ep, const Inputs& in, cudaStream
     bufs.push_back(upload(in.routing.weight.data() + r * T * K, size_t(T) * K));
     io[g].topk_weight = static_cast<const float*>(bufs.back()->p);
     bufs.push_back(std::make_unique<DevBuf>(size_t(T) * H * sizeof(float)));
-    CUDA_CHECK(cudaMemset(bufs.back()->p, 0xFF, size_t(T) * H * sizeof(float)));  // NaN
+    fill_now(bufs.back()->p, 0xFF, size_t(T) * H * sizeof(float));  // NaN
     io[g].out = static_cast<float*>(bufs.back()->p);
   }
   ep.set_routing(in.routing.index.data());
@@ -212,7 +212,7 @@ std::vector<float> base_forward(mb::UnfusedMoe& base, const Inputs& in, cudaStre
   const int G = in.global_tokens(), H = in.hidden;
   auto d_x = upload(in.xq.code), d_xs = upload(in.xq.scale), d_w = upload(in.routing.weight);
   DevBuf d_out(size_t(G) * H * sizeof(float));
-  CUDA_CHECK(cudaMemset(d_out.p, 0xFF, size_t(G) * H * sizeof(float)));
+  fill_now(d_out.p, 0xFF, size_t(G) * H * sizeof(float));
   base.set_routing(in.routing.index.data());  // [P][T][k] is [G][k]
   base.run(static_cast<const uint8_t*>(d_x->p), static_cast<const float*>(d_xs->p),
            static_cast<const float*>(d_w->p), static_cast<float*>(d_out.p), st);

@@ -166,7 +166,7 @@ Inputs make_inputs(const Case& c, uint32_t seed) {
   in.d_xs = upload(in.xq.scale);
   in.d_w = upload(in.routing.weight);
   in.d_out = std::make_unique<DevBuf>(size_t(c.tokens) * c.hidden * sizeof(float));
-  CUDA_CHECK(cudaMemset(in.d_out->p, 0xFF, size_t(c.tokens) * c.hidden * sizeof(float)));  // NaN
+  fill_now(in.d_out->p, 0xFF, size_t(c.tokens) * c.hidden * sizeof(float));  // NaN
   return in;
 }
 
