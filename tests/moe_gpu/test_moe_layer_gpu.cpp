@@ -73,6 +73,8 @@ struct Case {
   // (early_release 1), each required bit-identical. With check_pair_share, the weight-sharing
   // pairs too.
   bool check_loads = false;
+  // Run on a stream of the test's own (non-blocking), not the team's, and check on it (MoeWorkspace::check's stream).
+  bool own_stream = false;
 };
 
 std::string name(const Case& c) {
@@ -226,6 +228,14 @@ void run_case(const Case& c) {
   const MoeWeightFormat format = c.bf16 ? MoeWeightFormat::kBf16 : c.int4 ? MoeWeightFormat::kInt4 : MoeWeightFormat::kFp8;
   moe_kernel::MoeWorkspace ws(*team, shape, format);
   cudaStream_t st = team->stream();
+  struct OwnStream {
+    cudaStream_t s = nullptr;
+    ~OwnStream() { if (s) cudaStreamDestroy(s); }
+  } own;
+  if (c.own_stream) {
+    CUDA_CHECK(cudaStreamCreateWithFlags(&own.s, cudaStreamNonBlocking));
+    st = own.s;
+  }
 
   // Weights (all experts: the emulated launch serves every rank), quantized as the kernel reads them
   // (bf16: the bit patterns of the rounded weights, no scales).
@@ -310,7 +320,7 @@ void run_case(const Case& c) {
     }
     ws.poison(st);
     moe_kernel::run_moe_layer(*team, ws, prm, st);
-    ws.check(*team, "moe layer test");
+    ws.check(*team, "moe layer test", st);
 
     ErrorCheck check;
     std::vector<std::vector<float>> outs;
@@ -405,7 +415,7 @@ void run_case(const Case& c) {
       for (int r = 0; r < P; ++r) fill_now(d_out[r]->p, 0xFF, size_t(T) * H * 4);
       ws.poison(st);
       moe_kernel::run_moe_layer(*team, ws, pv, st);
-      ws.check(*team, "moe layer test, " + what);
+      ws.check(*team, "moe layer test, " + what, st);
       for (int r = 0; r < P; ++r) {
         std::vector<float> out(size_t(T) * H);
         CUDA_CHECK(cudaMemcpy(out.data(), d_out[r]->p, out.size() * 4, cudaMemcpyDeviceToHost));
@@ -515,6 +525,20 @@ TEST(MoeLayerGpu, SingleRank) {
 TEST(MoeLayerGpu, SingleRankPartialTiles) {
   NEED_SM90();
   run_case({1, 100, 512, 256, 16, 4, Route::kSkewed});  // experts with partial last rows, some likely empty
+}
+
+// The layer on a caller's stream (non-blocking, not the team's), checked there; the variants (single CTAs, another
+// Linear-2 width) on it too, bit-identical.
+TEST(MoeLayerGpu, RunsOnTheCallersStream) {
+  NEED_SM90();
+  for (bool int4 : {false, true}) {
+    Case c{2, 128, 512, 256, 16, 4, Route::kSkewed, MoeOrder::kInterleaved};
+    c.int4 = int4;
+    c.own_stream = true;
+    c.check_single = true;
+    c.calls = 2;
+    run_case(c);
+  }
 }
 
 TEST(MoeLayerGpu, EmulatedP2) {

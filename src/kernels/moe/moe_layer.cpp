@@ -301,8 +301,9 @@ MoeWorkspace::~MoeWorkspace() {
   if (tables_) cudaFree(tables_);
 }
 
-void MoeWorkspace::check(runtime::Team& team, const std::string& what) {
-  ok(cudaStreamSynchronize(team.stream()), "stream synchronize");
+void MoeWorkspace::check(runtime::Team& team, const std::string& what, cudaStream_t stream) {
+  ok(cudaStreamSynchronize(stream), "stream synchronize");
+  ok(cudaStreamSynchronize(team.stream()), "stream synchronize (the team's)");
   MoeDeviceError e{};
   ok(cudaMemcpy(&e, err_, sizeof e, cudaMemcpyDeviceToHost), "cudaMemcpy (error record)");
   if (e.code != 0) {

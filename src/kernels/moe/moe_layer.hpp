@@ -266,9 +266,11 @@ class MoeWorkspace {
   const MoeShape& shape() const { return shape_; }
   int rows_capacity() const { return rows_cap_; }  // receive rows per rank (multiple of kBlockM)
   bool bf16_rows() const { return bf16_; }          // built for MoeWeightFormat::kBf16
-  // Waits for the team's stream, then throws RuntimeError naming the first device failure of the MoE
-  // kernel (rank, and the peer or the row it waited for) or of the team's record; clears both.
-  void check(runtime::Team& team, const std::string& what);
+  // Waits for `stream` (the one the layer ran on) and the team's stream, then throws RuntimeError naming the first
+  // device failure of the MoE kernel (rank, and the peer or the row it waited for) or of the team's record; clears
+  // both. The two-argument form waits for the team's stream only: for layers run on it.
+  void check(runtime::Team& team, const std::string& what, cudaStream_t stream);
+  void check(runtime::Team& team, const std::string& what) { check(team, what, team.stream()); }
   // Tests: fills the receive, intermediate and combine buffers of the local ranks with 0xFF (FP8 and bf16
   // NaN, fp32 NaN scales; a bf16 workspace has no scale buffers), so untouched padding rows or combine
   // entries show up as NaN in the output. Collective in a real team: every rank's poison is done (its stream
