@@ -4,7 +4,9 @@
 #   2. the study harness under `xstage launch -n 2` (its nccl_a2a column after wait_nccl's spin, b5cfcfb);
 #   3. the torch baseline under torchrun (cuDNN SDPA + all_to_all_single against the xstage Python op, same processes;
 #      the float64 arbiter, spreads, ABBA flips).
-# build/s49x2.tar.xz: stripped bench_ulysses, test_ulysses_gpu, libxstage_attention.so, xstage.
+# build/s49x2.tar.xz: stripped bench_ulysses, test_ulysses_gpu, libxstage_attention.so, xstage of the current build
+# (remake it: cp those four from build/ to a folder, strip them, tar cJf build/s49x2.tar.xz -C that folder .), carried.
+# Run: OUT=$OUT bash results/moe/runs/s49/call-x2.sh with kind nvidia-h200-x2.
 set -uo pipefail
 cd "$(dirname "$0")/../../../.."
 mkdir -p build/bench/ulysses build/tests/ulysses build/src/kernels/attention build/src/cli
