@@ -1184,13 +1184,14 @@ int main(int argc, char** argv) try {
               wt_g.insert(wt_g.end(), routing.rank_weight(r), routing.rank_weight(r) + size_t(T) * s.topk);
             }
             ok(cudaMemcpy(wtg.p, wt_g.data(), wtg.n * 4, cudaMemcpyHostToDevice), "twin weights H2D");
+            // the fills and the copy ran on the legacy stream, which the team's non-blocking stream does not wait for
+            ok(cudaStreamSynchronize(0), "twin inputs");
             auto t1 = runtime::Team::emulated(1);
             const moe_kernel::MoeShape mg{s.hidden, s.inter, s.experts, s.topk, int(PT)};
             moe_kernel::MoeWorkspace wg(*t1, mg);
             bool eq = true;
             for (const moe_kernel::MoeLayerParams& po : order_prm) {
-              ok(cudaMemset(outg.p, 0xFF, outg.n * 4), "poison");
-              ok(cudaDeviceSynchronize(), "poison (the team's stream is non-blocking)");
+              ok(cudaMemsetAsync(outg.p, 0xFF, outg.n * 4, t1->stream()), "poison");
               wg.poison(t1->stream());
               moe_kernel::MoeLayerParams pg = po;
               pg.shape = mg;
@@ -1230,8 +1231,7 @@ int main(int argc, char** argv) try {
               // every order (issue 12: both orders bit-identical at emulated P as at P = 1), against P = 1's output
               bool eq = true;
               for (const moe_kernel::MoeLayerParams& po : order_prm) {
-                ok(cudaMemset(outp.p, 0xFF, outp.n * 4), "poison");
-                ok(cudaDeviceSynchronize(), "poison (the team's stream is non-blocking)");
+                ok(cudaMemsetAsync(outp.p, 0xFF, outp.n * 4, team->stream()), "poison");
                 wp.poison(team->stream());
                 moe_kernel::MoeLayerParams pp = po;
                 pp.shape = mp;

@@ -10,13 +10,12 @@
 namespace xstage::runtime {
 namespace {
 void cuda_ok(cudaError_t e, const char* what, int rank) { check_cuda(e, what, rank); }
-// Zeroes device memory and waits for it. cudaMemset runs on the legacy default stream, which is not ordered with a
-// caller's non-blocking streams (torch's side streams): without the wait a kernel there could run before the zeros.
+}  // namespace
+
 void zero_now(void* p, size_t bytes, int rank) {
   cuda_ok(cudaMemset(p, 0, bytes), "cudaMemset", rank);
   cuda_ok(cudaStreamSynchronize(0), "cudaStreamSynchronize (after cudaMemset)", rank);
 }
-}  // namespace
 
 // ---------------------------------------------------------------- SymmetricBuffer
 SymmetricBuffer::~SymmetricBuffer() {

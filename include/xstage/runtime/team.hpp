@@ -130,6 +130,11 @@ class SignalSet {
   std::unique_ptr<SymmetricBuffer> buf_;
 };
 
+// Zeroes `bytes` of device memory and waits for it (errors name `rank`). cudaMemset runs on the legacy default
+// stream, which is not ordered with a caller's non-blocking streams (torch's side streams, the teams' own): without
+// the wait a kernel there could run before the zeros land. For setup and error-record resets, not hot paths.
+void zero_now(void* p, size_t bytes, int rank);
+
 // Device-side helpers behind Team and SignalSet (team_kernels.cu).
 namespace team_detail {
 // Host copies of ncclGetLsaPointer(window, 0, r) for r < world (a one-thread kernel, synchronous).

@@ -291,8 +291,7 @@ MoeWorkspace::MoeWorkspace(runtime::Team& team, const MoeShape& shape, MoeWeight
   combine_ = team.alloc(round16(size_t(shape.tokens_per_rank) * shape.topk * H * 2), "moe combine");
   signals_ = std::make_unique<runtime::SignalSet>(team, 2, "moe signals");
   ok(cudaMalloc(&err_, sizeof(MoeDeviceError)), "cudaMalloc (error record)");
-  ok(cudaMemset(err_, 0, sizeof(MoeDeviceError)), "cudaMemset (error record)");
-  ok(cudaStreamSynchronize(0), "cudaStreamSynchronize (error record)");  // not ordered with non-blocking streams
+  runtime::zero_now(err_, sizeof(MoeDeviceError), team.first_rank());
 }
 
 MoeWorkspace::~MoeWorkspace() {
@@ -302,13 +301,11 @@ MoeWorkspace::~MoeWorkspace() {
 }
 
 void MoeWorkspace::check(runtime::Team& team, const std::string& what, cudaStream_t stream) {
-  ok(cudaStreamSynchronize(stream), "stream synchronize");
-  ok(cudaStreamSynchronize(team.stream()), "stream synchronize (the team's)");
+  ok(cudaStreamSynchronize(stream), "stream synchronize");  // the layer's; team.check below waits for the team's
   MoeDeviceError e{};
   ok(cudaMemcpy(&e, err_, sizeof e, cudaMemcpyDeviceToHost), "cudaMemcpy (error record)");
   if (e.code != 0) {
-    ok(cudaMemset(err_, 0, sizeof e), "cudaMemset (error record)");
-    ok(cudaStreamSynchronize(0), "cudaStreamSynchronize (error record)");
+    runtime::zero_now(err_, sizeof e, team.first_rank());
     throw RuntimeError(detail::concat(what, ": rank ", e.rank, ": timed out waiting for the Linear-1 tiles of row ",
                                       e.peer_or_row, " (saw ", e.got, " of ", e.expected, ")"));
   }
