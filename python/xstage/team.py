@@ -76,6 +76,7 @@ class Team(_Handle):
     def __init__(self, handle, keepalive=None):
         self._h = ctypes.c_void_p(handle)
         self._keepalive = keepalive
+        self.group = None  # the torch.distributed group of a real team (from_process_group)
         w, f, n, e, s = (ctypes.c_int() for _ in range(5))
         _ok(_lib().xstage_team_info(self._h, *(ctypes.byref(x) for x in (w, f, n, e, s))))
         self.world, self.first_rank, self.local_ranks = w.value, f.value, n.value
@@ -132,7 +133,9 @@ class Team(_Handle):
         dist.broadcast_object_list(obj, src=dist.get_global_rank(group, 0) if group is not None else 0, group=group)
         h = ctypes.c_void_p()
         _ok(_lib().xstage_team_create_nccl(rank, world, device, obj[0], _ID_BYTES, float(timeout_s), ctypes.byref(h)))
-        return cls(h.value)
+        team = cls(h.value)
+        team.group = group if group is not None else dist.group.WORLD
+        return team
 
     def buffer(self, shape, dtype, name: str = "buffer") -> "SymBuffer":
         """A zero-filled symmetric buffer: one tensor of `shape` and `dtype` per rank (collective when real)."""

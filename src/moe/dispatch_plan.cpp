@@ -1,13 +1,15 @@
 // Host tables of the dispatch/combine layout (include/xstage/moe/dispatch_plan.hpp).
 #include "xstage/moe/dispatch_plan.hpp"
 
+#include <utility>
+
 #include "xstage/common/error.hpp"
 
 namespace xstage::moe {
 
-DispatchPlan::DispatchPlan(const std::vector<std::int32_t>& index, int tokens_per_rank, int topk, ExpertPlacement place,
-                           int b_m)
-    : index_(index) {
+DispatchPlan::DispatchPlan(std::vector<std::int32_t> index, int tokens_per_rank, int topk, ExpertPlacement place,
+                           int b_m, bool combine_map)
+    : index_(std::move(index)) {
   place = make_placement(place.experts, place.world);  // re-checks E % P
   const int P = place.world, E = place.experts, pr = place.per_rank();
   XSTAGE_REQUIRE(b_m >= 1, "dispatch layout: b_m must be >= 1, got ", b_m);
@@ -55,6 +57,8 @@ DispatchPlan::DispatchPlan(const std::vector<std::int32_t>& index, int tokens_pe
   view_.row_offset = row_offset_.data();
 
   // Combine map: the inverse, filled from the forward direction (the tests check it against locate()).
+  if (!combine_map) return;
+  has_combine_ = true;
   combine_.resize(P);
   for (int d = 0; d < P; ++d) combine_[d].assign(std::size_t(view_.recv_rows(d)), CombineSrc{});
   for (int s = 0; s < P; ++s)
@@ -74,7 +78,25 @@ DispatchPlan::DispatchPlan(const DispatchPlan& o)
       src_base_(o.src_base_),
       row_offset_(o.row_offset_),
       combine_(o.combine_),
+      has_combine_(o.has_combine_),
       view_(o.view_.rebased(counts_.data(), src_base_.data(), row_offset_.data())) {}
+
+// A moved vector keeps its buffer, so the view's pointers stay valid; rebased anyway, as the copy does.
+DispatchPlan::DispatchPlan(DispatchPlan&& o) noexcept
+    : index_(std::move(o.index_)),
+      pos_(std::move(o.pos_)),
+      counts_(std::move(o.counts_)),
+      src_base_(std::move(o.src_base_)),
+      row_offset_(std::move(o.row_offset_)),
+      combine_(std::move(o.combine_)),
+      has_combine_(o.has_combine_),
+      view_(o.view_.rebased(counts_.data(), src_base_.data(), row_offset_.data())) {}
+
+const std::vector<CombineSrc>& DispatchPlan::combine_map(int rank) const {
+  XSTAGE_REQUIRE(has_combine_, "dispatch layout: this plan was built without its combine map (combine_map = false)");
+  XSTAGE_REQUIRE(rank >= 0 && rank < world(), "dispatch layout: rank ", rank, " is outside [0, ", world(), ")");
+  return combine_[std::size_t(rank)];
+}
 
 std::vector<int> DispatchPlan::local_tokens(int rank) const {
   XSTAGE_REQUIRE(rank >= 0 && rank < world(), "dispatch layout: rank ", rank, " is outside [0, ", world(), ")");

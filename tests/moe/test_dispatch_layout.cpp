@@ -228,6 +228,38 @@ TEST(MoeDispatchLayout, CopiesViewTheirOwnTables) {
   EXPECT_EQ(copy.view().row_offset, copy.row_offsets().data());
 }
 
+// The fused kernel's host plan: moved (no copy of its tables), without the combine map, its index and pos tables read
+// as a whole; the same dispatch side as a full plan.
+TEST(MoeDispatchLayout, MovedPlanWithoutCombineMap) {
+  const Routing r = generate_routing({3, 40, 12, 3, RoutingKind::Skewed, 1.0, 9});
+  const DispatchPlan full(r, make_placement(12, 3), 8);
+  auto* src = new DispatchPlan(r.index, r.tokens_per_rank, r.topk, make_placement(12, 3), 8, /*combine_map=*/false);
+  const int* counts = src->counts().data();
+  const DispatchPlan moved(std::move(*src));
+  delete src;
+  EXPECT_EQ(moved.counts().data(), counts);  // the buffer moved, not copied
+  EXPECT_EQ(moved.view().counts, moved.counts().data());
+  EXPECT_EQ(moved.view().src_base, moved.src_base().data());
+  EXPECT_EQ(moved.view().row_offset, moved.row_offsets().data());
+  EXPECT_EQ(moved.counts(), full.counts());
+  EXPECT_EQ(moved.src_base(), full.src_base());
+  EXPECT_EQ(moved.row_offsets(), full.row_offsets());
+  ASSERT_EQ(moved.index().size(), r.index.size());
+  for (int s = 0; s < 3; ++s)
+    for (int t = 0; t < 40; ++t)
+      for (int j = 0; j < 3; ++j) {
+        const std::size_t i = r.at(s, t, j);
+        EXPECT_EQ(moved.index()[i], full.expert(s, t, j));
+        EXPECT_EQ(moved.positions()[i], full.pos_in_src(s, t, j));
+        const DispatchDest a = moved.dest(s, t, j), b = full.dest(s, t, j);
+        EXPECT_EQ(a.rank, b.rank);
+        EXPECT_EQ(a.recv_row, b.recv_row);
+      }
+  EXPECT_EQ(usage_error([&] { moved.combine_map(0); }),
+            "dispatch layout: this plan was built without its combine map (combine_map = false)");
+  EXPECT_NE(usage_error([&] { full.combine_map(3); }).find("rank 3 is outside [0, 3)"), std::string::npos);
+}
+
 TEST(MoeDispatchLayout, BadInputIsAUsageError) {
   const std::vector<std::int32_t> idx = {0, 1, 2, 3};
   EXPECT_NE(usage_error([&] { DispatchPlan(idx, 2, 2, ExpertPlacement{6, 4}, 1); }).find("cannot be split evenly"),

@@ -15,11 +15,15 @@ namespace xstage::moe {
 
 class DispatchPlan {
  public:
-  // index: [P][T][k] global expert ids (validated: UsageError naming rank, token, slot, value).
-  DispatchPlan(const std::vector<std::int32_t>& index, int tokens_per_rank, int topk, ExpertPlacement place, int b_m);
+  // index: [P][T][k] global expert ids (validated: UsageError naming rank, token, slot, value). combine_map: also
+  // build the combine map (every received row's source; the references and the unfused path read it, the fused
+  // kernel does not: without it a layer call's host plan costs about half).
+  DispatchPlan(std::vector<std::int32_t> index, int tokens_per_rank, int topk, ExpertPlacement place, int b_m,
+               bool combine_map = true);
   DispatchPlan(const Routing& r, ExpertPlacement place, int b_m)
       : DispatchPlan(r.index, r.tokens_per_rank, r.topk, place, b_m) {}
   DispatchPlan(const DispatchPlan& o);
+  DispatchPlan(DispatchPlan&& o) noexcept;
   DispatchPlan& operator=(const DispatchPlan&) = delete;
 
   const DispatchLayout& view() const { return view_; }
@@ -39,8 +43,13 @@ class DispatchPlan {
   // Destination side.
   std::vector<int> local_tokens(int rank) const;  // routed rows per local expert of `rank`
   int recv_rows(int rank) const { return view_.recv_rows(rank); }
-  // recv_rows(rank) entries: the (source rank, token, slot) of each received row; padding rows -1.
-  const std::vector<CombineSrc>& combine_map(int rank) const { return combine_.at(rank); }
+  // recv_rows(rank) entries: the (source rank, token, slot) of each received row; padding rows -1. UsageError when the
+  // plan was built without it.
+  const std::vector<CombineSrc>& combine_map(int rank) const;
+  // Every routed row's global expert and its ordinal among its source's rows to that expert, [P][T][k] (the fused
+  // kernel's index and pos tables are slices of these).
+  const std::vector<std::int32_t>& index() const { return index_; }
+  const std::vector<int>& positions() const { return pos_; }
   // Rank's tile layout for the MoE schedulers (its O_e equal row_offset[rank][*]).
   sched::MoeLayoutStorage layout(int rank, int l1_ntiles, int l2_ntiles) const {
     return sched::MoeLayoutStorage(local_tokens(rank), b_m(), l1_ntiles, l2_ntiles);
@@ -59,6 +68,7 @@ class DispatchPlan {
   std::vector<int> pos_;
   std::vector<int> counts_, src_base_, row_offset_;
   std::vector<std::vector<CombineSrc>> combine_;
+  bool has_combine_ = false;
   DispatchLayout view_;
 };
 

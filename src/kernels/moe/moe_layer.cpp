@@ -474,32 +474,34 @@ void prepare_moe_layer(runtime::Team& team, MoeWorkspace& ws, const MoeLayerPara
   const int P = team.world(), ranks = team.local_ranks(), first = team.first_rank();
   // ---- routing -> dispatch plan (validates every index: rank, token, slot, value)
   const int T = s.tokens_per_rank, K = s.topk, H = s.hidden, I = s.inter;
-  const std::vector<int32_t> index(prm.topk_index_all, prm.topk_index_all + size_t(P) * T * K);
-  const moe::DispatchPlan plan(index, T, K, moe::make_placement(s.experts, P), kBlockM);
+  // (no combine map: the kernel finds each row's way back from its (source, token, slot) itself)
+  moe::DispatchPlan plan(std::vector<int32_t>(prm.topk_index_all, prm.topk_index_all + size_t(P) * T * K), T, K,
+                         moe::make_placement(s.experts, P), kBlockM, /*combine_map=*/false);
   for (int g = 0; g < ranks; ++g)
     XSTAGE_REQUIRE(plan.recv_rows(first + g) <= ws.rows_capacity(), "moe layer: rank ", first + g, " receives ",
                    plan.recv_rows(first + g), " rows, more than the workspace's ", ws.rows_capacity());
 
   // ---- device tables, one allocation: counts [P][E], src_base [P][E], row_offset [P][El+1],
   //      tokens [ranks][El], index [ranks][T][K], pos [ranks][T][K]
-  std::vector<int32_t> tab;
+  std::vector<int32_t>& tab = ws.host_tables_;
+  tab.clear();
   auto put = [&](const std::vector<int>& v) {
     const size_t at = tab.size();
     tab.insert(tab.end(), v.begin(), v.end());
     return at;
   };
   const size_t o_counts = put(plan.counts()), o_base = put(plan.src_base()), o_off = put(plan.row_offsets());
-  std::vector<int> tok, idx, pos;
+  std::vector<int> tok;
   for (int g = 0; g < ranks; ++g) {
     const std::vector<int> lt = plan.local_tokens(first + g);
     tok.insert(tok.end(), lt.begin(), lt.end());
-    for (int t = 0; t < T; ++t)
-      for (int j = 0; j < K; ++j) {
-        idx.push_back(plan.expert(first + g, t, j));
-        pos.push_back(plan.pos_in_src(first + g, t, j));
-      }
   }
-  const size_t o_tok = put(tok), o_idx = put(idx), o_pos = put(pos);
+  const size_t o_tok = put(tok);
+  // index [ranks][T][K] and pos [ranks][T][K]: the local ranks' slices of the plan's [P][T][K] tables
+  const size_t slice = size_t(T) * K, o_idx = tab.size();
+  tab.insert(tab.end(), plan.index().begin() + first * slice, plan.index().begin() + (first + ranks) * slice);
+  const size_t o_pos = tab.size();
+  tab.insert(tab.end(), plan.positions().begin() + first * slice, plan.positions().begin() + (first + ranks) * slice);
   // The spread row order of every local rank's layout (MoeLayerParams::row_order 1 walks it; cheap, so always made).
   std::vector<sched::MoeLayoutStorage> layouts;
   std::vector<size_t> o_order;
@@ -510,7 +512,7 @@ void prepare_moe_layer(runtime::Team& team, MoeWorkspace& ws, const MoeLayerPara
   const size_t bytes = tab.size() * sizeof(int32_t);
   grow(ws.tables_, ws.tables_bytes_, bytes, "tables");
   ok(cudaMemcpyAsync(ws.tables_, tab.data(), bytes, cudaMemcpyHostToDevice, stream), "cudaMemcpyAsync (tables)");
-  auto prep = std::make_unique<MoeWorkspace::Prepared>(MoeWorkspace::Prepared{plan, o_counts, o_base, o_off, o_tok,
+  auto prep = std::make_unique<MoeWorkspace::Prepared>(MoeWorkspace::Prepared{std::move(plan), o_counts, o_base, o_off, o_tok,
                                                                                o_idx, o_pos, std::move(layouts),
                                                                                std::move(o_order)});
   ws.prepared_ = std::move(prep);

@@ -298,6 +298,7 @@ class MoeWorkspace {
   // Device copies of the per-call tables (reallocated when too small).
   void* tables_ = nullptr;
   size_t tables_bytes_ = 0;
+  std::vector<int32_t> host_tables_;  // their host image, kept between calls (no fresh pages per call)
   uint64_t* trace_ = nullptr;  // [ranks * ctas][trace_cap_][kTraceWords] of the last traced launch
   size_t trace_bytes_ = 0;
   int trace_cap_ = 0, trace_ctas_ = 0, trace_ctas_per_rank_ = 0;

@@ -1,0 +1,156 @@
+#!/usr/bin/env python3
+"""The fused MoE layer called from PyTorch (xstage.moe) against what a torch user runs on one GPU, in one process,
+by the benchmark protocol (python/xstage/bench_protocol.py: own warm-up, steady-state blocks, ABBA order).
+
+Backends (P = 1, one GPU; every call gets a fresh routing from a rotating set, so the host plan is rebuilt each call):
+  xstage        layer(x bf16, topk_idx, topk_weight, w): quantizes x in torch, copies the routing to the host, builds
+                the dispatch plan, enqueues the fused kernel and the weighted sum (the whole Python call)
+  xstage-fp8in  the same with x already quantized (FP8 codes + 1x128 scales, as an FP8 pipeline keeps them)
+  torch-bf16    sort by expert, torch._grouped_mm (bf16, cuBLAS grouped GEMM) for Linear-1, SwiGLU, _grouped_mm for
+                Linear-2, weighted scatter-add back: a torch MoE layer without quantization
+Before timing, each backend's output is checked: xstage against moe_reference of its own quantization (the tests'
+tolerance rule), torch-bf16 against the float64 layer on its bf16 inputs (relative rms printed).
+
+    python3 bench/moe/torch_moe.py --shapes deepseek-v4-flash,qwen3-30b-a3b --tokens 8192 --json out.json
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "python"))
+
+SHAPES = {  # hidden, inter, experts, topk (include/xstage/moe/shapes.hpp has the sources)
+    "dit-moe-xl": (1152, 4608, 16, 2), "qwen3-30b-a3b": (2048, 768, 128, 8), "qwen3-235b-a22b": (4096, 1536, 128, 8),
+    "deepseek-v3": (7168, 2048, 256, 8), "deepseek-v4-flash": (4096, 2048, 256, 6),
+    "deepseek-v4-pro": (7168, 3072, 384, 6), "glm-flash": (4096, 2048, 288, 8),
+}
+
+
+def routing(tokens, experts, topk, gen, torch):
+    idx = torch.multinomial(torch.ones(tokens, experts, device="cuda"), topk, replacement=False,
+                            generator=gen).to(torch.int32)
+    wt = torch.rand(tokens, topk, generator=gen, device="cuda") + 0.1
+    return idx, wt / wt.sum(-1, keepdim=True)
+
+
+def torch_bf16_layer(x, idx, wt, w1t, w2t, torch):
+    """x [T, H] bf16; w1t [E, H, 2I], w2t [E, I, H] bf16 views of [E, 2I, H], [E, H, I] (_grouped_mm's [G, K, N])."""
+    T, k = idx.shape
+    E, I = w1t.shape[0], w2t.shape[1]
+    flat = idx.reshape(-1).long()
+    order = torch.argsort(flat, stable=True)
+    counts = torch.bincount(flat, minlength=E)
+    offs = torch.cumsum(counts, 0).to(torch.int32)
+    a = x[order // k]
+    gu = torch._grouped_mm(a, w1t, offs=offs)
+    h = (torch.nn.functional.silu(gu[:, :I].float()) * gu[:, I:].float()).to(torch.bfloat16)
+    y = torch._grouped_mm(h, w2t, offs=offs)
+    out = torch.zeros(T, x.shape[1], device=x.device, dtype=torch.float32)
+    out.index_add_(0, order // k, y.float() * wt.reshape(-1)[order].unsqueeze(-1))
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--shapes", default="deepseek-v4-flash,qwen3-30b-a3b,dit-moe-xl")
+    ap.add_argument("--tokens", type=int, default=8192)
+    ap.add_argument("--order", default="interleaved", choices=["interleaved", "expert-wave"])
+    ap.add_argument("--backends", default="xstage,xstage-fp8in,torch-bf16", help="a subset, in this order")
+    ap.add_argument("--sets", type=int, default=4, help="routings / activations rotated over the calls")
+    ap.add_argument("--warmup", type=float, default=0.3)
+    ap.add_argument("--block", type=float, default=0.5)
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--json", default=None)
+    ap.add_argument("--seed", type=int, default=20261204)
+    a = ap.parse_args()
+    for s in a.shapes.split(","):
+        if s not in SHAPES:
+            ap.error(f"unknown shape {s!r}; known: {', '.join(SHAPES)}")
+    names = a.backends.split(",")
+    for b in names:
+        if b not in ("xstage", "xstage-fp8in", "torch-bf16"):
+            ap.error(f"unknown backend {b!r}; known: xstage, xstage-fp8in, torch-bf16")
+    if a.tokens < 1 or a.sets < 1:
+        ap.error(f"--tokens {a.tokens} and --sets {a.sets} must be >= 1")
+
+    import torch
+    from xstage.bench_protocol import format_result, ratio, run_protocol
+    from xstage.moe import MoeLayer, MoeWeights, moe_reference, quantize_act, quantize_weights
+    from xstage.team import Team
+
+    team = Team.emulated(1)
+    results = []
+    for name in a.shapes.split(","):
+        H, I, E, k = SHAPES[name]
+        T = a.tokens
+        gen = torch.Generator(device="cuda").manual_seed(a.seed)
+        w1 = torch.randn(E, 2 * I, H, generator=gen, device="cuda") / H ** 0.5
+        w2 = torch.randn(E, H, I, generator=gen, device="cuda") / I ** 0.5
+        wq = quantize_weights(w1, w2, "w8a8", keep_reference=True)
+        # _grouped_mm's [G, K, N] operand with K contiguous (column-major per group, as torch's own tests pass it)
+        w1t = w1.to(torch.bfloat16).transpose(1, 2)
+        w2t = w2.to(torch.bfloat16).transpose(1, 2)
+        del w1, w2
+        # torch-bf16's own float64 reference reads its bf16 weights through views (no copy)
+        wb = MoeWeights("bf16", E, H, I, None, None, None, None, w1t.transpose(1, 2), w2t.transpose(1, 2))
+        sets = []
+        for _ in range(a.sets):
+            x = torch.randn(T, H, generator=gen, device="cuda").to(torch.bfloat16)
+            idx, wt = routing(T, E, k, gen, torch)
+            codes, scales = quantize_act(x)
+            sets.append((x, idx, wt, codes, scales))
+        layer = MoeLayer(team, H, I, E, k, T, "w8a8")
+        backends = {
+            "xstage": lambda s, L=layer, W=wq: L(s[0], s[1], s[2], W, order=a.order),
+            "xstage-fp8in": lambda s, L=layer, W=wq: L(s[3], s[1], s[2], W, x_scale=s[4], order=a.order),
+            "torch-bf16": lambda s, A=w1t, B=w2t: torch_bf16_layer(s[0], s[1], s[2], A, B, torch),
+        }
+        backends = {b: backends[b] for b in names}
+        # correctness on the first set
+        x, idx, wt, codes, scales = sets[0]
+        ref, exact = moe_reference(x, idx, wt, wq), moe_reference(x, idx, wt, wq, exact=True)
+        out = layer(x, idx, wt, wq, order=a.order).double()
+        layer.check()
+        rms = lambda t: t.pow(2).mean().sqrt().item()  # noqa: E731
+        ok = rms(out - ref) <= 0.25 * rms(ref - exact) and not torch.isnan(out).any().item()
+        row = {"shape": name, "hidden": H, "inter": I, "experts": E, "topk": k, "tokens": T, "order": a.order,
+               "xstage_rel_rms_vs_own_reference": rms(out - ref) / rms(ref), "xstage_correct": bool(ok)}
+        try:
+            tb = torch_bf16_layer(x, idx, wt, w1t, w2t, torch).double()
+            ex_b = moe_reference(x, idx, wt, wb, exact=True)
+            row["torch_bf16_rel_rms_vs_float64"] = rms(tb - ex_b) / rms(ex_b)
+        except (RuntimeError, AttributeError, TypeError) as e:  # _grouped_mm missing or refusing the shape
+            row["torch_bf16_unavailable"] = str(e).splitlines()[0]
+            backends.pop("torch-bf16", None)
+        del ref, exact
+        if not ok:
+            print(f"{name}: xstage output MISMATCH against its reference; not timed", flush=True)
+            results.append(row)
+            continue
+        res = run_protocol(backends, sets, warmup_s=a.warmup, block_s=a.block, rounds=a.rounds)
+        print(f"== {name} T={T} (H={H} I={I} E={E} k={k}), {team.label}")
+        print(format_result(res, ref="torch-bf16" if "torch-bf16" in backends else "xstage"))
+        row["stats"] = res["stats"]
+        flops = 2.0 * T * k * (2 * I * H + H * I)
+        for b, st in res["stats"].items():
+            row[f"{b}_ms"] = st["median_ms"]
+            row[f"{b}_tflops"] = flops / (st["median_ms"] * 1e-3) / 1e12
+        if "torch-bf16" in backends:
+            for b in ("xstage", "xstage-fp8in"):
+                row[f"{b}_vs_torch_bf16"] = ratio(res["stats"], b, "torch-bf16")
+        row["fp8in_vs_xstage"] = ratio(res["stats"], "xstage-fp8in", "xstage")
+        results.append(row)
+        del layer, sets, wq, wb, w1t, w2t, backends
+        torch.cuda.empty_cache()
+    if a.json:
+        Path(a.json).write_text(json.dumps({"command": " ".join(sys.argv), "team": team.label,
+                                            "device": torch.cuda.get_device_name(), "torch": torch.__version__,
+                                            "rows": results}, indent=1, default=str))
+    return 0 if all(r["xstage_correct"] for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,59 @@
+/* xstage fused expert-parallel MoE layer through the C ABI of libxstage_attention.so (the library of every xstage
+ * C ABI; its name is the first kernel's). One persistent sm_90a kernel per call does dispatch -> Linear-1 ->
+ * SwiGLU -> Linear-2 -> combine stores into the tokens' source ranks, then the top-k weighted sum
+ * (docs/MOE.md, "Fused kernel"). Experts are partitioned over the team's ranks: rank r holds global experts
+ * [r E/P, (r + 1) E/P). Number formats (xstage/moe/quant.hpp has every convention):
+ *   XSTAGE_MOE_W8A8  x: e4m3 codes [T][H] + fp32 1x128 scales [T][H/128];
+ *                    w1: e4m3 [E_local][2I][H] (gate rows [0, I), up rows [I, 2I)) + 128x128 scales [E_local][2I/128][H/128];
+ *                    w2: e4m3 [E_local][H][I] + 128x128 scales [E_local][H/128][I/128].
+ *   XSTAGE_MOE_W4A8  x as W8A8; w1, w2: int4 in the kernel's fragment layout (xstage_moe_pack_int4), scales per
+ *                    (row, 128-group) stored K-block-major: w1_scale [E_local][H/128][2I], w2_scale [E_local][I/128][H].
+ *   XSTAGE_MOE_BF16  x, w1, w2 bf16 in the W8A8 layouts, every scale NULL (reference runs, not a fast path).
+ * The output is fp32 [T][H] per rank: sum over the token's k experts of weight * bf16(expert output).
+ * Errors: a non-zero xstage_status and xstage_last_error() naming the bad value (attention.h). */
+#ifndef XSTAGE_MOE_H
+#define XSTAGE_MOE_H
+#include <stdint.h>
+
+#include "xstage/team.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct xstage_moe_s* xstage_moe;
+
+enum { XSTAGE_MOE_W8A8 = 0, XSTAGE_MOE_W4A8 = 1, XSTAGE_MOE_BF16 = 2 };
+/* The kernel's tile order (both give the same result bit for bit; docs/SCHEDULERS.md). */
+enum { XSTAGE_MOE_EXPERT_WAVE = 0, XSTAGE_MOE_INTERLEAVED = 1 };
+
+/* The layer's symmetric buffers on the team for one shape and format (collective for real teams): hidden H and
+ * inter I multiples of 128, experts E a multiple of the world size, 1 <= topk <= E, tokens_per_rank T >= 1 (every
+ * call passes exactly T tokens per rank). */
+int xstage_moe_create(xstage_team team, int hidden, int inter, int experts, int topk, int tokens_per_rank, int format,
+                      xstage_moe* out);
+void xstage_moe_destroy(xstage_moe layer);
+/* One layer call for every rank this process serves, on `stream` (a cudaStream_t; NULL: the default stream, as in
+ * CUDA): ordered after the work that wrote the inputs there, and before what reads `out` there.
+ * topk_index_all: HOST memory, the routing of EVERY rank of the team, [world][T][k] global expert ids, each token's k
+ * distinct (the counts exchange is not fused: the dispatch plan is built on the host; a real team's ranks must pass
+ * the same array). x, x_scale, topk_weight ([T][k] fp32), out: arrays of local_ranks device pointers (local rank
+ * first_rank + g at g). w1, w1_scale, w2, w2_scale: the experts of the local ranks in global order (E_local =
+ * local_ranks * E / world experts). order: XSTAGE_MOE_EXPERT_WAVE or XSTAGE_MOE_INTERLEAVED. Device failures (a
+ * peer's rows that never came) are reported by xstage_moe_check. */
+int xstage_moe_forward(xstage_moe layer, const int32_t* topk_index_all, const void* const* x,
+                       const float* const* x_scale, const float* const* topk_weight, float* const* out, const void* w1,
+                       const float* w1_scale, const void* w2, const float* w2_scale, int order, void* stream);
+/* Waits for `stream` (NULL: the default stream) and the team's own, then reports the first device-side failure of
+ * the layer (rank, and the peer or row it waited for), clearing it. */
+int xstage_moe_check(xstage_moe layer, void* stream, const char* what);
+/* W4A8 weights into the fragment layout the kernel reads, on the device: `matrices` back-to-back [rows][K] int4
+ * matrices in two's complement (two per byte, even k in the low nibble; values in [-7, 7]) at `twos` into `out` (the
+ * same size; may equal `twos`). rows a multiple of 64, K of 128. Synchronous on `stream`. A -8 anywhere is an error
+ * naming its matrix, row and column, and nothing is written. */
+int xstage_moe_pack_int4(const void* twos, void* out, int matrices, int rows, int K, void* stream);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

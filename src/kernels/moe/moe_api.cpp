@@ -1,0 +1,94 @@
+// C ABI of the fused MoE layer (xstage/moe.h) over moe_kernel::MoeWorkspace and run_moe_layer. It lives in
+// libxstage_attention.so beside the team handles it takes.
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "../attention/api_internal.hpp"
+#include "../attention/team_internal.hpp"
+#include "moe_layer.hpp"
+#include "xstage/common/error.hpp"
+#include "xstage/moe.h"
+
+using xstage::attention::capi::guarded;
+using xstage::attention::capi::set_error;
+namespace mk = xstage::moe_kernel;
+
+struct xstage_moe_s {
+  xstage_team team;
+  mk::MoeWeightFormat format;
+  std::unique_ptr<mk::MoeWorkspace> ws;
+};
+
+extern "C" int xstage_moe_create(xstage_team team, int hidden, int inter, int experts, int topk, int tokens_per_rank,
+                                 int format, xstage_moe* out) {
+  if (team == nullptr) return set_error(XSTAGE_ERR_INVALID, "team is null");
+  if (out == nullptr) return set_error(XSTAGE_ERR_INVALID, "out is null");
+  *out = nullptr;
+  return guarded([&] {
+    XSTAGE_REQUIRE(format == XSTAGE_MOE_W8A8 || format == XSTAGE_MOE_W4A8 || format == XSTAGE_MOE_BF16,
+                   "moe layer: format ", format, " is none of w8a8 (0), w4a8 (1), bf16 (2)");
+    const mk::MoeShape s{hidden, inter, experts, topk, tokens_per_rank};
+    if (const std::string why = mk::check_moe_shape(s, team->team->world()); !why.empty())
+      return set_error(XSTAGE_ERR_INVALID, why);
+    if (int rc = xstage::attention::capi::check_device(); rc != XSTAGE_OK) return rc;
+    auto l = std::make_unique<xstage_moe_s>();
+    l->team = team;
+    l->format = mk::MoeWeightFormat(format);
+    l->ws = std::make_unique<mk::MoeWorkspace>(*team->team, s, l->format);
+    *out = l.release();
+    return int(XSTAGE_OK);
+  });
+}
+
+extern "C" void xstage_moe_destroy(xstage_moe layer) { delete layer; }
+
+extern "C" int xstage_moe_forward(xstage_moe layer, const int32_t* topk_index_all, const void* const* x,
+                                  const float* const* x_scale, const float* const* topk_weight, float* const* out,
+                                  const void* w1, const float* w1_scale, const void* w2, const float* w2_scale,
+                                  int order, void* stream) {
+  if (layer == nullptr) return set_error(XSTAGE_ERR_INVALID, "layer is null");
+  if (topk_index_all == nullptr) return set_error(XSTAGE_ERR_INVALID, "topk_index_all (host routing) is null");
+  if (x == nullptr || topk_weight == nullptr || out == nullptr)
+    return set_error(XSTAGE_ERR_INVALID, "the x / topk_weight / out arrays are null (x_scale's may be: bf16)");
+  if (order != XSTAGE_MOE_EXPERT_WAVE && order != XSTAGE_MOE_INTERLEAVED)
+    return set_error(XSTAGE_ERR_INVALID,
+                     "order = " + std::to_string(order) + " is neither expert-wave (0) nor interleaved (1)");
+  return guarded([&] {
+    auto& t = *layer->team->team;
+    mk::MoeLayerParams p;
+    p.shape = layer->ws->shape();
+    p.topk_index_all = topk_index_all;
+    for (int g = 0; g < t.local_ranks(); ++g) {  // run_moe_layer names a null or misplaced one
+      p.rank[g].x = x[g];
+      p.rank[g].x_scale = x_scale ? x_scale[g] : nullptr;
+      p.rank[g].topk_weight = topk_weight[g];
+      p.rank[g].out = out[g];
+    }
+    p.weights = layer->format;
+    p.w1 = w1;
+    p.w1_scale = w1_scale;
+    p.w2 = w2;
+    p.w2_scale = w2_scale;
+    p.order = order == XSTAGE_MOE_INTERLEAVED ? mk::MoeOrder::kInterleaved : mk::MoeOrder::kExpertWave;
+    mk::run_moe_layer(t, *layer->ws, p, static_cast<cudaStream_t>(stream));  // validates the rest (named values)
+    return int(XSTAGE_OK);
+  });
+}
+
+extern "C" int xstage_moe_check(xstage_moe layer, void* stream, const char* what) {
+  if (layer == nullptr) return set_error(XSTAGE_ERR_INVALID, "layer is null");
+  return guarded([&] {
+    layer->ws->check(*layer->team->team, what ? what : "moe layer", static_cast<cudaStream_t>(stream));
+    return int(XSTAGE_OK);
+  });
+}
+
+extern "C" int xstage_moe_pack_int4(const void* twos, void* out, int matrices, int rows, int K, void* stream) {
+  if (twos == nullptr || out == nullptr) return set_error(XSTAGE_ERR_INVALID, "twos / out is null");
+  return guarded([&] {
+    XSTAGE_REQUIRE(matrices >= 1, "pack_int4: matrices must be >= 1, got ", matrices);
+    mk::pack_int4_weights(twos, out, matrices, rows, K, static_cast<cudaStream_t>(stream));
+    return int(XSTAGE_OK);
+  });
+}

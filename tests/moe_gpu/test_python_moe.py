@@ -1,0 +1,172 @@
+"""GPU tests of xstage.moe on torch tensors (skipped without torch or an sm_90 GPU): the fused MoE layer through the
+C ABI against moe_reference in float64, with tolerances tied to the reference's own error (the C++ tests' rule:
+rms(out - ref) <= 0.25 rms(ref - exact), max|out - ref| <= 2 max|ref - exact| + 1e-3 max|exact|); outputs poisoned
+with NaN; emulated P = 2, 4 bit-identical to P = 1 and both tile orders bit-identical; ordered on torch's stream; a
+real team of one process; argument errors named."""
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "common"))
+from torch_sm90 import torch  # noqa: E402  (skips the module without torch or an sm_90 GPU)
+
+from xstage.attention import XstageError  # noqa: E402
+from xstage.moe import MoeLayer, moe_reference, quantize_act, quantize_weights  # noqa: E402
+from xstage.team import Team  # noqa: E402
+
+SEED = int(os.environ.get("XSTAGE_TEST_SEED", "20261204"))
+
+
+def make_inputs(tokens, hidden, inter, experts, topk, seed, skewed=False):
+    """Random activations and weights (scaled so outputs are O(1)), a routing with k distinct experts per token
+    (uniform, or Zipf-like: expert e drawn with weight 1/(e+1)) and softmax-like combine weights."""
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    x = torch.randn(tokens, hidden, generator=gen, device="cuda")
+    w1 = torch.randn(experts, 2 * inter, hidden, generator=gen, device="cuda") / hidden ** 0.5
+    w2 = torch.randn(experts, hidden, inter, generator=gen, device="cuda") / inter ** 0.5
+    p = (1.0 / torch.arange(1, experts + 1, device="cuda", dtype=torch.float32)) if skewed else \
+        torch.ones(experts, device="cuda")
+    idx = torch.multinomial(p.expand(tokens, experts).contiguous(), topk, replacement=False, generator=gen).to(torch.int32)
+    wt = torch.rand(tokens, topk, generator=gen, device="cuda") + 0.1
+    return x, w1, w2, idx, wt / wt.sum(-1, keepdim=True)
+
+
+def check_close(out, ref, exact, what):
+    assert not torch.isnan(out).any(), f"{what}: NaN in the output (an untouched entry or a bad scale)"
+    own = (ref - exact)
+    err = (out.double() - ref)
+    rms = lambda t: t.pow(2).mean().sqrt().item()  # noqa: E731
+    assert rms(own) > 0, f"{what}: the reference has no rounding of its own to tie the tolerance to"
+    assert rms(err) <= 0.25 * rms(own), f"{what}: rms error {rms(err):.3e} > 0.25 x the reference's own {rms(own):.3e}"
+    bound = 2 * own.abs().max().item() + 1e-3 * exact.abs().max().item()
+    assert err.abs().max().item() <= bound, f"{what}: max error {err.abs().max().item():.3e} > {bound:.3e}"
+
+
+def run_split(team, layer, x, idx, wt, w, order="interleaved"):
+    """The global batch split into the team's ranks (rank-major), outputs poisoned with NaN; the gathered result."""
+    P, T = team.world, layer.tokens
+    sl = lambda t: [t[r * T:(r + 1) * T].contiguous() for r in range(P)]  # noqa: E731
+    outs = [torch.full((T, layer.hidden), float("nan"), device="cuda") for _ in range(P)]
+    args = (sl(x), sl(idx), sl(wt)) if P > 1 else (x, idx, wt)
+    got = layer(*args, w, order=order, out=outs if P > 1 else outs[0])
+    layer.check()
+    return torch.cat(got) if P > 1 else got
+
+
+@pytest.mark.parametrize("fmt", ["w8a8", "w4a8", "bf16"])
+@pytest.mark.parametrize("skewed", [False, True])
+def test_single_rank_matches_reference(fmt, skewed):
+    H, I, E, k, T = 256, 384, 8, 2, 300
+    x, w1, w2, idx, wt = make_inputs(T, H, I, E, k, SEED + 7 * skewed + {"w8a8": 0, "w4a8": 1, "bf16": 2}[fmt],
+                                     skewed)
+    w = quantize_weights(w1, w2, fmt, keep_reference=True)
+    team = Team.emulated(1)
+    layer = MoeLayer(team, H, I, E, k, T, fmt)
+    out = run_split(team, layer, x, idx, wt, w)
+    check_close(out, moe_reference(x, idx, wt, w), moe_reference(x, idx, wt, w, exact=True), f"{fmt} P=1")
+
+
+@pytest.mark.parametrize("fmt", ["w8a8", "w4a8"])
+def test_emulated_ranks_and_orders_bit_identical(fmt):
+    """The same global batch at P = 1, 2, 4 (emulated) and in both tile orders: the same bits everywhere."""
+    H, I, E, k, T = 512, 256, 16, 4, 256
+    x, w1, w2, idx, wt = make_inputs(T, H, I, E, k, SEED + 11, skewed=True)
+    w = quantize_weights(w1, w2, fmt, keep_reference=True)
+    base = None
+    for P in (1, 2, 4):
+        team = Team.emulated(P)
+        layer = MoeLayer(team, H, I, E, k, T // P, fmt)
+        for order in ("interleaved", "expert-wave"):
+            out = run_split(team, layer, x, idx, wt, w, order)
+            if base is None:
+                base = out
+                check_close(out, moe_reference(x, idx, wt, w), moe_reference(x, idx, wt, w, exact=True), fmt)
+            assert torch.equal(out.view(torch.int32), base.view(torch.int32)), f"{fmt} P={P} {order} != P=1"
+
+
+def test_float8_inputs_as_given():
+    """x already quantized (codes + 1x128 scales) gives the bits of x quantized by the layer."""
+    H, I, E, k, T = 256, 256, 4, 2, 64
+    x, w1, w2, idx, wt = make_inputs(T, H, I, E, k, SEED + 3)
+    w = quantize_weights(w1, w2, "w8a8")
+    layer = MoeLayer(Team.emulated(1), H, I, E, k, T)
+    a = layer(x, idx, wt, w).clone()
+    codes, scales = quantize_act(x)
+    b = layer(codes, idx, wt, w, x_scale=scales)
+    layer.check()
+    assert torch.equal(a.view(torch.int32), b.view(torch.int32))
+
+
+@pytest.mark.parametrize("side_stream", [False, True])
+def test_layer_is_ordered_on_torchs_stream(side_stream):
+    """Inputs written on torch's current stream after a long sleep are the ones the layer reads, and a clone right
+    after the call copies its finished output."""
+    H, I, E, k, T, P = 256, 256, 8, 2, 128, 2
+    x, w1, w2, idx, wt = make_inputs(P * T, H, I, E, k, SEED + 5)
+    w = quantize_weights(w1, w2, "w8a8", keep_reference=True)
+    team = Team.emulated(P)
+    layer = MoeLayer(team, H, I, E, k, T)
+    xs = [torch.full((T, H), float("nan"), device="cuda") for _ in range(P)]
+    torch.cuda.synchronize()
+    stream = torch.cuda.Stream() if side_stream else torch.cuda.current_stream()
+    with torch.cuda.stream(stream):
+        torch.cuda._sleep(100_000_000)  # ~50 ms: work not ordered after it would read the NaNs
+        for r in range(P):
+            xs[r].copy_(x[r * T:(r + 1) * T])
+        out = torch.cat([o.clone() for o in layer(xs, [idx[r * T:(r + 1) * T] for r in range(P)],
+                                                  [wt[r * T:(r + 1) * T] for r in range(P)], w)])
+        layer.check()
+    torch.cuda.synchronize()
+    check_close(out, moe_reference(x, idx, wt, w), moe_reference(x, idx, wt, w, exact=True), "side stream")
+
+
+def test_real_team_of_one():
+    import torch.distributed as dist
+    with tempfile.TemporaryDirectory() as d:
+        dist.init_process_group("gloo", init_method=f"file://{d}/store", rank=0, world_size=1)
+        try:
+            team = Team.from_process_group()
+            H, I, E, k, T = 256, 256, 8, 2, 200
+            x, w1, w2, idx, wt = make_inputs(T, H, I, E, k, SEED + 9)
+            w = quantize_weights(w1, w2, "w8a8", keep_reference=True)
+            out = MoeLayer(team, H, I, E, k, T)(x, idx, wt, w)
+            torch.cuda.synchronize()
+            check_close(out, moe_reference(x, idx, wt, w), moe_reference(x, idx, wt, w, exact=True), "real P=1")
+        finally:
+            dist.destroy_process_group()
+
+
+def test_bad_input_is_named():
+    H, I, E, k, T = 256, 256, 8, 2, 64
+    x, w1, w2, idx, wt = make_inputs(T, H, I, E, k, SEED + 13)
+    w = quantize_weights(w1, w2, "w8a8")
+    team = Team.emulated(2)
+    with pytest.raises(XstageError, match="experts = 6 must be a positive multiple of the world size 4"):
+        MoeLayer(Team.emulated(4), H, I, 6, k, T)
+    with pytest.raises(XstageError, match="hidden = 200"):
+        MoeLayer(team, 200, I, E, k, T)
+    with pytest.raises(ValueError, match="format"):
+        MoeLayer(team, H, I, E, k, T, "fp4")
+    one = MoeLayer(Team.emulated(1), H, I, E, k, T)
+    out = torch.full((T, H), 7.0, device="cuda")
+    bad = idx.clone()
+    bad[5, 1] = E + 3
+    with pytest.raises(XstageError, match=rf"token 5, slot 1: expert {E + 3} is out of range"):
+        one(x, bad, wt, w, out=out)
+    dup = idx.clone()
+    dup[9, 1] = dup[9, 0]
+    with pytest.raises(XstageError, match="token 9, slot 1: expert .* repeats slot 0"):
+        one(x, dup, wt, w, out=out)
+    torch.cuda.synchronize()
+    assert torch.all(out == 7.0), "a rejected call wrote its output"
+    with pytest.raises(ValueError, match=r"\[64, 256\]"):
+        one(x[:10], idx, wt, w)
+    with pytest.raises(ValueError, match="format 'w8a8'"):
+        one(x, idx, wt, quantize_weights(w1, w2, "bf16"))
+    with pytest.raises(ValueError, match="2 ranks"):
+        MoeLayer(team, H, I, E, k, T)(x, idx, wt, w)
+    with pytest.raises(ValueError, match="order"):
+        one(x, idx, wt, w, order="random")
