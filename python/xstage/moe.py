@@ -175,26 +175,38 @@ class MoeLayer(_team._Handle):
         self.team, self.format = team, _format(format)
         self.hidden, self.inter, self.experts, self.topk, self.tokens = (int(hidden), int(inter), int(experts),
                                                                           int(topk), int(tokens_per_rank))
+        self._pinned = None  # host staging of the routing (pinned, reused)
         h = ctypes.c_void_p()
         _team._ok(_lib().xstage_moe_create(team._h, self.hidden, self.inter, self.experts, self.topk, self.tokens,
                                            FORMATS[format], ctypes.byref(h)))
         self._h = h
 
     def _routing_on_host(self, idxs):
-        """Every rank's top-k indices, [world * T * k] int32 on the host."""
+        """Every rank's top-k indices, [world * T * k] int32 on the host, through a pinned buffer kept by the layer (the
+        C ABI copies it during the call, so the next call may reuse it)."""
         import torch
-        mine = torch.cat([i.to(torch.int32).reshape(-1) for i in idxs])
-        if self.team.local_ranks == self.team.world:
-            return mine.cpu().contiguous()
-        group = getattr(self.team, "group", None)
-        if group is None:
-            raise ValueError("a real team's routing must be gathered from every rank: make the team with "
-                             "Team.from_process_group")
-        import torch.distributed as dist
-        on = mine if dist.get_backend(group) == "nccl" else mine.cpu()
-        parts = [torch.empty_like(on) for _ in range(self.team.world)]
-        dist.all_gather(parts, on, group=group)
-        return torch.cat(parts).cpu().contiguous()
+        mine = idxs[0].to(torch.int32).reshape(-1) if len(idxs) == 1 else \
+            torch.cat([i.to(torch.int32).reshape(-1) for i in idxs])
+        if self.team.local_ranks != self.team.world:
+            group = getattr(self.team, "group", None)
+            if group is None:
+                raise ValueError("a real team's routing must be gathered from every rank: make the team with "
+                                 "Team.from_process_group")
+            import torch.distributed as dist
+            if dist.get_backend(group) != "nccl":  # gloo and friends gather on the host
+                parts = [torch.empty_like(mine.cpu()) for _ in range(self.team.world)]
+                dist.all_gather(parts, mine.cpu(), group=group)
+                return torch.cat(parts).contiguous()
+            gathered = torch.empty(self.team.world * mine.numel(), dtype=torch.int32, device=mine.device)
+            dist.all_gather_into_tensor(gathered, mine.contiguous(), group=group)
+            mine = gathered
+        if not mine.is_cuda:
+            return mine.contiguous()
+        if self._pinned is None or self._pinned.numel() != mine.numel():
+            self._pinned = torch.empty(mine.numel(), dtype=torch.int32, pin_memory=True)
+        self._pinned.copy_(mine, non_blocking=True)
+        torch.cuda.current_stream(mine.device).synchronize()
+        return self._pinned
 
     def __call__(self, x, topk_idx, topk_weight, weights: MoeWeights, x_scale=None, order: str = "interleaved",
                  out=None):
