@@ -239,8 +239,8 @@ class MoeLayer(_team._Handle):
                 raise ValueError(f"x must be a CUDA tensor [{T}, {H}], got "
                                  f"{tuple(xt.shape) if isinstance(xt, torch.Tensor) else type(xt).__name__}")
             if self.format == "bf16":
-                if st is not None:
-                    raise ValueError("the bf16 format takes no x_scale")
+                if st is not None or xt.dtype == torch.float8_e4m3fn:
+                    raise ValueError("the bf16 format takes unquantized x (bf16, fp16 or fp32) and no x_scale")
                 xt = xt.to(torch.bfloat16).contiguous()
             elif xt.dtype == torch.float8_e4m3fn:
                 if st is None or tuple(st.shape) != (T, H // _BLOCK) or st.dtype != torch.float32:
