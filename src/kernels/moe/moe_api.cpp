@@ -22,9 +22,9 @@ struct xstage_moe_s {
 
 extern "C" int xstage_moe_create(xstage_team team, int hidden, int inter, int experts, int topk, int tokens_per_rank,
                                  int format, xstage_moe* out) {
-  if (team == nullptr) return set_error(XSTAGE_ERR_INVALID, "team is null");
   if (out == nullptr) return set_error(XSTAGE_ERR_INVALID, "out is null");
   *out = nullptr;
+  if (team == nullptr) return set_error(XSTAGE_ERR_INVALID, "team is null");
   return guarded([&] {
     XSTAGE_REQUIRE(format == XSTAGE_MOE_W8A8 || format == XSTAGE_MOE_W4A8 || format == XSTAGE_MOE_BF16,
                    "moe layer: format ", format, " is none of w8a8 (0), w4a8 (1), bf16 (2)");

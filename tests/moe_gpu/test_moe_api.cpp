@@ -1,0 +1,47 @@
+// CPU tests of the MoE layer's C ABI (xstage/moe.h) where no device is needed: null handles and bad arguments
+// return XSTAGE_ERR_INVALID with a message naming what is wrong, before anything touches CUDA. (The layer itself,
+// through this ABI, is tested on a GPU by tests/moe_gpu/test_python_moe.py.)
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+
+#include "xstage/moe.h"
+
+namespace {
+
+std::string last() { return xstage_last_error(); }
+
+void* fake(uintptr_t a) { return reinterpret_cast<void*>(a); }  // never dereferenced on these paths
+
+TEST(moe_api, NullHandles) {
+  xstage_moe layer = reinterpret_cast<xstage_moe>(uintptr_t(0x1));
+  EXPECT_EQ(xstage_moe_create(nullptr, 256, 256, 8, 2, 64, XSTAGE_MOE_W8A8, &layer), XSTAGE_ERR_INVALID);
+  EXPECT_EQ(last(), "team is null");
+  EXPECT_EQ(layer, nullptr) << "a failed create leaves *out null";
+  int32_t idx[2] = {0, 1};
+  const void* x[1] = {fake(0x1000)};
+  const float* xs[1] = {nullptr};
+  const float* w[1] = {nullptr};
+  float* out[1] = {nullptr};
+  EXPECT_EQ(xstage_moe_forward(nullptr, idx, x, xs, w, out, fake(0x2000), nullptr, fake(0x3000), nullptr,
+                               XSTAGE_MOE_INTERLEAVED, nullptr),
+            XSTAGE_ERR_INVALID);
+  EXPECT_EQ(last(), "layer is null");
+  EXPECT_EQ(xstage_moe_check(nullptr, nullptr, "x"), XSTAGE_ERR_INVALID);
+  EXPECT_EQ(last(), "layer is null");
+  xstage_moe_destroy(nullptr);  // a no-op, as free(NULL)
+}
+
+TEST(moe_api, PackInt4ArgumentsNamed) {
+  EXPECT_EQ(xstage_moe_pack_int4(nullptr, fake(0x1000), 1, 64, 128, nullptr), XSTAGE_ERR_INVALID);
+  EXPECT_EQ(last(), "twos / out is null");
+  EXPECT_EQ(xstage_moe_pack_int4(fake(0x1000), fake(0x1000), 0, 64, 128, nullptr), XSTAGE_ERR_INVALID);
+  EXPECT_EQ(last(), "pack_int4: matrices must be >= 1, got 0");
+  EXPECT_EQ(xstage_moe_pack_int4(fake(0x1000), fake(0x1000), 2, 60, 128, nullptr), XSTAGE_ERR_INVALID);
+  EXPECT_NE(last().find("60"), std::string::npos) << last();
+  EXPECT_EQ(xstage_moe_pack_int4(fake(0x1000), fake(0x1000), 2, 64, 100, nullptr), XSTAGE_ERR_INVALID);
+  EXPECT_NE(last().find("100"), std::string::npos) << last();
+}
+
+}  // namespace
