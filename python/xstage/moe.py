@@ -238,6 +238,9 @@ class MoeLayer(_team._Handle):
             if not isinstance(xt, torch.Tensor) or not xt.is_cuda or tuple(xt.shape) != (T, H):
                 raise ValueError(f"x must be a CUDA tensor [{T}, {H}], got "
                                  f"{tuple(xt.shape) if isinstance(xt, torch.Tensor) else type(xt).__name__}")
+            dev = getattr(self.team, "device", None)
+            if dev is not None and xt.device.index != dev:
+                raise ValueError(f"x is on cuda:{xt.device.index}, the team's ranks on cuda:{dev}")
             if self.format == "bf16":
                 if st is not None or xt.dtype == torch.float8_e4m3fn:
                     raise ValueError("the bf16 format takes unquantized x (bf16, fp16 or fp32) and no x_scale")

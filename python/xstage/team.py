@@ -77,6 +77,7 @@ class Team(_Handle):
         self._h = ctypes.c_void_p(handle)
         self._keepalive = keepalive
         self.group = None  # the torch.distributed group of a real team (from_process_group)
+        self.device = None  # the CUDA device its ranks run on (set by emulated / from_process_group)
         w, f, n, e, s = (ctypes.c_int() for _ in range(5))
         _ok(_lib().xstage_team_info(self._h, *(ctypes.byref(x) for x in (w, f, n, e, s))))
         self.world, self.first_rank, self.local_ranks = w.value, f.value, n.value
@@ -96,7 +97,9 @@ class Team(_Handle):
             device = torch.cuda.current_device()
         h = ctypes.c_void_p()
         _ok(_lib().xstage_team_create_emulated(world, int(device), float(timeout_s), ctypes.byref(h)))
-        return cls(h.value)
+        team = cls(h.value)
+        team.device = int(device)
+        return team
 
     @classmethod
     def from_process_group(cls, group=None, timeout_s: float = 60.0) -> "Team":
@@ -135,6 +138,7 @@ class Team(_Handle):
         _ok(_lib().xstage_team_create_nccl(rank, world, device, obj[0], _ID_BYTES, float(timeout_s), ctypes.byref(h)))
         team = cls(h.value)
         team.group = group if group is not None else dist.group.WORLD
+        team.device = int(device)
         return team
 
     def buffer(self, shape, dtype, name: str = "buffer") -> "SymBuffer":
