@@ -224,6 +224,9 @@ class MoeLayer(_team._Handle):
         if (weights.experts, weights.hidden, weights.inter) != (e_local, H, self.inter):
             raise ValueError(f"weights hold {weights.experts} experts of hidden {weights.hidden}, inter {weights.inter}; "
                              f"this layer needs the {e_local} experts of its local ranks, hidden {H}, inter {self.inter}")
+        dev = getattr(self.team, "device", None)
+        if dev is not None and weights.w1.device.index != dev:
+            raise ValueError(f"the weights are on cuda:{weights.w1.device.index}, the team's ranks on cuda:{dev}")
         xs, idxs, ws = (_as_list(v, n, name) for v, name in ((x, "x"), (topk_idx, "topk_idx"),
                                                             (topk_weight, "topk_weight")))
         scales = _as_list(x_scale, n, "x_scale") if x_scale is not None else [None] * n
@@ -238,7 +241,6 @@ class MoeLayer(_team._Handle):
             if not isinstance(xt, torch.Tensor) or not xt.is_cuda or tuple(xt.shape) != (T, H):
                 raise ValueError(f"x must be a CUDA tensor [{T}, {H}], got "
                                  f"{tuple(xt.shape) if isinstance(xt, torch.Tensor) else type(xt).__name__}")
-            dev = getattr(self.team, "device", None)
             if dev is not None and xt.device.index != dev:
                 raise ValueError(f"x is on cuda:{xt.device.index}, the team's ranks on cuda:{dev}")
             if self.format == "bf16":
