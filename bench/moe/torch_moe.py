@@ -6,10 +6,13 @@ Backends (P = 1, one GPU; every call gets a fresh routing from a rotating set, s
   xstage        layer(x bf16, topk_idx, topk_weight, w): quantizes x in torch, copies the routing to the host, builds
                 the dispatch plan, enqueues the fused kernel and the weighted sum (the whole Python call)
   xstage-fp8in  the same with x already quantized (FP8 codes + 1x128 scales, as an FP8 pipeline keeps them)
-  torch-bf16    sort by expert, torch._grouped_mm (bf16, cuBLAS grouped GEMM) for Linear-1, SwiGLU, _grouped_mm for
-                Linear-2, weighted scatter-add back: a torch MoE layer without quantization
+  torch-bf16    sort by expert, torch._grouped_mm (bf16 grouped GEMM) for Linear-1, SwiGLU, _grouped_mm for Linear-2,
+                weighted scatter-add back: a torch MoE layer without quantization
+  torch-fp8     the same with torch._scaled_grouped_mm in FP8 e4m3 with rowwise scales (per token row, per weight
+                column; fast accumulation, as torchao's FP8 MoE calls it): torch's FP8 grouped GEMM, coarser scales
+                than the layer's 1x128 / 128x128 blocks
 Before timing, each backend's output is checked: xstage against moe_reference of its own quantization (the tests'
-tolerance rule), torch-bf16 against the float64 layer on its bf16 inputs (relative rms printed).
+tolerance rule), torch-bf16 and torch-fp8 against the float64 layer on bf16 inputs (relative rms in the JSON).
 
     python3 bench/moe/torch_moe.py --shapes deepseek-v4-flash,qwen3-30b-a3b --tokens 8192 --json out.json
 """
@@ -53,12 +56,50 @@ def torch_bf16_layer(x, idx, wt, w1t, w2t, torch):
     return out
 
 
+def rowwise_fp8(t, dim, torch):
+    """t quantized to e4m3 with one scale per slice along `dim` reduced (amax / 448): (codes, dequant scales)."""
+    s = (t.float().abs().amax(dim=dim, keepdim=True).clamp_min(1e-4) / 448.0)
+    return (t.float() / s).to(torch.float8_e4m3fn), s.squeeze(dim)
+
+
+def torch_fp8_weights(w1, w2, torch):
+    """Rowwise FP8 weights for torch._scaled_grouped_mm: [E, K, N] column-major views and [E, N] scales (quantized
+    16 experts at a time, to bound the float temporaries)."""
+    out = []
+    for w in (w1, w2):
+        q = torch.empty(w.shape, dtype=torch.float8_e4m3fn, device=w.device)
+        sc = torch.empty(w.shape[:2], dtype=torch.float32, device=w.device)
+        for e in range(0, w.shape[0], 16):
+            q[e:e + 16], sc[e:e + 16] = rowwise_fp8(w[e:e + 16], 2, torch)
+        out += [q.transpose(1, 2), sc]
+    return tuple(out)
+
+
+def torch_fp8_layer(x, idx, wt, w8, torch):
+    """The same layer through torch._scaled_grouped_mm (FP8 e4m3, rowwise scales: one per token row and one per weight
+    output column, fast accumulation, as torchao's FP8 MoE path calls it); h requantized rowwise."""
+    q1, s1, q2, s2 = w8
+    T, k = idx.shape
+    E, I = q1.shape[0], q2.shape[1]
+    flat = idx.reshape(-1).long()
+    order = torch.argsort(flat, stable=True)
+    offs = torch.cumsum(torch.bincount(flat, minlength=E), 0).to(torch.int32)
+    aq, sa = rowwise_fp8(x[order // k], 1, torch)
+    gu = torch._scaled_grouped_mm(aq, q1, sa, s1, offs=offs, out_dtype=torch.bfloat16, use_fast_accum=True)
+    hq, sh = rowwise_fp8(torch.nn.functional.silu(gu[:, :I].float()) * gu[:, I:].float(), 1, torch)
+    y = torch._scaled_grouped_mm(hq, q2, sh, s2, offs=offs, out_dtype=torch.bfloat16, use_fast_accum=True)
+    out = torch.zeros(T, x.shape[1], device=x.device, dtype=torch.float32)
+    out.index_add_(0, order // k, y.float() * wt.reshape(-1)[order].unsqueeze(-1))
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--shapes", default="deepseek-v4-flash,qwen3-30b-a3b,dit-moe-xl")
     ap.add_argument("--tokens", type=int, default=8192)
     ap.add_argument("--order", default="interleaved", choices=["interleaved", "expert-wave"])
-    ap.add_argument("--backends", default="xstage,xstage-fp8in,torch-bf16", help="a subset, in this order")
+    ap.add_argument("--backends", default="xstage,xstage-fp8in,torch-bf16,torch-fp8",
+                    help="a subset, in this order")
     ap.add_argument("--sets", type=int, default=4, help="routings / activations rotated over the calls")
     ap.add_argument("--warmup", type=float, default=0.3)
     ap.add_argument("--block", type=float, default=0.5)
@@ -71,8 +112,8 @@ def main():
             ap.error(f"unknown shape {s!r}; known: {', '.join(SHAPES)}")
     names = a.backends.split(",")
     for b in names:
-        if b not in ("xstage", "xstage-fp8in", "torch-bf16"):
-            ap.error(f"unknown backend {b!r}; known: xstage, xstage-fp8in, torch-bf16")
+        if b not in ("xstage", "xstage-fp8in", "torch-bf16", "torch-fp8"):
+            ap.error(f"unknown backend {b!r}; known: xstage, xstage-fp8in, torch-bf16, torch-fp8")
     if a.tokens < 1 or a.sets < 1:
         ap.error(f"--tokens {a.tokens} and --sets {a.sets} must be >= 1")
 
@@ -93,6 +134,7 @@ def main():
         # _grouped_mm's [G, K, N] operand with K contiguous (column-major per group, as torch's own tests pass it)
         w1t = w1.to(torch.bfloat16).transpose(1, 2)
         w2t = w2.to(torch.bfloat16).transpose(1, 2)
+        w8 = torch_fp8_weights(w1, w2, torch) if "torch-fp8" in names else None
         del w1, w2
         # torch-bf16's own float64 reference reads its bf16 weights through views (no copy)
         wb = MoeWeights("bf16", E, H, I, None, None, None, None, w1t.transpose(1, 2), w2t.transpose(1, 2))
@@ -107,6 +149,7 @@ def main():
             "xstage": lambda s, L=layer, W=wq: L(s[0], s[1], s[2], W, order=a.order),
             "xstage-fp8in": lambda s, L=layer, W=wq: L(s[3], s[1], s[2], W, x_scale=s[4], order=a.order),
             "torch-bf16": lambda s, A=w1t, B=w2t: torch_bf16_layer(s[0], s[1], s[2], A, B, torch),
+            "torch-fp8": lambda s, W=w8: torch_fp8_layer(s[0], s[1], s[2], W, torch),
         }
         backends = {b: backends[b] for b in names}
         # correctness on the first set
@@ -125,6 +168,15 @@ def main():
         except (RuntimeError, AttributeError, TypeError) as e:  # _grouped_mm missing or refusing the shape
             row["torch_bf16_unavailable"] = str(e).splitlines()[0]
             backends.pop("torch-bf16", None)
+        if "torch-fp8" in backends:
+            try:
+                tf = torch_fp8_layer(x, idx, wt, w8, torch).double()
+                ex_b = moe_reference(x, idx, wt, wb, exact=True)
+                row["torch_fp8_rel_rms_vs_float64"] = rms(tf - ex_b) / rms(ex_b)
+                del tf
+            except (RuntimeError, AttributeError, TypeError) as e:
+                row["torch_fp8_unavailable"] = str(e).splitlines()[0]
+                backends.pop("torch-fp8")
         del ref, exact
         if not ok:
             print(f"{name}: xstage output MISMATCH against its reference; not timed", flush=True)
@@ -133,17 +185,24 @@ def main():
         res = run_protocol(backends, sets, warmup_s=a.warmup, block_s=a.block, rounds=a.rounds)
         print(f"== {name} T={T} (H={H} I={I} E={E} k={k}), {team.label}")
         print(format_result(res, ref="torch-bf16" if "torch-bf16" in backends else "xstage"))
+        if "torch-fp8" in backends:
+            for b in ("xstage", "xstage-fp8in"):
+                if b in backends:
+                    r = ratio(res["stats"], b, "torch-fp8")
+                    print(f"{b} vs torch-fp8: {r['ratio']:.3f} (1st / 2nd half {r['ratio_first_half']:.3f} / "
+                          f"{r['ratio_second_half']:.3f})")
         row["stats"] = res["stats"]
         flops = 2.0 * T * k * (2 * I * H + H * I)
         for b, st in res["stats"].items():
             row[f"{b}_ms"] = st["median_ms"]
             row[f"{b}_tflops"] = flops / (st["median_ms"] * 1e-3) / 1e12
-        if "torch-bf16" in backends:
-            for b in ("xstage", "xstage-fp8in"):
-                row[f"{b}_vs_torch_bf16"] = ratio(res["stats"], b, "torch-bf16")
+        for ref in ("torch-bf16", "torch-fp8"):
+            if ref in backends:
+                for b in ("xstage", "xstage-fp8in"):
+                    row[f"{b}_vs_{ref.replace('-', '_')}"] = ratio(res["stats"], b, ref)
         row["fp8in_vs_xstage"] = ratio(res["stats"], "xstage-fp8in", "xstage")
         results.append(row)
-        del layer, sets, wq, wb, w1t, w2t, backends
+        del layer, sets, wq, wb, w1t, w2t, w8, backends
         torch.cuda.empty_cache()
     if a.json:
         Path(a.json).write_text(json.dumps({"command": " ".join(sys.argv), "team": team.label,
