@@ -12,7 +12,8 @@ Backends (P = 1, one GPU; every call gets a fresh routing from a rotating set, s
                 column; fast accumulation, as torchao's FP8 MoE calls it): torch's FP8 grouped GEMM, coarser scales
                 than the layer's 1x128 / 128x128 blocks
 Before timing, each backend's output is checked: xstage against moe_reference of its own quantization (the tests'
-tolerance rule), torch-bf16 and torch-fp8 against the float64 layer on bf16 inputs (relative rms in the JSON).
+tolerance rule), and every backend against one float64 layer on the bf16 inputs (relative rms, printed and in the
+JSON: what each one's quantization costs).
 
     python3 bench/moe/torch_moe.py --shapes deepseek-v4-flash,qwen3-30b-a3b --tokens 8192 --json out.json
 """
@@ -128,12 +129,12 @@ def main():
         H, I, E, k = SHAPES[name]
         T = a.tokens
         gen = torch.Generator(device="cuda").manual_seed(a.seed)
-        w1 = torch.randn(E, 2 * I, H, generator=gen, device="cuda") / H ** 0.5
-        w2 = torch.randn(E, H, I, generator=gen, device="cuda") / I ** 0.5
+        # bf16 weights, as a model holds them; every backend starts from these
+        w1 = (torch.randn(E, 2 * I, H, generator=gen, device="cuda") / H ** 0.5).to(torch.bfloat16)
+        w2 = (torch.randn(E, H, I, generator=gen, device="cuda") / I ** 0.5).to(torch.bfloat16)
         wq = quantize_weights(w1, w2, "w8a8", keep_reference=True)
         # _grouped_mm's [G, K, N] operand with K contiguous (column-major per group, as torch's own tests pass it)
-        w1t = w1.to(torch.bfloat16).transpose(1, 2)
-        w2t = w2.to(torch.bfloat16).transpose(1, 2)
+        w1t, w2t = w1.transpose(1, 2), w2.transpose(1, 2)
         w8 = torch_fp8_weights(w1, w2, torch) if "torch-fp8" in names else None
         del w1, w2
         # torch-bf16's own float64 reference reads its bf16 weights through views (no copy)
@@ -161,9 +162,12 @@ def main():
         ok = rms(out - ref) <= 0.25 * rms(ref - exact) and not torch.isnan(out).any().item()
         row = {"shape": name, "hidden": H, "inter": I, "experts": E, "topk": k, "tokens": T, "order": a.order,
                "xstage_rel_rms_vs_own_reference": rms(out - ref) / rms(ref), "xstage_correct": bool(ok)}
+        # Every backend against one float64 layer on the bf16 inputs (x and the weights as the torch paths get them):
+        # what each one's own quantization costs, comparable across them.
+        ex_b = moe_reference(x, idx, wt, wb, exact=True)
+        row["xstage_rel_rms_vs_float64"] = rms(out - ex_b) / rms(ex_b)
         try:
             tb = torch_bf16_layer(x, idx, wt, w1t, w2t, torch).double()
-            ex_b = moe_reference(x, idx, wt, wb, exact=True)
             row["torch_bf16_rel_rms_vs_float64"] = rms(tb - ex_b) / rms(ex_b)
         except (RuntimeError, AttributeError, TypeError) as e:  # _grouped_mm missing or refusing the shape
             row["torch_bf16_unavailable"] = str(e).splitlines()[0]
@@ -171,7 +175,6 @@ def main():
         if "torch-fp8" in backends:
             try:
                 tf = torch_fp8_layer(x, idx, wt, w8, torch).double()
-                ex_b = moe_reference(x, idx, wt, wb, exact=True)
                 row["torch_fp8_rel_rms_vs_float64"] = rms(tf - ex_b) / rms(ex_b)
                 del tf
             except (RuntimeError, AttributeError, TypeError) as e:
@@ -184,6 +187,10 @@ def main():
             continue
         res = run_protocol(backends, sets, warmup_s=a.warmup, block_s=a.block, rounds=a.rounds)
         print(f"== {name} T={T} (H={H} I={I} E={E} k={k}), {team.label}")
+        print("relative rms against the float64 layer on bf16 inputs: " + ", ".join(
+            f"{b} {row[key]:.2e}" for b, key in (("xstage", "xstage_rel_rms_vs_float64"),
+                                                ("torch-bf16", "torch_bf16_rel_rms_vs_float64"),
+                                                ("torch-fp8", "torch_fp8_rel_rms_vs_float64")) if key in row))
         print(format_result(res, ref="torch-bf16" if "torch-bf16" in backends else "xstage"))
         if "torch-fp8" in backends:
             for b in ("xstage", "xstage-fp8in"):
