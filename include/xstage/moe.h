@@ -44,6 +44,13 @@ void xstage_moe_destroy(xstage_moe layer);
 int xstage_moe_forward(xstage_moe layer, const int32_t* topk_index_all, const void* const* x,
                        const float* const* x_scale, const float* const* topk_weight, float* const* out, const void* w1,
                        const float* w1_scale, const void* w2, const float* w2_scale, int order, void* stream);
+/* The tile order the platform model picks for this layer on this team (the harness's `auto`, docs/SCHEDULERS.md):
+ * at P = 1 the discrete-event simulator's faster order, at P > 1 the Burst-Gap design test of the combine stores
+ * against M_X = (T_iss^0, R, Q) and the weights' L2 working set. platform: a preset name or a platform JSON file (NULL:
+ * "h200-nvlink4"); skewed: the routing the simulator and the model assume (0 balanced, 1 Zipf). Writes the order
+ * (XSTAGE_MOE_EXPERT_WAVE or XSTAGE_MOE_INTERLEAVED), the lead D and one line of reason (truncated to reason_bytes). */
+int xstage_moe_auto_order(xstage_moe layer, int skewed, const char* platform, int* order, int* lead, char* reason,
+                          int reason_bytes);
 /* Waits for `stream` (NULL: the default stream) and the team's own, then reports the first device-side failure of
  * the layer (rank, and the peer or row it waited for), clearing it. */
 int xstage_moe_check(xstage_moe layer, void* stream, const char* what);

@@ -49,6 +49,8 @@ def _lib():
             "xstage_moe_destroy": ([vp], None),
             "xstage_moe_forward": ([vp, ctypes.POINTER(ctypes.c_int32), pp, pp, pp, pp, vp, vp, vp, vp, i, vp], i),
             "xstage_moe_check": ([vp, vp, ctypes.c_char_p], i),
+            "xstage_moe_auto_order": ([vp, i, ctypes.c_char_p, ctypes.POINTER(i), ctypes.POINTER(i), ctypes.c_char_p,
+                                       i], i),
             "xstage_moe_pack_int4": ([vp, vp, i, i, i, vp], i),
         }
         for name, (args, res) in sig.items():
@@ -176,10 +178,22 @@ class MoeLayer(_team._Handle):
         self.hidden, self.inter, self.experts, self.topk, self.tokens = (int(hidden), int(inter), int(experts),
                                                                           int(topk), int(tokens_per_rank))
         self._pinned = None  # host staging of the routing (pinned, reused)
+        self._auto = None    # order="auto" resolved (auto_order())
         h = ctypes.c_void_p()
         _team._ok(_lib().xstage_moe_create(team._h, self.hidden, self.inter, self.experts, self.topk, self.tokens,
                                            FORMATS[format], ctypes.byref(h)))
         self._h = h
+
+    def auto_order(self, skewed: bool = False, platform: str | None = None):
+        """The tile order the platform model picks for this layer on this team (bench_moe's `auto`): at P = 1 the
+        simulator's faster order, at P > 1 the Burst-Gap design test of the combine stores (docs/SCHEDULERS.md).
+        platform: a preset name or a platform JSON file (default "h200-nvlink4"). Returns (order, lead, reason)."""
+        order, lead = ctypes.c_int(), ctypes.c_int()
+        buf = ctypes.create_string_buffer(1024)
+        _team._ok(_lib().xstage_moe_auto_order(self._h, int(bool(skewed)), platform.encode() if platform else None,
+                                               ctypes.byref(order), ctypes.byref(lead), buf, len(buf)))
+        name = {v: k for k, v in ORDERS.items()}[order.value]
+        return name, lead.value, buf.value.decode()
 
     def _routing_on_host(self, idxs):
         """Every rank's top-k indices, [world * T * k] int32 on the host, through a pinned buffer kept by the layer (the
@@ -212,11 +226,16 @@ class MoeLayer(_team._Handle):
                  out=None):
         """x: [T, H] per rank: bf16 / fp16 / fp32 (quantized here for w8a8 / w4a8), or float8_e4m3fn codes with
         x_scale [T, H/128] float32; bf16 for the bf16 format. topk_idx [T, k] (global expert ids, each token's k
-        distinct), topk_weight [T, k] (float32). out: optional [T, H] float32 tensors to write. Returns out."""
+        distinct), topk_weight [T, k] (float32). order: "interleaved", "expert-wave" or "auto" (auto_order() for a
+        balanced routing). out: optional [T, H] float32 tensors to write. Returns out."""
         import torch
         n, T, H, k = self.team.local_ranks, self.tokens, self.hidden, self.topk
+        if order == "auto":  # the model's choice for a balanced routing on the default platform, asked once
+            if self._auto is None:
+                self._auto = self.auto_order()[0]
+            order = self._auto
         if order not in ORDERS:
-            raise ValueError(f"order {order!r} is none of {sorted(ORDERS)}")
+            raise ValueError(f"order {order!r} is none of {sorted(ORDERS) + ['auto']}")
         if not isinstance(weights, MoeWeights) or weights.format != self.format:
             raise ValueError(f"weights must be MoeWeights of format {self.format!r} (quantize_weights), got "
                              f"{getattr(weights, 'format', type(weights).__name__)!r}")

@@ -35,6 +35,10 @@ expect("forward, null layer", lambda: xteam._ok(lib.xstage_moe_forward(None, idx
                                                                        1, None, moe.ORDERS["interleaved"], None)),
        "layer is null")
 expect("check, null layer", lambda: xteam._ok(lib.xstage_moe_check(None, None, b"x")), "layer is null")
+o, d = ctypes.c_int(), ctypes.c_int()
+expect("auto_order, null layer", lambda: xteam._ok(lib.xstage_moe_auto_order(None, 0, None, ctypes.byref(o),
+                                                                             ctypes.byref(d), None, 0)),
+       "layer is null")
 expect("pack_int4, rows 60", lambda: xteam._ok(lib.xstage_moe_pack_int4(1, 1, 2, 60, 128, None)), "60 x 128")
 for f in failures:
     print("FAIL:", f)

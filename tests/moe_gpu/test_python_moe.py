@@ -189,3 +189,22 @@ def test_two_ranks_torchrun():
     print(r.stderr[-4000:], file=sys.stderr)
     assert r.returncode == 0, f"torchrun exited {r.returncode}"
     assert "PASS all" in r.stdout
+
+
+@pytest.mark.parametrize("world", [1, 2])
+def test_auto_order(world):
+    """The model's order (at P = 1 the simulator's, at P = 2 the design test's): one of the two, with a lead and a
+    reason; order="auto" runs it and gives that order's bits; an unknown platform is named."""
+    H, I, E, k, T = 512, 256, 16, 4, 128
+    x, w1, w2, idx, wt = make_inputs(world * T, H, I, E, k, SEED + 21)
+    w = quantize_weights(w1, w2, "w8a8")
+    team = Team.emulated(world)
+    layer = MoeLayer(team, H, I, E, k, T)
+    order, lead, reason = layer.auto_order()
+    assert order in ("interleaved", "expert-wave") and lead >= 1 and order in reason, (order, lead, reason)
+    assert layer.auto_order(skewed=True)[0] in ("interleaved", "expert-wave")
+    a = run_split(team, layer, x, idx, wt, w, "auto")
+    b = run_split(team, layer, x, idx, wt, w, order)
+    assert torch.equal(a.view(torch.int32), b.view(torch.int32))
+    with pytest.raises(XstageError, match="no-such-platform"):
+        layer.auto_order(platform="no-such-platform")
