@@ -124,7 +124,6 @@
 #include "xstage/common/error.hpp"
 #include "xstage/model/platform.hpp"
 #include "xstage/moe/order_choice.hpp"
-#include "xstage/moe/order_sim.hpp"
 #include "xstage/moe/quant.hpp"
 #include "xstage/moe/routing.hpp"
 #include "xstage/moe/shapes.hpp"
@@ -991,41 +990,21 @@ int main(int argc, char** argv) try {
           good = rmin(good ? 1.0 : 0.0) > 0.5;  // every rank's check
           row["correct"] = good && fused_ok;
 
-          {  // auto: the model's choice for this configuration at the world size it ran
-            moe::OrderQuery q;
-            q.hidden = s.hidden;
-            q.inter = s.inter;
-            q.experts = s.experts;
-            q.topk = s.topk;
-            q.tokens = T;
-            q.world = P;
-            q.weight_bytes = int4 ? 0.5 : 1.0;
-            q.l1_cols = 256;  // the kernel's L1 tile: 128 gate + 128 up columns
-            q.l2_cols = prm.l2_cols;  // and its L2 tile (MoeLayerParams::l2_cols, resolved above)
-            q.sms = a.ctas > 0 ? a.ctas : team1->sms_per_rank();
-            q.l2_bytes = double(prop.l2CacheSize);
-            q.routing = rk;
-            const moe::MmaTimes mt = moe::estimate_mma_times(q, 1e12 * ceiling_tflops_per_sm);
-            q.t_l1_mma = mt.t_l1;
-            q.t_l2_mma = mt.t_l2;
-            // The discrete-event simulator's prediction of both orders (docs/SIMULATOR.md), beside the measurement
-            // and, at P = 1, what auto follows: the most loaded rank's tiles on this many CTAs, the kernel's lead and
-            // waves, M_X of --platform, the same tensor-core rate as the model above, the kernel's tile widths (L1:
-            // 128 gate + 128 up columns; L2: l2_cols; until s24 it simulated 128-column tiles of both). Nothing in it
-            // is fitted to these runs.
-            try {
-              // the kernel's lead and epilogue slots; the routing's seed (skewed: generate_routing's stream)
-              const moe::SimOrders so = moe::simulate_orders(mx, q, moe_kernel::moe_lead_knee(q.sms, s.inter),
-                                                             int4 ? 2 : 1, cseed, 1e12 * ceiling_tflops_per_sm);
-              row["sim_wave_us"] = so.wave_us;
-              row["sim_interleaved_us"] = so.interleaved_us;
-              row["sim_interleaved_vs_wave"] = so.speedup;
-              q.sim_wave_s = so.wave_us * 1e-6;
-              q.sim_interleaved_s = so.interleaved_us * 1e-6;
-            } catch (const std::exception& e) {
-              row["sim_error"] = e.what();
+          {  // auto: the model's choice for this configuration at the world size it ran (moe_kernel::advise_moe_order),
+             // with the discrete-event simulator's prediction of both orders beside the measurement (docs/SIMULATOR.md):
+             // the most loaded rank's tiles on this many CTAs, the kernel's lead, tile widths and epilogue slots, M_X of
+             // --platform, the routing's seed; what auto follows at P = 1. Nothing in it is fitted to these runs.
+            const moe_kernel::MoeOrderAdvice adv = moe_kernel::advise_moe_order(
+                mx, prm, P, a.ctas > 0 ? a.ctas : team1->sms_per_rank(), double(prop.l2CacheSize), rk, cseed,
+                1e12 * ceiling_tflops_per_sm);
+            if (adv.sim_error.empty()) {
+              row["sim_wave_us"] = adv.query.sim_wave_s * 1e6;
+              row["sim_interleaved_us"] = adv.query.sim_interleaved_s * 1e6;
+              row["sim_interleaved_vs_wave"] = adv.query.sim_wave_s / adv.query.sim_interleaved_s;
+            } else {
+              row["sim_error"] = adv.sim_error;
             }
-            const moe::OrderChoice ch = moe::choose_moe_order(mx, q);
+            const moe::OrderChoice& ch = adv.choice;
             row["auto_order"] = moe::to_string(ch.order);
             row["auto_lead"] = ch.lead;
             row["auto_reason"] = ch.reason;

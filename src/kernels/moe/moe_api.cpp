@@ -12,8 +12,6 @@
 #include "xstage/common/error.hpp"
 #include "xstage/model/platform.hpp"
 #include "xstage/moe.h"
-#include "xstage/moe/order_choice.hpp"
-#include "xstage/moe/order_sim.hpp"
 
 using xstage::attention::capi::guarded;
 using xstage::attention::capi::set_error;
@@ -90,33 +88,17 @@ extern "C" int xstage_moe_auto_order(xstage_moe layer, int skewed, const char* p
     const auto mx = xstage::model::Platform::load(platform ? platform : "h200-nvlink4");
     XSTAGE_REQUIRE(mx.tc_fp8 > 0 && mx.sm_count > 0, "moe auto order: platform ", mx.name,
                    " has no measured FP8 tensor-core rate (tensor_core_tflops.fp8) to time the tiles with");
-    const mk::MoeShape& s = layer->ws->shape();
-    mk::MoeLayerParams prm;  // for the kernel's Linear-2 tile width
-    prm.shape = s;
+    mk::MoeLayerParams prm;  // the layer's shape and format: the kernel's tile widths
+    prm.shape = layer->ws->shape();
     prm.weights = layer->format;
-    xstage::moe::OrderQuery q;
-    q.hidden = s.hidden;
-    q.inter = s.inter;
-    q.experts = s.experts;
-    q.topk = s.topk;
-    q.tokens = s.tokens_per_rank;
-    q.world = t.world();
-    q.weight_bytes = layer->format == mk::MoeWeightFormat::kInt4 ? 0.5 : layer->format == mk::MoeWeightFormat::kBf16 ? 2 : 1;
-    q.l1_cols = 2 * mk::kBlockN;  // the kernel's Linear-1 tile: 128 gate + 128 up columns
-    q.l2_cols = mk::moe_l2_cols(prm);
-    q.sms = t.sms_per_rank();
     int l2 = 0;
     if (cudaError_t e = cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, t.device()); e != cudaSuccess)
       return xstage::attention::capi::cuda_fail("cudaDeviceGetAttribute (L2 size)", e);
-    q.l2_bytes = double(l2);
-    q.routing = skewed ? xstage::moe::RoutingKind::Skewed : xstage::moe::RoutingKind::Balanced;
-    const double rate = mx.tc_fp8 / mx.sm_count;  // per SM; W4A8 is timed at the FP8 rate it computes at
-    const xstage::moe::MmaTimes mt = xstage::moe::estimate_mma_times(q, rate);
-    q.t_l1_mma = mt.t_l1;
-    q.t_l2_mma = mt.t_l2;
-    if (q.world == 1)  // P = 1: no remote stores; auto follows the simulator (the routing's seed: 1)
-      q = xstage::moe::with_simulated_orders(mx, q, layer->format == mk::MoeWeightFormat::kInt4 ? 2 : 1, 1, rate);
-    const xstage::moe::OrderChoice ch = xstage::moe::choose_moe_order(mx, q);
+    const mk::MoeOrderAdvice adv =
+        mk::advise_moe_order(mx, prm, t.world(), t.sms_per_rank(), double(l2),
+                             skewed ? xstage::moe::RoutingKind::Skewed : xstage::moe::RoutingKind::Balanced, 1,
+                             mx.tc_fp8 / mx.sm_count);
+    const xstage::moe::OrderChoice& ch = adv.choice;
     *order = ch.order == xstage::moe::OrderChoice::Order::kInterleaved ? XSTAGE_MOE_INTERLEAVED : XSTAGE_MOE_EXPERT_WAVE;
     if (lead) *lead = ch.lead;
     if (reason && reason_bytes > 0) {

@@ -12,8 +12,10 @@
 #include "xstage/runtime/tensor_map.hpp"
 #include "moe_params.hpp"
 #include "moe_layer.hpp"
+
 #include "xstage/common/error.hpp"
 #include "xstage/moe/dispatch_plan.hpp"
+#include "xstage/moe/order_sim.hpp"
 #include "xstage/moe/routing.hpp"
 
 namespace xstage::moe_kernel {
@@ -516,6 +518,39 @@ void prepare_moe_layer(runtime::Team& team, MoeWorkspace& ws, const MoeLayerPara
                                                                                o_idx, o_pos, std::move(layouts),
                                                                                std::move(o_order)});
   ws.prepared_ = std::move(prep);
+}
+
+MoeOrderAdvice advise_moe_order(const model::Platform& mx, const MoeLayerParams& prm, int world, int ctas,
+                                double l2_bytes, moe::RoutingKind routing, std::uint64_t seed, double rate_per_sm) {
+  const MoeShape& s = prm.shape;
+  MoeOrderAdvice a;
+  moe::OrderQuery& q = a.query;
+  q.hidden = s.hidden;
+  q.inter = s.inter;
+  q.experts = s.experts;
+  q.topk = s.topk;
+  q.tokens = s.tokens_per_rank;
+  q.world = world;
+  q.weight_bytes = prm.weights == MoeWeightFormat::kInt4 ? 0.5 : prm.weights == MoeWeightFormat::kBf16 ? 2 : 1;
+  q.l1_cols = 2 * kBlockN;  // the kernel's Linear-1 tile: 128 gate + 128 up columns
+  q.l2_cols = moe_l2_cols(prm);
+  q.sms = ctas;
+  q.l2_bytes = l2_bytes;
+  q.routing = routing;
+  const moe::MmaTimes mt = moe::estimate_mma_times(q, rate_per_sm);  // W4A8 computes at the FP8 rate
+  q.t_l1_mma = mt.t_l1;
+  q.t_l2_mma = mt.t_l2;
+  // The simulator at the kernel's lead and epilogue slots (W4A8 stages two); nothing in it is fitted to measurements.
+  try {
+    const moe::SimOrders so = moe::simulate_orders(mx, q, moe_lead_knee(ctas, s.inter),
+                                                   prm.weights == MoeWeightFormat::kInt4 ? 2 : 1, seed, rate_per_sm);
+    q.sim_wave_s = so.wave_us * 1e-6;
+    q.sim_interleaved_s = so.interleaved_us * 1e-6;
+  } catch (const std::exception& e) {
+    a.sim_error = e.what();
+  }
+  a.choice = moe::choose_moe_order(mx, q);
+  return a;
 }
 
 int moe_launch_ctas(runtime::Team& team, const MoeLayerParams& prm, int* cluster) {

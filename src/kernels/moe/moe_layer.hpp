@@ -20,6 +20,8 @@
 #include <string>
 #include <vector>
 
+#include "xstage/model/platform.hpp"
+#include "xstage/moe/order_choice.hpp"
 #include "xstage/runtime/peer_table.hpp"
 #include "xstage/runtime/team.hpp"
 
@@ -322,6 +324,18 @@ int moe_launch_ctas(runtime::Team& team, const MoeLayerParams& params, int* clus
 
 // D_knee of the interleaved order for `ctas` CTAs per rank: ceil(ctas * 128 / inter) scheduler rows.
 int moe_lead_knee(int ctas, int inter);
+
+// `auto` for a layer of prm's shape and format (the harness's fused column, the C ABI's xstage_moe_auto_order): the
+// order the platform model `mx` picks on `ctas` CTAs per rank of `world` ranks with `l2_bytes` of L2, the tiles timed
+// at `rate_per_sm` FLOP/s (moe::estimate_mma_times), and the discrete-event simulator's prediction of both orders at
+// the kernel's lead (routing `routing`, seed `seed`), which the rule follows at P = 1 (moe/order_choice.hpp).
+struct MoeOrderAdvice {
+  moe::OrderQuery query;   // with sim_wave_s / sim_interleaved_s where the simulator ran
+  moe::OrderChoice choice;
+  std::string sim_error;   // why the simulator refused the configuration ("" if it ran)
+};
+MoeOrderAdvice advise_moe_order(const model::Platform& mx, const MoeLayerParams& prm, int world, int ctas,
+                                double l2_bytes, moe::RoutingKind routing, std::uint64_t seed, double rate_per_sm);
 
 // Why the shape cannot run ("" if it can), for callers that want to check before allocating.
 std::string check_moe_shape(const MoeShape& s, int world);
