@@ -98,7 +98,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--shapes", default="deepseek-v4-flash,qwen3-30b-a3b,dit-moe-xl")
     ap.add_argument("--tokens", type=int, default=8192)
-    ap.add_argument("--order", default="interleaved", choices=["interleaved", "expert-wave"])
+    ap.add_argument("--order", default="interleaved", choices=["interleaved", "expert-wave", "auto"],
+                    help="the layer's tile order (auto: MoeLayer.auto_order, the platform model's choice)")
     ap.add_argument("--backends", default="xstage,xstage-fp8in,torch-bf16,torch-fp8",
                     help="a subset, in this order")
     ap.add_argument("--sets", type=int, default=4, help="routings / activations rotated over the calls")
@@ -115,8 +116,12 @@ def main():
     for b in names:
         if b not in ("xstage", "xstage-fp8in", "torch-bf16", "torch-fp8"):
             ap.error(f"unknown backend {b!r}; known: xstage, xstage-fp8in, torch-bf16, torch-fp8")
-    if a.tokens < 1 or a.sets < 1:
-        ap.error(f"--tokens {a.tokens} and --sets {a.sets} must be >= 1")
+    for flag, v in (("--tokens", a.tokens), ("--sets", a.sets), ("--rounds", a.rounds)):
+        if v < 1:
+            ap.error(f"{flag} {v} must be >= 1")
+    for flag, v in (("--warmup", a.warmup), ("--block", a.block)):
+        if not v > 0:
+            ap.error(f"{flag} {v} must be a positive number of seconds")
 
     import torch
     from xstage.bench_protocol import format_result, ratio, run_protocol
@@ -146,9 +151,10 @@ def main():
             codes, scales = quantize_act(x)
             sets.append((x, idx, wt, codes, scales))
         layer = MoeLayer(team, H, I, E, k, T, "w8a8")
+        order = layer.auto_order()[0] if a.order == "auto" else a.order  # recorded as run
         backends = {
-            "xstage": lambda s, L=layer, W=wq: L(s[0], s[1], s[2], W, order=a.order),
-            "xstage-fp8in": lambda s, L=layer, W=wq: L(s[3], s[1], s[2], W, x_scale=s[4], order=a.order),
+            "xstage": lambda s, L=layer, W=wq, o=order: L(s[0], s[1], s[2], W, order=o),
+            "xstage-fp8in": lambda s, L=layer, W=wq, o=order: L(s[3], s[1], s[2], W, x_scale=s[4], order=o),
             "torch-bf16": lambda s, A=w1t, B=w2t: torch_bf16_layer(s[0], s[1], s[2], A, B, torch),
             "torch-fp8": lambda s, W=w8: torch_fp8_layer(s[0], s[1], s[2], W, torch),
         }
@@ -156,11 +162,12 @@ def main():
         # correctness on the first set
         x, idx, wt, codes, scales = sets[0]
         ref, exact = moe_reference(x, idx, wt, wq), moe_reference(x, idx, wt, wq, exact=True)
-        out = layer(x, idx, wt, wq, order=a.order).double()
+        out = layer(x, idx, wt, wq, order=order).double()
         layer.check()
         rms = lambda t: t.pow(2).mean().sqrt().item()  # noqa: E731
         ok = rms(out - ref) <= 0.25 * rms(ref - exact) and not torch.isnan(out).any().item()
-        row = {"shape": name, "hidden": H, "inter": I, "experts": E, "topk": k, "tokens": T, "order": a.order,
+        row = {"shape": name, "hidden": H, "inter": I, "experts": E, "topk": k, "tokens": T, "order": order,
+               "order_requested": a.order,
                "xstage_rel_rms_vs_own_reference": rms(out - ref) / rms(ref), "xstage_correct": bool(ok)}
         # Every backend against one float64 layer on the bf16 inputs (x and the weights as the torch paths get them):
         # what each one's own quantization costs, comparable across them.
