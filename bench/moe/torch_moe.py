@@ -40,21 +40,25 @@ def routing(tokens, experts, topk, gen, torch):
     return idx, wt / wt.sum(-1, keepdim=True)
 
 
-def torch_bf16_layer(x, idx, wt, w1t, w2t, torch):
-    """x [T, H] bf16; w1t [E, H, 2I], w2t [E, I, H] bf16 views of [E, 2I, H], [E, H, I] (_grouped_mm's [G, K, N])."""
+def grouped_layer(x, idx, wt, experts, inter, linear1, linear2, torch):
+    """A torch MoE layer around two grouped GEMMs: rows sorted by expert (stable), linear1(rows, offs) -> [M, 2I]
+    (gate, up), SwiGLU in fp32, linear2(h fp32, offs) -> [M, H], the top-k weighted sum scattered back in fp32."""
     T, k = idx.shape
-    E, I = w1t.shape[0], w2t.shape[1]
     flat = idx.reshape(-1).long()
     order = torch.argsort(flat, stable=True)
-    counts = torch.bincount(flat, minlength=E)
-    offs = torch.cumsum(counts, 0).to(torch.int32)
-    a = x[order // k]
-    gu = torch._grouped_mm(a, w1t, offs=offs)
-    h = (torch.nn.functional.silu(gu[:, :I].float()) * gu[:, I:].float()).to(torch.bfloat16)
-    y = torch._grouped_mm(h, w2t, offs=offs)
+    offs = torch.cumsum(torch.bincount(flat, minlength=experts), 0).to(torch.int32)
+    gu = linear1(x[order // k], offs)
+    y = linear2(torch.nn.functional.silu(gu[:, :inter].float()) * gu[:, inter:].float(), offs)
     out = torch.zeros(T, x.shape[1], device=x.device, dtype=torch.float32)
     out.index_add_(0, order // k, y.float() * wt.reshape(-1)[order].unsqueeze(-1))
     return out
+
+
+def torch_bf16_layer(x, idx, wt, w1t, w2t, torch):
+    """x [T, H] bf16; w1t [E, H, 2I], w2t [E, I, H] bf16 views of [E, 2I, H], [E, H, I] (_grouped_mm's [G, K, N])."""
+    return grouped_layer(x, idx, wt, w1t.shape[0], w2t.shape[1],
+                         lambda a, offs: torch._grouped_mm(a, w1t, offs=offs),
+                         lambda h, offs: torch._grouped_mm(h.to(torch.bfloat16), w2t, offs=offs), torch)
 
 
 def rowwise_fp8(t, dim, torch):
@@ -80,18 +84,12 @@ def torch_fp8_layer(x, idx, wt, w8, torch):
     """The same layer through torch._scaled_grouped_mm (FP8 e4m3, rowwise scales: one per token row and one per weight
     output column, fast accumulation, as torchao's FP8 MoE path calls it); h requantized rowwise."""
     q1, s1, q2, s2 = w8
-    T, k = idx.shape
-    E, I = q1.shape[0], q2.shape[1]
-    flat = idx.reshape(-1).long()
-    order = torch.argsort(flat, stable=True)
-    offs = torch.cumsum(torch.bincount(flat, minlength=E), 0).to(torch.int32)
-    aq, sa = rowwise_fp8(x[order // k], 1, torch)
-    gu = torch._scaled_grouped_mm(aq, q1, sa, s1, offs=offs, out_dtype=torch.bfloat16, use_fast_accum=True)
-    hq, sh = rowwise_fp8(torch.nn.functional.silu(gu[:, :I].float()) * gu[:, I:].float(), 1, torch)
-    y = torch._scaled_grouped_mm(hq, q2, sh, s2, offs=offs, out_dtype=torch.bfloat16, use_fast_accum=True)
-    out = torch.zeros(T, x.shape[1], device=x.device, dtype=torch.float32)
-    out.index_add_(0, order // k, y.float() * wt.reshape(-1)[order].unsqueeze(-1))
-    return out
+
+    def scaled(t, q, sq, offs):
+        tq, st = rowwise_fp8(t, 1, torch)
+        return torch._scaled_grouped_mm(tq, q, st, sq, offs=offs, out_dtype=torch.bfloat16, use_fast_accum=True)
+    return grouped_layer(x, idx, wt, q1.shape[0], q2.shape[1], lambda a, offs: scaled(a, q1, s1, offs),
+                         lambda h, offs: scaled(h, q2, s2, offs), torch)
 
 
 def main():

@@ -68,28 +68,29 @@ def _format(fmt: str) -> str:
 
 # ---- quantization (xstage/moe/quant.hpp's conventions, DeepGEMM's block scales) -----------------------------------
 
+def _e4m3_blocks(b, dims):
+    """quant.hpp's block rule on blocks laid out along `dims` of b: amax = max(|x|, 1e-4) per block, codes =
+    e4m3(x * 448 / amax) (the product rounded to fp32 first), scales amax / 448 (kept dims, b's float dtype)."""
+    import torch
+    amax = b.abs().amax(dim=dims, keepdim=True).clamp_min(_AMAX_FLOOR)
+    return (b * (_E4M3_MAX / amax)).float().to(torch.float8_e4m3fn), amax / _E4M3_MAX
+
+
 def quantize_act(x):
     """x [T, H] (any float dtype, H a multiple of 128) -> (codes float8_e4m3fn [T, H], scales float32 [T, H/128]):
     per token and 128 channels, amax = max(|x|, 1e-4), code = e4m3(x * 448 / amax), scale = amax / 448."""
-    import torch
     if x.dim() != 2 or x.shape[1] % _BLOCK:
         raise ValueError(f"x must be [T, H] with H a multiple of {_BLOCK}, got {tuple(x.shape)}")
     T, H = x.shape
-    b = x.float().reshape(T, H // _BLOCK, _BLOCK)
-    amax = b.abs().amax(-1).clamp_min(_AMAX_FLOOR)
-    codes = (b * (_E4M3_MAX / amax).unsqueeze(-1)).reshape(T, H).to(torch.float8_e4m3fn)
-    return codes, (amax / _E4M3_MAX).contiguous()
+    codes, scale = _e4m3_blocks(x.float().reshape(T, H // _BLOCK, _BLOCK), -1)
+    return codes.reshape(T, H), scale.reshape(T, H // _BLOCK)
 
 
 def _quantize_weight_128x128(w):
-    import torch
     E, N, K = w.shape
-    b = w.float().reshape(E, N // _BLOCK, _BLOCK, K // _BLOCK, _BLOCK)
-    amax = b.abs().amax(dim=(2, 4)).clamp_min(_AMAX_FLOOR)                      # [E, N/128, K/128]
-    codes = (b * (_E4M3_MAX / amax)[:, :, None, :, None]).reshape(E, N, K).to(torch.float8_e4m3fn)
-    scale = (amax / _E4M3_MAX).contiguous()
-    deq = (codes.float().reshape(E, N // _BLOCK, _BLOCK, K // _BLOCK, _BLOCK) * scale[:, :, None, :, None])
-    return codes.contiguous(), scale, deq.reshape(E, N, K)
+    codes, scale = _e4m3_blocks(w.float().reshape(E, N // _BLOCK, _BLOCK, K // _BLOCK, _BLOCK), (2, 4))
+    deq = (codes.float() * scale).reshape(E, N, K)
+    return codes.reshape(E, N, K), scale.reshape(E, N // _BLOCK, K // _BLOCK), deq
 
 
 def _quantize_int4(w, stream):
@@ -344,10 +345,8 @@ def moe_reference(x, topk_idx, topk_weight, weights: MoeWeights, x_scale=None, e
             if weights.format == "bf16":
                 h = h.float().bfloat16().double()
             else:
-                b = h.reshape(-1, I // _BLOCK, _BLOCK)
-                amax = b.abs().amax(-1, keepdim=True).clamp_min(_AMAX_FLOOR)
-                codes = (b * (_E4M3_MAX / amax)).float().to(torch.float8_e4m3fn)
-                h = (codes.float().double() * (amax / _E4M3_MAX)).reshape(-1, I)
+                codes, scale = _e4m3_blocks(h.reshape(-1, I // _BLOCK, _BLOCK), -1)
+                h = (codes.float().double() * scale).reshape(-1, I)
         y = h @ weights.ref_w2[e].double().T
         if not exact:
             y = y.float().bfloat16().double()

@@ -13,6 +13,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "python"))
 from xstage.moe import MoeLayer, moe_reference, quantize_weights  # noqa: E402
 from xstage.team import Team  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from moe_cases import make_inputs  # noqa: E402
+
 
 def main():
     local = int(os.environ["LOCAL_RANK"])
@@ -21,14 +24,8 @@ def main():
     rank, world = dist.get_rank(), dist.get_world_size()
     H, I, E, k, T = 512, 256, 8 * world, 4, 192
     for fmt in ("w8a8", "w4a8"):
-        gen = torch.Generator(device="cuda").manual_seed(20261204)  # the same global batch on every rank
-        x = torch.randn(world * T, H, generator=gen, device="cuda")
-        w1 = torch.randn(E, 2 * I, H, generator=gen, device="cuda") / H ** 0.5
-        w2 = torch.randn(E, H, I, generator=gen, device="cuda") / I ** 0.5
-        p = 1.0 / torch.arange(1, E + 1, device="cuda", dtype=torch.float32)  # skewed: rank 0's experts popular
-        idx = torch.multinomial(p.expand(world * T, E).contiguous(), k, generator=gen).to(torch.int32)
-        wt = torch.rand(world * T, k, generator=gen, device="cuda") + 0.1
-        wt = wt / wt.sum(-1, keepdim=True)
+        # the same global batch on every rank; skewed: rank 0's experts popular
+        x, w1, w2, idx, wt = make_inputs(world * T, H, I, E, k, 20261204, skewed=True)
         el = E // world
         mine = slice(rank * T, (rank + 1) * T)
         real = MoeLayer(Team.from_process_group(), H, I, E, k, T, fmt)
