@@ -2,10 +2,13 @@
 """The fused MoE layer called from PyTorch (xstage.moe) against what a torch user runs on one GPU, in one process,
 by the benchmark protocol (python/xstage/bench_protocol.py: own warm-up, steady-state blocks, ABBA order).
 
-Backends (P = 1, one GPU; every call gets a fresh routing from a rotating set, so the host plan is rebuilt each call):
-  xstage        layer(x bf16, topk_idx, topk_weight, w): quantizes x in torch, copies the routing to the host, builds
-                the dispatch plan, enqueues the fused kernel and the weighted sum (the whole Python call)
-  xstage-fp8in  the same with x already quantized (FP8 codes + 1x128 scales, as an FP8 pipeline keeps them)
+Backends (P = 1, one GPU; every call gets a fresh routing from a rotating set, so the plan is made again each call):
+  xstage        layer(x bf16, topk_idx, topk_weight, w): quantizes x in torch, makes the dispatch plan on the GPU from
+                topk_idx (plan="device"), enqueues the fused kernel and the weighted sum (the whole Python call; nothing
+                waits for the GPU)
+  xstage-hostplan  the same with plan="host": the routing copied to the host (a synchronisation of the stream), the
+                plan built there and uploaded
+  xstage-fp8in  xstage with x already quantized (FP8 codes + 1x128 scales, as an FP8 pipeline keeps them)
   torch-bf16    sort by expert, torch._grouped_mm (bf16 grouped GEMM) for Linear-1, SwiGLU, _grouped_mm for Linear-2,
                 weighted scatter-add back: a torch MoE layer without quantization
   torch-fp8     the same with torch._scaled_grouped_mm in FP8 e4m3 with rowwise scales (per token row, per weight
@@ -92,13 +95,16 @@ def torch_fp8_layer(x, idx, wt, w8, torch):
                          lambda h, offs: scaled(h, q2, s2, offs), torch)
 
 
+KNOWN = ("xstage", "xstage-hostplan", "xstage-fp8in", "torch-bf16", "torch-fp8")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--shapes", default="deepseek-v4-flash,qwen3-30b-a3b,dit-moe-xl")
     ap.add_argument("--tokens", type=int, default=8192)
     ap.add_argument("--order", default="interleaved", choices=["interleaved", "expert-wave", "auto"],
                     help="the layer's tile order (auto: MoeLayer.auto_order, the platform model's choice)")
-    ap.add_argument("--backends", default="xstage,xstage-fp8in,torch-bf16,torch-fp8",
+    ap.add_argument("--backends", default="xstage,xstage-hostplan,xstage-fp8in,torch-bf16,torch-fp8",
                     help="a subset, in this order")
     ap.add_argument("--sets", type=int, default=4, help="routings / activations rotated over the calls")
     ap.add_argument("--warmup", type=float, default=0.3)
@@ -112,8 +118,8 @@ def main():
             ap.error(f"unknown shape {s!r}; known: {', '.join(SHAPES)}")
     names = a.backends.split(",")
     for b in names:
-        if b not in ("xstage", "xstage-fp8in", "torch-bf16", "torch-fp8"):
-            ap.error(f"unknown backend {b!r}; known: xstage, xstage-fp8in, torch-bf16, torch-fp8")
+        if b not in KNOWN:
+            ap.error(f"unknown backend {b!r}; known: {', '.join(KNOWN)}")
     for flag, v in (("--tokens", a.tokens), ("--sets", a.sets), ("--rounds", a.rounds)):
         if v < 1:
             ap.error(f"{flag} {v} must be >= 1")
@@ -152,6 +158,7 @@ def main():
         order = layer.auto_order()[0] if a.order == "auto" else a.order  # recorded as run
         backends = {
             "xstage": lambda s, L=layer, W=wq, o=order: L(s[0], s[1], s[2], W, order=o),
+            "xstage-hostplan": lambda s, L=layer, W=wq, o=order: L(s[0], s[1], s[2], W, order=o, plan="host"),
             "xstage-fp8in": lambda s, L=layer, W=wq, o=order: L(s[3], s[1], s[2], W, x_scale=s[4], order=o),
             "torch-bf16": lambda s, A=w1t, B=w2t: torch_bf16_layer(s[0], s[1], s[2], A, B, torch),
             "torch-fp8": lambda s, W=w8: torch_fp8_layer(s[0], s[1], s[2], W, torch),
@@ -197,6 +204,10 @@ def main():
                                                 ("torch-bf16", "torch_bf16_rel_rms_vs_float64"),
                                                 ("torch-fp8", "torch_fp8_rel_rms_vs_float64")) if key in row))
         print(format_result(res, ref="torch-bf16" if "torch-bf16" in backends else "xstage"))
+        if "xstage" in backends and "xstage-hostplan" in backends:
+            r = ratio(res["stats"], "xstage", "xstage-hostplan")
+            print(f"xstage (device plan) vs xstage-hostplan: {r['ratio']:.3f} (1st / 2nd half {r['ratio_first_half']:.3f}"
+                  f" / {r['ratio_second_half']:.3f})")
         if "torch-fp8" in backends:
             for b in ("xstage", "xstage-fp8in"):
                 if b in backends:
@@ -213,6 +224,7 @@ def main():
                 for b in ("xstage", "xstage-fp8in"):
                     row[f"{b}_vs_{ref.replace('-', '_')}"] = ratio(res["stats"], b, ref)
         row["fp8in_vs_xstage"] = ratio(res["stats"], "xstage-fp8in", "xstage")
+        row["xstage_vs_xstage_hostplan"] = ratio(res["stats"], "xstage", "xstage-hostplan")
         results.append(row)
         del layer, sets, wq, wb, w1t, w2t, w8, backends
         torch.cuda.empty_cache()

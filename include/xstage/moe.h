@@ -44,6 +44,16 @@ void xstage_moe_destroy(xstage_moe layer);
 int xstage_moe_forward(xstage_moe layer, const int32_t* topk_index_all, const void* const* x,
                        const float* const* x_scale, const float* const* topk_weight, float* const* out, const void* w1,
                        const float* w1_scale, const void* w2, const float* w2_scale, int order, void* stream);
+/* The same call with the routing in DEVICE memory: topk_index, an array of local_ranks device pointers, each [T][k]
+ * int32 global expert ids of that rank's tokens (each token's k distinct), read on `stream`. The dispatch plan is made
+ * on the device and the ranks exchange their counts by peer stores, so nothing of the call waits for the host (a real
+ * team's ranks each pass their own routing). The same tables as the host plan's, so the same result bit for bit. An
+ * invalid entry is reported by xstage_moe_check (rank, token, slot, value, as the host plan's error); that rank's out
+ * is then not written, the other ranks' results are unaffected. */
+int xstage_moe_forward_device(xstage_moe layer, const int32_t* const* topk_index, const void* const* x,
+                              const float* const* x_scale, const float* const* topk_weight, float* const* out,
+                              const void* w1, const float* w1_scale, const void* w2, const float* w2_scale, int order,
+                              void* stream);
 /* The tile order the platform model picks for this layer on this team (the harness's `auto`, docs/SCHEDULERS.md):
  * at P = 1 the discrete-event simulator's faster order, at P > 1 the Burst-Gap design test of the combine stores
  * against M_X = (T_iss^0, R, Q) and the weights' L2 working set. platform: a preset name or a platform JSON file (NULL:

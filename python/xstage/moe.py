@@ -48,6 +48,7 @@ def _lib():
             "xstage_moe_create": ([vp, i, i, i, i, i, i, pp], i),
             "xstage_moe_destroy": ([vp], None),
             "xstage_moe_forward": ([vp, ctypes.POINTER(ctypes.c_int32), pp, pp, pp, pp, vp, vp, vp, vp, i, vp], i),
+            "xstage_moe_forward_device": ([vp, pp, pp, pp, pp, pp, vp, vp, vp, vp, i, vp], i),
             "xstage_moe_check": ([vp, vp, ctypes.c_char_p], i),
             "xstage_moe_auto_order": ([vp, i, ctypes.c_char_p, ctypes.POINTER(i), ctypes.POINTER(i), ctypes.c_char_p,
                                        i], i),
@@ -224,12 +225,19 @@ class MoeLayer(_team._Handle):
         return self._pinned
 
     def __call__(self, x, topk_idx, topk_weight, weights: MoeWeights, x_scale=None, order: str = "interleaved",
-                 out=None):
+                 out=None, plan: str = "device"):
         """x: [T, H] per rank: bf16 / fp16 / fp32 (quantized here for w8a8 / w4a8), or float8_e4m3fn codes with
         x_scale [T, H/128] float32; bf16 for the bf16 format. topk_idx [T, k] (global expert ids, each token's k
         distinct), topk_weight [T, k] (float32). order: "interleaved", "expert-wave" or "auto" (auto_order() for a
-        balanced routing). out: optional [T, H] float32 tensors to write. Returns out."""
+        balanced routing). out: optional [T, H] float32 tensors to write. Returns out.
+        plan: "device" (the default) makes the dispatch plan on the GPU from topk_idx where it lies, the ranks
+        exchanging their counts by peer stores: the call never waits for the GPU, and an invalid index is raised by
+        check() (that rank's out is then not written). "host" gathers every rank's topk_idx to the host (a
+        synchronisation) and plans there: an invalid index raises here, before anything runs. Same result either
+        way, bit for bit; every rank of a real team must use the same plan."""
         import torch
+        if plan not in ("device", "host"):
+            raise ValueError(f"plan {plan!r} is neither 'device' nor 'host'")
         n, T, H, k = self.team.local_ranks, self.tokens, self.hidden, self.topk
         if order == "auto":  # the model's choice for a balanced routing on the default platform, asked once
             if self._auto is None:
@@ -255,7 +263,7 @@ class MoeLayer(_team._Handle):
         # caching allocator would hand one rank's memory to the next rank's conversion. After the launch their reuse is
         # ordered after the kernel on this stream.
         keep = []
-        xp, sp, wp, op = [], [], [], []
+        xp, sp, wp, op, ip = [], [], [], [], []
         for g in range(n):
             xt, st = xs[g], scales[g]
             if not isinstance(xt, torch.Tensor) or not xt.is_cuda or tuple(xt.shape) != (T, H):
@@ -289,25 +297,32 @@ class MoeLayer(_team._Handle):
                       and tuple(ot.shape) == (T, H) and ot.is_contiguous()):
                 raise ValueError(f"out must be contiguous float32 CUDA tensors [{T}, {H}]")
             outs[g] = ot
-            keep += [xt, st, wt]
+            if plan == "device":
+                it = it.to(device=xt.device, dtype=torch.int32).contiguous()
+                ip.append(it.data_ptr())
+            keep += [xt, st, wt, it]
             xp.append(xt.data_ptr())
             sp.append(st.data_ptr() if st is not None else None)
             wp.append(wt.data_ptr())
             op.append(ot.data_ptr())
-        routing = self._routing_on_host(idxs)
         arr = ctypes.c_void_p * n
         stream = torch.cuda.current_stream(xs[0].device).cuda_stream
         ptr = lambda t: t.data_ptr() if t is not None else None  # noqa: E731
-        _team._ok(_lib().xstage_moe_forward(
-            self._h, routing.numpy().ctypes.data_as(ctypes.POINTER(ctypes.c_int32)), arr(*xp),
-            arr(*sp) if self.format != "bf16" else None, arr(*wp), arr(*op), ptr(weights.w1), ptr(weights.w1_scale),
-            ptr(weights.w2), ptr(weights.w2_scale), ORDERS[order], ctypes.c_void_p(stream)))
+        tail = (arr(*xp), arr(*sp) if self.format != "bf16" else None, arr(*wp), arr(*op), ptr(weights.w1),
+                ptr(weights.w1_scale), ptr(weights.w2), ptr(weights.w2_scale), ORDERS[order], ctypes.c_void_p(stream))
+        if plan == "device":
+            _team._ok(_lib().xstage_moe_forward_device(self._h, arr(*ip), *tail))
+        else:
+            routing = self._routing_on_host(idxs)
+            _team._ok(_lib().xstage_moe_forward(
+                self._h, routing.numpy().ctypes.data_as(ctypes.POINTER(ctypes.c_int32)), *tail))
         del keep
         return outs if n > 1 or isinstance(x, (list, tuple)) else outs[0]
 
     def check(self, what: str = "moe layer", stream=None):
         """Waits for `stream` (default: torch's current one) and the team's work, and raises XstageError naming a
-        device-side failure of the layer (a rank that waited for a peer's rows, with the peer)."""
+        device-side failure of the layer: an invalid top-k index a device plan found (rank, token, slot, value), or a
+        rank that waited for a peer's rows (with the peer)."""
         import torch
         s = ctypes.c_void_p((stream if stream is not None else torch.cuda.current_stream()).cuda_stream)
         _team._ok(_lib().xstage_moe_check(self._h, s, what.encode()))

@@ -118,13 +118,19 @@ void validate_topk(const std::int32_t* index, int tokens, int topk, int experts,
   for (int t = 0; t < tokens; ++t) {
     const std::int32_t* row = index + std::size_t(t) * topk;
     for (int j = 0; j < topk; ++j) {
-      XSTAGE_REQUIRE(row[j] >= 0 && row[j] < experts, "top-k indices: rank ", rank, ", token ", t, ", slot ", j, ": expert ",
-                     row[j], " is out of range [0, ", experts, ")");
+      if (row[j] < 0 || row[j] >= experts) throw UsageError(topk_entry_error(rank, t, j, row[j], experts, -1));
       for (int i = 0; i < j; ++i)
-        XSTAGE_REQUIRE(row[i] != row[j], "top-k indices: rank ", rank, ", token ", t, ", slot ", j, ": expert ", row[j],
-                       " repeats slot ", i, " (a token's experts must be distinct)");
+        if (row[i] == row[j]) throw UsageError(topk_entry_error(rank, t, j, row[j], experts, i));
     }
   }
+}
+
+std::string topk_entry_error(int rank, int token, int slot, int value, int experts, int repeats) {
+  if (repeats >= 0)
+    return detail::concat("top-k indices: rank ", rank, ", token ", token, ", slot ", slot, ": expert ", value,
+                          " repeats slot ", repeats, " (a token's experts must be distinct)");
+  return detail::concat("top-k indices: rank ", rank, ", token ", token, ", slot ", slot, ": expert ", value,
+                        " is out of range [0, ", experts, ")");
 }
 
 void validate_routing(const Routing& r) {

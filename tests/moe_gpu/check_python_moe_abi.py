@@ -34,6 +34,10 @@ idx = (ctypes.c_int32 * 2)(0, 1)
 expect("forward, null layer", lambda: xteam._ok(lib.xstage_moe_forward(None, idx, arr(1), None, arr(1), arr(1), 1, None,
                                                                        1, None, moe.ORDERS["interleaved"], None)),
        "layer is null")
+expect("forward_device, null layer",
+       lambda: xteam._ok(lib.xstage_moe_forward_device(None, arr(1), arr(1), None, arr(1), arr(1), 1, None, 1, None,
+                                                       moe.ORDERS["interleaved"], None)),
+       "layer is null")
 expect("check, null layer", lambda: xteam._ok(lib.xstage_moe_check(None, None, b"x")), "layer is null")
 o, d = ctypes.c_int(), ctypes.c_int()
 expect("auto_order, null layer", lambda: xteam._ok(lib.xstage_moe_auto_order(None, 0, None, ctypes.byref(o),

@@ -1,7 +1,8 @@
 """Worker of test_python_moe.py's two-GPU test, under `torchrun --nproc-per-node 2` (one process per GPU, NCCL):
 a real team from the process group, each rank its tokens and its experts; its output must equal, bit for bit, its
 slice of the same global batch run by this process alone on an emulated team of one rank (all experts), and lie
-within the tests' tolerance of the float64 reference. Rank 0 prints "PASS all" when every rank passed."""
+within the tests' tolerance of the float64 reference; with the dispatch plan made on the devices (the counts exchanged
+by peer stores) and on the host (the routing all-gathered). Rank 0 prints "PASS all" when every rank passed."""
 import os
 import sys
 from pathlib import Path
@@ -23,25 +24,26 @@ def main():
     dist.init_process_group("nccl")
     rank, world = dist.get_rank(), dist.get_world_size()
     H, I, E, k, T = 512, 256, 8 * world, 4, 192
-    for fmt in ("w8a8", "w4a8"):
+    for fmt, plan in (("w8a8", "device"), ("w8a8", "host"), ("w4a8", "device")):
         # the same global batch on every rank; skewed: rank 0's experts popular
         x, w1, w2, idx, wt = make_inputs(world * T, H, I, E, k, 20261204, skewed=True)
         el = E // world
         mine = slice(rank * T, (rank + 1) * T)
         real = MoeLayer(Team.from_process_group(), H, I, E, k, T, fmt)
         w_mine = quantize_weights(w1[rank * el:(rank + 1) * el], w2[rank * el:(rank + 1) * el], fmt)
-        out = real(x[mine].contiguous(), idx[mine].contiguous(), wt[mine].contiguous(), w_mine)
+        out = real(x[mine].contiguous(), idx[mine].contiguous(), wt[mine].contiguous(), w_mine, plan=plan)
         real.check()
         w_all = quantize_weights(w1, w2, fmt, keep_reference=True)
         one = MoeLayer(Team.emulated(1), H, I, E, k, world * T, fmt)(x, idx, wt, w_all)
         torch.cuda.synchronize()
         assert torch.equal(out.view(torch.int32), one[mine].view(torch.int32)), \
-            f"{fmt} rank {rank}: the real team's output differs from its slice of the one-GPU run"
+            f"{fmt} {plan} plan, rank {rank}: the real team's output differs from its slice of the one-GPU run"
         ref, exact = moe_reference(x, idx, wt, w_all)[mine], moe_reference(x, idx, wt, w_all, exact=True)[mine]
         rms = lambda t: t.pow(2).mean().sqrt().item()  # noqa: E731
         err, own = out.double() - ref, ref - exact
         assert rms(err) <= 0.25 * rms(own), f"{fmt} rank {rank}: rms {rms(err):.3e} vs the reference's own {rms(own):.3e}"
-        print(f"rank {rank} {fmt}: bit-identical to the one-GPU run; rel rms {rms(err) / rms(ref):.2e}", flush=True)
+        print(f"rank {rank} {fmt}, {plan} plan: bit-identical to the one-GPU run; rel rms {rms(err) / rms(ref):.2e}",
+              flush=True)
     ok = torch.ones(1, device="cuda")
     dist.all_reduce(ok)
     if rank == 0 and int(ok.item()) == world:

@@ -28,6 +28,11 @@ TEST(moe_api, NullHandles) {
                                XSTAGE_MOE_INTERLEAVED, nullptr),
             XSTAGE_ERR_INVALID);
   EXPECT_EQ(last(), "layer is null");
+  const int32_t* didx[1] = {idx};
+  EXPECT_EQ(xstage_moe_forward_device(nullptr, didx, x, xs, w, out, fake(0x2000), nullptr, fake(0x3000), nullptr,
+                                      XSTAGE_MOE_INTERLEAVED, nullptr),
+            XSTAGE_ERR_INVALID);
+  EXPECT_EQ(last(), "layer is null");
   EXPECT_EQ(xstage_moe_check(nullptr, nullptr, "x"), XSTAGE_ERR_INVALID);
   EXPECT_EQ(last(), "layer is null");
   xstage_moe_destroy(nullptr);  // a no-op, as free(NULL)

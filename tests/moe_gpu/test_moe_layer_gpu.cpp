@@ -75,6 +75,9 @@ struct Case {
   bool check_loads = false;
   // Run on a stream of the test's own (non-blocking), not the team's, and check on it (MoeWorkspace::check's stream).
   bool own_stream = false;
+  // Also run every call with the routing in device memory (MoeRankInputs::topk_index: the plan made on the device,
+  // the counts exchanged by peer stores) and require its tables equal to the host plan's and its output bit-identical.
+  bool check_device_plan = true;
 };
 
 std::string name(const Case& c) {
@@ -334,6 +337,34 @@ void run_case(const Case& c) {
       outs.push_back(std::move(out));
     }
     check.finish(name(c) + " call " + std::to_string(call));
+    if (c.check_device_plan) {
+      const moe_kernel::MoeWorkspace::PlanTables host = ws.read_plan_tables(st);
+      std::vector<std::unique_ptr<DevBuf>> d_idx;
+      moe_kernel::MoeLayerParams pd = prm;
+      pd.topk_index_all = nullptr;
+      for (int r = 0; r < P; ++r) {
+        d_idx.push_back(std::make_unique<DevBuf>(size_t(T) * K * 4));
+        CUDA_CHECK(cudaMemcpy(d_idx[r]->p, routing.rank_index(r), size_t(T) * K * 4, cudaMemcpyHostToDevice));
+        pd.rank[r].topk_index = static_cast<const int32_t*>(d_idx[r]->p);
+        fill_now(d_out[r]->p, 0xFF, size_t(T) * H * 4);
+      }
+      ws.poison(st);
+      moe_kernel::run_moe_layer(*team, ws, pd, st);
+      ws.check(*team, "moe layer test, device plan", st);
+      const moe_kernel::MoeWorkspace::PlanTables dev = ws.read_plan_tables(st);
+      EXPECT_EQ(dev.counts, host.counts) << "device plan: counts";
+      EXPECT_EQ(dev.src_base, host.src_base) << "device plan: src_base";
+      EXPECT_EQ(dev.row_offset, host.row_offset) << "device plan: row_offset";
+      EXPECT_EQ(dev.tokens, host.tokens) << "device plan: tokens per local expert";
+      EXPECT_EQ(dev.index, host.index) << "device plan: index";
+      EXPECT_EQ(dev.pos, host.pos) << "device plan: pos";
+      for (int r = 0; r < P; ++r) {
+        std::vector<float> out(size_t(T) * H);
+        CUDA_CHECK(cudaMemcpy(out.data(), d_out[r]->p, out.size() * 4, cudaMemcpyDeviceToHost));
+        ASSERT_EQ(std::memcmp(out.data(), outs[size_t(r)].data(), out.size() * 4), 0)
+            << "rank " << r << ": the device plan's output differs from the host plan's";
+      }
+    }
     // The same call with other launch options: bit-identical to the first run.
     std::vector<std::pair<moe_kernel::MoeLayerParams, std::string>> variants;
     if (c.check_single) {
@@ -966,6 +997,134 @@ TEST(MoeLayerGpu, RejectsBadInput) {
   EXPECT_THROW(moe_kernel::run_moe_layer(*team, ws, prm, team->stream()), UsageError);  // null tensors
   prm.shape.tokens_per_rank = 32;
   EXPECT_THROW(moe_kernel::run_moe_layer(*team, ws, prm, team->stream()), UsageError);  // shape != workspace
+  // The routing: exactly one of the host array and every local rank's device array.
+  using xstage::testing::usage_error;
+  DevBuf d_x(16 * 256), d_xs(16 * 2 * 4), d_wt(16 * 2 * 4), d_out(16 * 256 * 4), d_idx(16 * 2 * 4),
+      d_w1(size_t(8) * 512 * 256), d_w2(size_t(8) * 256 * 256), d_s1(8 * 4 * 2 * 4), d_s2(8 * 2 * 2 * 4);
+  moe_kernel::MoeLayerParams q;
+  q.shape = shape;
+  q.w1 = d_w1.p;
+  q.w2 = d_w2.p;
+  q.w1_scale = static_cast<const float*>(d_s1.p);
+  q.w2_scale = static_cast<const float*>(d_s2.p);
+  for (int r = 0; r < 2; ++r)
+    q.rank[r] = {d_x.p, static_cast<const float*>(d_xs.p), static_cast<const float*>(d_wt.p),
+                 static_cast<float*>(d_out.p)};
+  EXPECT_NE(usage_error([&] { moe_kernel::run_moe_layer(*team, ws, q, team->stream()); }).find("no routing"),
+            std::string::npos);
+  q.rank[1].topk_index = static_cast<const int32_t*>(d_idx.p);
+  EXPECT_NE(usage_error([&] { moe_kernel::run_moe_layer(*team, ws, q, team->stream()); }).find("1 of 2 local ranks"),
+            std::string::npos);
+  q.topk_index_all = index.data();
+  EXPECT_NE(usage_error([&] { moe_kernel::run_moe_layer(*team, ws, q, team->stream()); }).find("given twice"),
+            std::string::npos);
+  q.topk_index_all = nullptr;
+  q.rank[0].topk_index = static_cast<const int32_t*>(d_idx.p);
+  q.row_order = 1;
+  EXPECT_NE(usage_error([&] { moe_kernel::run_moe_layer(*team, ws, q, team->stream()); }).find("row_order 1"),
+            std::string::npos);
+  q.row_order = 0;
+  q.rank[0].topk_index = reinterpret_cast<const int32_t*>(static_cast<const char*>(d_idx.p) + 2);
+  EXPECT_NE(usage_error([&] { moe_kernel::run_moe_layer(*team, ws, q, team->stream()); }).find("4-byte aligned"),
+            std::string::npos);
+}
+
+// The device plan with a bad routing on one rank: MoeWorkspace::check names the entry as the host plan would, that
+// rank's output is not written, the other rank's is bit-identical to a valid call's (a token's output depends on its
+// own rows only), and the workspace serves the next valid call.
+TEST(MoeLayerGpu, DevicePlanRejectsBadRouting) {
+  NEED_SM90();
+  using xstage::testing::usage_error;
+  const int P = 2, T = 64, H = 256, I = 256, E = 16, K = 4;
+  const uint32_t seed = test_seed() + 4242u;
+  auto team = runtime::Team::emulated(P);
+  const moe_kernel::MoeShape shape{H, I, E, K, T};
+  moe_kernel::MoeWorkspace ws(*team, shape);
+  cudaStream_t st = team->stream();
+  const moe::MoeWeights w = moe::random_moe_weights(H, I, E, seed);
+  const QuantWeights qw = quantize_experts(w, H, I, E, false);
+  DevBuf d_w1(qw.w1.size()), d_w2(qw.w2.size()), d_s1(qw.s1.size() * 4), d_s2(qw.s2.size() * 4);
+  CUDA_CHECK(cudaMemcpy(d_w1.p, qw.w1.data(), qw.w1.size(), cudaMemcpyHostToDevice));
+  CUDA_CHECK(cudaMemcpy(d_w2.p, qw.w2.data(), qw.w2.size(), cudaMemcpyHostToDevice));
+  CUDA_CHECK(cudaMemcpy(d_s1.p, qw.s1.data(), qw.s1.size() * 4, cudaMemcpyHostToDevice));
+  CUDA_CHECK(cudaMemcpy(d_s2.p, qw.s2.data(), qw.s2.size() * 4, cudaMemcpyHostToDevice));
+  const moe::Routing routing = moe::generate_routing({P, T, E, K, moe::RoutingKind::Balanced, 1.0, seed});
+  const std::vector<float> x = moe::random_activations(size_t(P) * T * H, seed + 1);
+  moe_kernel::MoeLayerParams prm;
+  prm.shape = shape;
+  prm.w1 = d_w1.p;
+  prm.w2 = d_w2.p;
+  prm.w1_scale = static_cast<const float*>(d_s1.p);
+  prm.w2_scale = static_cast<const float*>(d_s2.p);
+  std::vector<std::unique_ptr<DevBuf>> d_x, d_xs, d_wt, d_out, d_idx;
+  for (int r = 0; r < P; ++r) {
+    const moe::Fp8Tensor q = moe::quantize_act_1x128(x.data() + size_t(r) * T * H, T, H);
+    d_x.push_back(std::make_unique<DevBuf>(q.code.size()));
+    d_xs.push_back(std::make_unique<DevBuf>(q.scale.size() * 4));
+    d_wt.push_back(std::make_unique<DevBuf>(size_t(T) * K * 4));
+    d_out.push_back(std::make_unique<DevBuf>(size_t(T) * H * 4));
+    d_idx.push_back(std::make_unique<DevBuf>(size_t(T) * K * 4));
+    CUDA_CHECK(cudaMemcpy(d_x[r]->p, q.code.data(), q.code.size(), cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemcpy(d_xs[r]->p, q.scale.data(), q.scale.size() * 4, cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemcpy(d_wt[r]->p, routing.rank_weight(r), size_t(T) * K * 4, cudaMemcpyHostToDevice));
+    prm.rank[r] = {d_x[r]->p, static_cast<const float*>(d_xs[r]->p), static_cast<const float*>(d_wt[r]->p),
+                   static_cast<float*>(d_out[r]->p), static_cast<const int32_t*>(d_idx[r]->p)};
+  }
+  // One call with rank r's (token, slot) set to `value` (none: r < 0); returns every rank's output.
+  auto call = [&](int bad_rank, int token, int slot, int value) {
+    for (int r = 0; r < P; ++r) {
+      std::vector<int32_t> idx(routing.rank_index(r), routing.rank_index(r) + size_t(T) * K);
+      if (r == bad_rank) idx[size_t(token) * K + slot] = value;
+      CUDA_CHECK(cudaMemcpy(d_idx[r]->p, idx.data(), idx.size() * 4, cudaMemcpyHostToDevice));
+      fill_now(d_out[r]->p, 0xFF, size_t(T) * H * 4);
+    }
+    ws.poison(st);
+    moe_kernel::run_moe_layer(*team, ws, prm, st);
+    const std::string err = usage_error([&] { ws.check(*team, "device plan test", st); });
+    std::vector<std::vector<float>> outs(P, std::vector<float>(size_t(T) * H));
+    for (int r = 0; r < P; ++r)
+      CUDA_CHECK(cudaMemcpy(outs[r].data(), d_out[r]->p, size_t(T) * H * 4, cudaMemcpyDeviceToHost));
+    return std::make_pair(err, outs);
+  };
+  const auto [ok_err, good] = call(-1, 0, 0, 0);
+  ASSERT_EQ(ok_err, "");
+  const moe::MoeReference ref8(w, moe::Precision::W8A8), ref32(w, moe::Precision::Fp32);
+  ErrorCheck check;
+  for (int r = 0; r < P; ++r) {
+    const float* xr = x.data() + size_t(r) * T * H;
+    check.add(r, good[r], ref8.forward(xr, T, routing.rank_index(r), routing.rank_weight(r), K),
+              ref32.forward(xr, T, routing.rank_index(r), routing.rank_weight(r), K), H);
+  }
+  check.finish("device plan, valid routing");
+  const std::vector<uint8_t> poison(size_t(T) * H * 4, 0xFF);
+  auto untouched = [&](const std::vector<float>& o) { return std::memcmp(o.data(), poison.data(), poison.size()) == 0; };
+  auto same = [&](const std::vector<float>& a, const std::vector<float>& b) {
+    return std::memcmp(a.data(), b.data(), a.size() * 4) == 0;
+  };
+  {  // out of range on rank 1
+    const auto [err, outs] = call(1, 3, 1, E);
+    EXPECT_NE(err.find("top-k indices: rank 1, token 3, slot 1: expert 16 is out of range [0, 16)"), std::string::npos)
+        << err;
+    EXPECT_TRUE(untouched(outs[1])) << "rank 1's out was written";
+    EXPECT_TRUE(same(outs[0], good[0])) << "rank 0's out differs from the valid call's";
+  }
+  {  // negative, and a repeat later in the same rank: the first (token, slot) is named
+    const auto [err, outs] = call(0, 5, 2, -3);
+    EXPECT_NE(err.find("rank 0, token 5, slot 2: expert -3 is out of range"), std::string::npos) << err;
+    EXPECT_TRUE(untouched(outs[0]));
+    EXPECT_TRUE(same(outs[1], good[1]));
+  }
+  {  // a repeat of an earlier slot
+    const int v = routing.rank_index(0)[size_t(7) * K + 0];
+    const auto [err, outs] = call(0, 7, 3, v);
+    EXPECT_NE(err.find("rank 0, token 7, slot 3: expert " + std::to_string(v) + " repeats slot 0 (a token's experts "
+                       "must be distinct)"), std::string::npos) << err;
+    EXPECT_TRUE(untouched(outs[0]));
+    EXPECT_TRUE(same(outs[1], good[1]));
+  }
+  const auto [err2, again] = call(-1, 0, 0, 0);  // the workspace serves the next valid call
+  EXPECT_EQ(err2, "");
+  for (int r = 0; r < P; ++r) EXPECT_TRUE(same(again[r], good[r])) << "rank " << r;
 }
 
 // CTA pairs: odd N-tile counts, odd CTAs per rank and unknown cluster sizes are named errors (nothing launched).
@@ -1236,7 +1395,7 @@ int scenario_moe_real() {
       auto one = runtime::Team::emulated(1);
       moe_kernel::MoeWorkspace ws1(*one, {H, I, E, K, P * T}, q.format);
       DevBuf x_g(size_t(P) * T * H), xs_g(size_t(P) * T * (H / 128) * 4), wt_g(size_t(P) * T * K * 4),
-          out_g(size_t(P) * T * H * 4), out(size_t(T) * H * 4);
+          out_g(size_t(P) * T * H * 4), out(size_t(T) * H * 4), idx_d(size_t(T) * K * 4);
       for (int call = 0; call < 3; ++call) {
         const uint32_t cs = seed + 7919u * call;
         const std::vector<float> x = moe::random_activations(size_t(P) * T * H, cs);
@@ -1246,15 +1405,19 @@ int scenario_moe_real() {
         CUDA_CHECK(cudaMemcpy(x_g.p, xq.code.data(), xq.code.size(), cudaMemcpyHostToDevice));
         CUDA_CHECK(cudaMemcpy(xs_g.p, xq.scale.data(), xq.scale.size() * 4, cudaMemcpyHostToDevice));
         CUDA_CHECK(cudaMemcpy(wt_g.p, routing.weight.data(), routing.weight.size() * 4, cudaMemcpyHostToDevice));
+        CUDA_CHECK(cudaMemcpy(idx_d.p, routing.rank_index(rank), size_t(T) * K * 4, cudaMemcpyHostToDevice));
         // the reference of this rank's tokens
         const float* xr = x.data() + size_t(rank) * T * H;
         const std::vector<float> op = refp.forward(xr, T, routing.rank_index(rank), routing.rank_weight(rank), K);
         const std::vector<float> o32 = ref32.forward(xr, T, routing.rank_index(rank), routing.rank_weight(rank), K);
-        for (const MoeOrder order : {MoeOrder::kExpertWave, MoeOrder::kInterleaved}) {
-          const char* oname = order == MoeOrder::kExpertWave ? "expert-wave" : "interleaved";
+        // the host plan (every rank's routing on every host) and the device plan (this rank's own, counts exchanged)
+        for (int variant = 0; variant < 3; ++variant) {
+          const MoeOrder order = variant == 0 ? MoeOrder::kExpertWave : MoeOrder::kInterleaved;
+          const bool device_plan = variant == 2;
+          const char* oname = variant == 0 ? "expert-wave" : variant == 1 ? "interleaved" : "interleaved, device plan";
           moe_kernel::MoeLayerParams prm;
           prm.shape = {H, I, E, K, T};
-          prm.topk_index_all = routing.index.data();
+          prm.topk_index_all = device_plan ? nullptr : routing.index.data();
           prm.weights = q.format;
           prm.w1 = static_cast<const uint8_t*>(mine.w1->p);
           prm.w1_scale = static_cast<const float*>(mine.s1->p);
@@ -1263,7 +1426,8 @@ int scenario_moe_real() {
           prm.order = order;
           prm.rank[0] = {static_cast<const uint8_t*>(x_g.p) + size_t(rank) * T * H,
                          static_cast<const float*>(xs_g.p) + size_t(rank) * T * (H / 128),
-                         static_cast<const float*>(wt_g.p) + size_t(rank) * T * K, static_cast<float*>(out.p)};
+                         static_cast<const float*>(wt_g.p) + size_t(rank) * T * K, static_cast<float*>(out.p),
+                         device_plan ? static_cast<const int32_t*>(idx_d.p) : nullptr};
           fill_now(out.p, 0xFF, size_t(T) * H * 4);
           ws.poison(team.stream());
           moe_kernel::run_moe_layer(team, ws, prm, team.stream());
@@ -1272,6 +1436,7 @@ int scenario_moe_real() {
           // the global batch at P = 1 on this GPU
           moe_kernel::MoeLayerParams p1 = prm;
           p1.shape = {H, I, E, K, P * T};
+          p1.topk_index_all = routing.index.data();  // the twin plans on the host
           p1.w1 = static_cast<const uint8_t*>(all.w1->p);
           p1.w1_scale = static_cast<const float*>(all.s1->p);
           p1.w2 = static_cast<const uint8_t*>(all.w2->p);

@@ -1,8 +1,9 @@
 """GPU tests of xstage.moe on torch tensors (skipped without torch or an sm_90 GPU): the fused MoE layer through the
 C ABI against moe_reference in float64, with tolerances tied to the reference's own error (the C++ tests' rule:
 rms(out - ref) <= 0.25 rms(ref - exact), max|out - ref| <= 2 max|ref - exact| + 1e-3 max|exact|); outputs poisoned
-with NaN; emulated P = 2, 4 bit-identical to P = 1 and both tile orders bit-identical; ordered on torch's stream; a
-real team of one process; argument errors named."""
+with NaN; emulated P = 2, 4 bit-identical to P = 1, both tile orders and both dispatch plans (device, host)
+bit-identical; ordered on torch's stream; a real team of one process; argument errors named, and a device plan's bad
+routing raised by check() with nothing written on that rank."""
 import os
 import sys
 import tempfile
@@ -34,13 +35,13 @@ def check_close(out, ref, exact, what):
     assert err.abs().max().item() <= bound, f"{what}: max error {err.abs().max().item():.3e} > {bound:.3e}"
 
 
-def run_split(team, layer, x, idx, wt, w, order="interleaved"):
+def run_split(team, layer, x, idx, wt, w, order="interleaved", plan="device"):
     """The global batch split into the team's ranks (rank-major), outputs poisoned with NaN; the gathered result."""
     P, T = team.world, layer.tokens
     sl = lambda t: [t[r * T:(r + 1) * T].contiguous() for r in range(P)]  # noqa: E731
     outs = [torch.full((T, layer.hidden), float("nan"), device="cuda") for _ in range(P)]
     args = (sl(x), sl(idx), sl(wt)) if P > 1 else (x, idx, wt)
-    got = layer(*args, w, order=order, out=outs if P > 1 else outs[0])
+    got = layer(*args, w, order=order, out=outs if P > 1 else outs[0], plan=plan)
     layer.check()
     return torch.cat(got) if P > 1 else got
 
@@ -60,7 +61,8 @@ def test_single_rank_matches_reference(fmt, skewed):
 
 @pytest.mark.parametrize("fmt", ["w8a8", "w4a8"])
 def test_emulated_ranks_and_orders_bit_identical(fmt):
-    """The same global batch at P = 1, 2, 4 (emulated) and in both tile orders: the same bits everywhere."""
+    """The same global batch at P = 1, 2, 4 (emulated), in both tile orders and with both plans: the same bits
+    everywhere."""
     H, I, E, k, T = 512, 256, 16, 4, 256
     x, w1, w2, idx, wt = make_inputs(T, H, I, E, k, SEED + 11, skewed=True)
     w = quantize_weights(w1, w2, fmt, keep_reference=True)
@@ -69,11 +71,13 @@ def test_emulated_ranks_and_orders_bit_identical(fmt):
         team = Team.emulated(P)
         layer = MoeLayer(team, H, I, E, k, T // P, fmt)
         for order in ("interleaved", "expert-wave"):
-            out = run_split(team, layer, x, idx, wt, w, order)
-            if base is None:
-                base = out
-                check_close(out, moe_reference(x, idx, wt, w), moe_reference(x, idx, wt, w, exact=True), fmt)
-            assert torch.equal(out.view(torch.int32), base.view(torch.int32)), f"{fmt} P={P} {order} != P=1"
+            for plan in ("device", "host"):
+                out = run_split(team, layer, x, idx, wt, w, order, plan)
+                if base is None:
+                    base = out
+                    check_close(out, moe_reference(x, idx, wt, w), moe_reference(x, idx, wt, w, exact=True), fmt)
+                assert torch.equal(out.view(torch.int32), base.view(torch.int32)), \
+                    f"{fmt} P={P} {order} {plan} plan != P=1"
 
 
 def test_float8_inputs_as_given():
@@ -143,14 +147,25 @@ def test_bad_input_is_named():
     out = torch.full((T, H), 7.0, device="cuda")
     bad = idx.clone()
     bad[5, 1] = E + 3
-    with pytest.raises(XstageError, match=rf"token 5, slot 1: expert {E + 3} is out of range"):
-        one(x, bad, wt, w, out=out)
     dup = idx.clone()
     dup[9, 1] = dup[9, 0]
+    # the host plan raises at the call, before anything is enqueued
+    with pytest.raises(XstageError, match=rf"token 5, slot 1: expert {E + 3} is out of range"):
+        one(x, bad, wt, w, out=out, plan="host")
     with pytest.raises(XstageError, match="token 9, slot 1: expert .* repeats slot 0"):
-        one(x, dup, wt, w, out=out)
+        one(x, dup, wt, w, out=out, plan="host")
+    # the device plan finds it on the GPU: check() raises it, and the rank's out is not written
+    one(x, bad, wt, w, out=out)
+    with pytest.raises(XstageError, match=rf"rank 0, token 5, slot 1: expert {E + 3} is out of range"):
+        one.check()
+    one(x, dup, wt, w, out=out)
+    with pytest.raises(XstageError, match="rank 0, token 9, slot 1: expert .* repeats slot 0"):
+        one.check()
     torch.cuda.synchronize()
     assert torch.all(out == 7.0), "a rejected call wrote its output"
+    one.check()  # reported once: the layer is clean again
+    with pytest.raises(ValueError, match="plan"):
+        one(x, idx, wt, w, plan="gpu")
     with pytest.raises(ValueError, match=r"\[64, 256\]"):
         one(x[:10], idx, wt, w)
     with pytest.raises(ValueError, match="format 'w8a8'"):

@@ -385,6 +385,40 @@ TEST(MoeExpertWave, RandomLayoutsExactlyOnceWaveOrderAndNoDeadlock) {
   }
 }
 
+// Waves sized from the layout (experts_per_wave 0, wave_ctas: a device plan's layout exists only on the device): the
+// exact ceil(ctas / max(1, rows * l1 / E)) clamped to [1, E], and the scheduler walks exactly the sequence of that
+// value given explicitly.
+TEST(MoeExpertWave, WavesSizedFromTheLayout) {
+  using xstage::sched::auto_experts_per_wave;
+  EXPECT_EQ(auto_experts_per_wave(10, 1, 16, 132), 16);     // fewer L1 tiles than experts: ctas, clamped to E
+  EXPECT_EQ(auto_experts_per_wave(384, 24, 384, 132), 6);   // 9216 tiles / 384 experts = 24 per expert: ceil(5.5)
+  EXPECT_EQ(auto_experts_per_wave(384, 24, 384, 144), 6);   // exactly 6: no rounding up past an integer
+  EXPECT_EQ(auto_experts_per_wave(4096, 24, 8, 132), 1);    // one expert's tiles cover the CTAs
+  EXPECT_EQ(auto_experts_per_wave(0, 24, 8, 132), 8);       // no rows at all
+  std::mt19937 rng(7);
+  for (int it = 0; it < kRandomCases; ++it) {
+    const Case c = random_case(rng);
+    MoeLayoutStorage st(c.tokens, c.b_m, c.l1_ntiles, c.l2_ntiles);
+    const int E = int(c.tokens.size());
+    const int ctas = c.instances * c.roles;
+    MoeExpertWaveScheduler::Params sized{st.view(), c.instances, c.roles, 0, ctas};
+    MoeExpertWaveScheduler::validate(sized);
+    const int epw = auto_experts_per_wave(st.rows(), c.l1_ntiles, E, ctas);
+    ASSERT_GE(epw, 1);
+    ASSERT_LE(epw, E);
+    EXPECT_EQ(MoeExpertWaveScheduler(sized, 0).experts_per_wave(), epw);
+    const auto a = sequences<MoeExpertWaveScheduler>(sized);
+    const auto b = sequences<MoeExpertWaveScheduler>({st.view(), c.instances, c.roles, epw});
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t cta = 0; cta < a.size(); ++cta) {
+      ASSERT_EQ(a[cta].size(), b[cta].size());
+      for (size_t i = 0; i < a[cta].size(); ++i) ASSERT_TRUE(same(a[cta][i], b[cta][i]));
+    }
+  }
+  MoeLayoutStorage st({3, 5}, 4, 2, 2);
+  EXPECT_THROW(MoeExpertWaveScheduler::validate({st.view(), 2, 1, 0, 0}), xstage::UsageError);  // neither given
+}
+
 // The two schedulers emit the same tile set, only the order differs.
 TEST(MoeSchedulers, SameTileMultiset) {
   MoeLayoutStorage st({640, 0, 130, 4096, 3}, 128, 16, 28);

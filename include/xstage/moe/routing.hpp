@@ -62,6 +62,9 @@ Routing generate_routing(const RoutingConfig& c);
 // token, slot and value for an index outside [0, experts) or one that repeats an earlier slot of the
 // same token ("top-k indices: rank 0, token 5, slot 2: expert 7 repeats slot 0").
 void validate_topk(const std::int32_t* index, int tokens, int topk, int experts, int rank = 0);
+// The message validate_topk throws for entry (token, slot) = value: out of range [0, experts) (repeats < 0), or a
+// repeat of the token's earlier slot `repeats` (the device plan's MoeWorkspace::check names its errors with it).
+std::string topk_entry_error(int rank, int token, int slot, int value, int experts, int repeats);
 // Every rank of a routing, plus the weights' finiteness (UsageError naming rank, token, slot).
 void validate_routing(const Routing& r);
 

@@ -110,6 +110,18 @@ class MoeInterleavedScheduler {
 // L1, ... -- and instance g takes positions k = g, g + S, g + 2S, ... (the usual persistent-kernel
 // rotation), so the work of consecutive waves is balanced across instances and no instance restarts.
 // Wave w starts at position O_{w * experts_per_wave} * (P1 + P2) because waves hold contiguous rows.
+// Experts per wave so that a wave's Linear-1 tiles cover `ctas` CTAs: ceil(ctas / max(1, rows * l1_ntiles / experts))
+// in exact integer arithmetic, clamped to [1, experts] (rows: the layout's rows over all its experts). The host picks
+// it from a host plan's layout; a device plan's layout exists only in device memory, so its scheduler computes the
+// same value from there (Params::wave_ctas).
+XSTAGE_HD inline int auto_experts_per_wave(int rows, int l1_ntiles, int experts, int ctas) {
+  const long long work = (long long)rows * l1_ntiles;  // Linear-1 tiles of the layer
+  long long w = work <= experts ? ctas : ((long long)ctas * experts + work - 1) / work;
+  if (w < 1) w = 1;
+  if (w > experts) w = experts;
+  return int(w);
+}
+
 class MoeExpertWaveScheduler {
  public:
   struct Params {
@@ -117,18 +129,24 @@ class MoeExpertWaveScheduler {
     int instances = 1;
     int roles = 1;
     int experts_per_wave = 1;
+    // experts_per_wave 0 and wave_ctas > 0: auto_experts_per_wave(layout rows, ..., wave_ctas), resolved when a
+    // scheduler is constructed (on the device for a layout in device memory).
+    int wave_ctas = 0;
   };
   using WorkTileInfo = sched::WorkTileInfo<MoeTile>;  // cursor[0] = position k in the global wave order
 
-  XSTAGE_HD MoeExpertWaveScheduler(const Params& p, int instance, int role) : p_(p), g_(instance), r_(role) {}
-  XSTAGE_HD MoeExpertWaveScheduler(const Params& p, int cta) : p_(p), g_(cta / p.roles), r_(cta % p.roles) {}
+  XSTAGE_HD MoeExpertWaveScheduler(const Params& p, int instance, int role) : p_(resolved(p)), g_(instance), r_(role) {}
+  XSTAGE_HD MoeExpertWaveScheduler(const Params& p, int cta)
+      : p_(resolved(p)), g_(cta / p.roles), r_(cta % p.roles) {}
   XSTAGE_HD static int grid_size(const Params& p) { return p.instances * p.roles; }
+  XSTAGE_HD int experts_per_wave() const { return p_.experts_per_wave; }
 
 #ifndef __CUDA_ARCH__
   static void validate(const Params& p) {
     detail::check_moe_params(p.layout, p.instances, p.roles);
-    XSTAGE_REQUIRE(p.experts_per_wave > 0, "expert-wave scheduler: experts per wave must be positive, got ",
-                   p.experts_per_wave);
+    XSTAGE_REQUIRE(p.experts_per_wave > 0 || (p.experts_per_wave == 0 && p.wave_ctas > 0),
+                   "expert-wave scheduler: experts per wave must be positive (or 0 with wave_ctas > 0: sized from the "
+                   "layout), got ", p.experts_per_wave, " (wave_ctas ", p.wave_ctas, ")");
   }
 #endif
 
@@ -140,6 +158,11 @@ class MoeExpertWaveScheduler {
   XSTAGE_HD WorkTileInfo get_next_work(const WorkTileInfo& cur) const { return at(cur.cursor[0] + p_.instances); }
 
  private:
+  XSTAGE_HD static Params resolved(Params p) {
+    if (p.experts_per_wave <= 0)
+      p.experts_per_wave = auto_experts_per_wave(p.layout.rows(), p.layout.l1_ntiles, p.layout.num_experts, p.wave_ctas);
+    return p;
+  }
   XSTAGE_HD int wave_first_row(int w) const {
     const long long e = (long long)w * p_.experts_per_wave;
     return p_.layout.row_offset[e < p_.layout.num_experts ? e : p_.layout.num_experts];

@@ -46,12 +46,12 @@ extern "C" int xstage_moe_create(xstage_team team, int hidden, int inter, int ex
 
 extern "C" void xstage_moe_destroy(xstage_moe layer) { delete layer; }
 
-extern "C" int xstage_moe_forward(xstage_moe layer, const int32_t* topk_index_all, const void* const* x,
-                                  const float* const* x_scale, const float* const* topk_weight, float* const* out,
-                                  const void* w1, const float* w1_scale, const void* w2, const float* w2_scale,
-                                  int order, void* stream) {
-  if (layer == nullptr) return set_error(XSTAGE_ERR_INVALID, "layer is null");
-  if (topk_index_all == nullptr) return set_error(XSTAGE_ERR_INVALID, "topk_index_all (host routing) is null");
+namespace {
+// xstage_moe_forward and xstage_moe_forward_device: the routing on the host (topk_index_all) or per local rank on the
+// device (topk_index), exactly one of them set.
+int forward(xstage_moe layer, const int32_t* topk_index_all, const int32_t* const* topk_index, const void* const* x,
+            const float* const* x_scale, const float* const* topk_weight, float* const* out, const void* w1,
+            const float* w1_scale, const void* w2, const float* w2_scale, int order, void* stream) {
   if (x == nullptr || topk_weight == nullptr || out == nullptr)
     return set_error(XSTAGE_ERR_INVALID, "the x / topk_weight / out arrays are null (x_scale's may be: bf16)");
   if (order != XSTAGE_MOE_EXPERT_WAVE && order != XSTAGE_MOE_INTERLEAVED)
@@ -63,6 +63,7 @@ extern "C" int xstage_moe_forward(xstage_moe layer, const int32_t* topk_index_al
     p.shape = layer->ws->shape();
     p.topk_index_all = topk_index_all;
     for (int g = 0; g < t.local_ranks(); ++g) {  // run_moe_layer names a null or misplaced one
+      p.rank[g].topk_index = topk_index ? topk_index[g] : nullptr;
       p.rank[g].x = x[g];
       p.rank[g].x_scale = x_scale ? x_scale[g] : nullptr;
       p.rank[g].topk_weight = topk_weight[g];
@@ -77,6 +78,30 @@ extern "C" int xstage_moe_forward(xstage_moe layer, const int32_t* topk_index_al
     mk::run_moe_layer(t, *layer->ws, p, static_cast<cudaStream_t>(stream));  // validates the rest (named values)
     return int(XSTAGE_OK);
   });
+}
+}  // namespace
+
+extern "C" int xstage_moe_forward(xstage_moe layer, const int32_t* topk_index_all, const void* const* x,
+                                  const float* const* x_scale, const float* const* topk_weight, float* const* out,
+                                  const void* w1, const float* w1_scale, const void* w2, const float* w2_scale,
+                                  int order, void* stream) {
+  if (layer == nullptr) return set_error(XSTAGE_ERR_INVALID, "layer is null");
+  if (topk_index_all == nullptr) return set_error(XSTAGE_ERR_INVALID, "topk_index_all (host routing) is null");
+  return forward(layer, topk_index_all, nullptr, x, x_scale, topk_weight, out, w1, w1_scale, w2, w2_scale, order,
+                 stream);
+}
+
+extern "C" int xstage_moe_forward_device(xstage_moe layer, const int32_t* const* topk_index, const void* const* x,
+                                         const float* const* x_scale, const float* const* topk_weight,
+                                         float* const* out, const void* w1, const float* w1_scale, const void* w2,
+                                         const float* w2_scale, int order, void* stream) {
+  if (layer == nullptr) return set_error(XSTAGE_ERR_INVALID, "layer is null");
+  if (topk_index == nullptr) return set_error(XSTAGE_ERR_INVALID, "topk_index (the device routing array) is null");
+  for (int g = 0; g < layer->team->team->local_ranks(); ++g)
+    if (topk_index[g] == nullptr)
+      return set_error(XSTAGE_ERR_INVALID, "topk_index[" + std::to_string(g) + "] (local rank " +
+                                               std::to_string(layer->team->team->first_rank() + g) + ") is null");
+  return forward(layer, nullptr, topk_index, x, x_scale, topk_weight, out, w1, w1_scale, w2, w2_scale, order, stream);
 }
 
 extern "C" int xstage_moe_auto_order(xstage_moe layer, int skewed, const char* platform, int* order, int* lead,

@@ -1657,6 +1657,7 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
 // 64 bits and 2-byte loads, was instruction-bound). H is a multiple of 128 (validated), so chunks never straddle.
 __global__ void __launch_bounds__(kCombineThreads) combine_kernel(const __grid_constant__ CombineParams p) {
   const int g = blockIdx.y, rank = p.view.first_rank + g;
+  if (p.plan_rec != nullptr && p.plan_rec[g].first_bad != kPlanClean) return;  // rejected routing: out untouched
   const int chunks = p.hidden / 8;
   const __nv_bfloat16* comb = p.combine.at<const __nv_bfloat16>(rank);
   for (int t = blockIdx.x; t < p.tokens; t += gridDim.x) {

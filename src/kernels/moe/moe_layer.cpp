@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <type_traits>
 #include <vector>
 
@@ -238,11 +239,19 @@ LaunchShape launch_shape(runtime::Team& team, const MoeLayerParams& prm) {
 }  // namespace
 
 struct MoeWorkspace::Prepared {
-  moe::DispatchPlan plan;
+  std::optional<moe::DispatchPlan> plan;                // the host plan; empty: the device plan made the tables
   size_t o_counts, o_base, o_off, o_tok, o_idx, o_pos;  // int32 offsets of the tables in tables_
-  std::vector<sched::MoeLayoutStorage> layouts;         // host copies per local rank (scheduler validation)
-  std::vector<size_t> o_order;                          // per local rank: sched::spread_row_order (row_order 1)
+  std::vector<sched::MoeLayoutStorage> layouts;         // host plan: host copies per local rank
+  std::vector<size_t> o_order;                          // host plan, per local rank: sched::spread_row_order
 };
+
+namespace {
+// The device plan's per-call records ([local ranks]) and its sticky error, in MoeWorkspace::plan_state_.
+MoePlanRecord* plan_records(void* state) { return static_cast<MoePlanRecord*>(state); }
+MoePlanError* plan_error(void* state, int ranks) {
+  return reinterpret_cast<MoePlanError*>(static_cast<MoePlanRecord*>(state) + ranks);
+}
+}  // namespace
 
 int moe_lead_knee(int ctas, int inter) {
   // One round of Linear-1 tiles over the CTAs covers ctas / (inter / 128) rows (a tile is 128 h columns:
@@ -291,19 +300,32 @@ MoeWorkspace::MoeWorkspace(runtime::Team& team, const MoeShape& shape, MoeWeight
   if (!bf16_) h_scale_ = team.alloc(round16(R * (I / kBlockK) * sizeof(float)), "moe h_scale");
   row_ready_ = team.alloc(round16(R / kBlockM * sizeof(uint32_t)), "moe row_ready");
   combine_ = team.alloc(round16(size_t(shape.tokens_per_rank) * shape.topk * H * 2), "moe combine");
-  signals_ = std::make_unique<runtime::SignalSet>(team, 2, "moe signals");
+  plan_counts_ = team.alloc(round16(size_t(P) * shape.experts * sizeof(int32_t)), "moe plan counts");
+  signals_ = std::make_unique<runtime::SignalSet>(team, 3, "moe signals");  // dispatch, combine, plan
   ok(cudaMalloc(&err_, sizeof(MoeDeviceError)), "cudaMalloc (error record)");
   runtime::zero_now(err_, sizeof(MoeDeviceError), team.first_rank());
+  const size_t plan_bytes = team.local_ranks() * sizeof(MoePlanRecord) + sizeof(MoePlanError);
+  ok(cudaMalloc(&plan_state_, plan_bytes), "cudaMalloc (plan records)");
+  runtime::zero_now(plan_state_, plan_bytes, team.first_rank());
 }
 
 MoeWorkspace::~MoeWorkspace() {
   if (trace_) cudaFree(trace_);
   if (err_) cudaFree(err_);
+  if (plan_state_) cudaFree(plan_state_);
   if (tables_) cudaFree(tables_);
 }
 
 void MoeWorkspace::check(runtime::Team& team, const std::string& what, cudaStream_t stream) {
   ok(cudaStreamSynchronize(stream), "stream synchronize");  // the layer's; team.check below waits for the team's
+  MoePlanError pe{};  // a device plan's rejected routing (the root cause of anything else this call did)
+  MoePlanError* pe_dev = plan_error(plan_state_, team.local_ranks());
+  ok(cudaMemcpy(&pe, pe_dev, sizeof pe, cudaMemcpyDeviceToHost), "cudaMemcpy (plan error)");
+  if (pe.code != 0) {
+    runtime::zero_now(pe_dev, sizeof pe, team.first_rank());
+    throw UsageError(what + ": " +
+                     moe::topk_entry_error(pe.rank, pe.token, pe.slot, pe.value, shape_.experts, pe.code == 2 ? pe.repeats : -1));
+  }
   MoeDeviceError e{};
   ok(cudaMemcpy(&e, err_, sizeof e, cudaMemcpyDeviceToHost), "cudaMemcpy (error record)");
   if (e.code != 0) {
@@ -345,6 +367,28 @@ std::vector<MoeTileTrace> MoeWorkspace::read_trace(runtime::Team& team) const {
       out.push_back(t);
     }
   return out;
+}
+
+MoeWorkspace::PlanTables MoeWorkspace::read_plan_tables(cudaStream_t stream) const {
+  XSTAGE_REQUIRE(prepared_ != nullptr, "moe layer: no prepared routing to read the tables of");
+  ok(cudaStreamSynchronize(stream), "stream synchronize");
+  const Prepared& pr = *prepared_;
+  const int P = team_.world(), ranks = team_.local_ranks(), E = shape_.experts, El = E / P;
+  const size_t TK = size_t(shape_.tokens_per_rank) * shape_.topk;
+  auto read = [&](size_t at, size_t n) {
+    std::vector<int32_t> v(n);
+    ok(cudaMemcpy(v.data(), static_cast<const int32_t*>(tables_) + at, n * sizeof(int32_t), cudaMemcpyDeviceToHost),
+       "cudaMemcpy (plan tables)");
+    return v;
+  };
+  PlanTables t;
+  t.counts = read(pr.o_counts, size_t(P) * E);
+  t.src_base = read(pr.o_base, size_t(P) * E);
+  t.row_offset = read(pr.o_off, size_t(P) * (El + 1));
+  t.tokens = read(pr.o_tok, size_t(ranks) * El);
+  t.index = read(pr.o_idx, ranks * TK);
+  t.pos = read(pr.o_pos, ranks * TK);
+  return t;
 }
 
 void MoeWorkspace::poison(cudaStream_t stream) {
@@ -469,11 +513,82 @@ void MoeWorkspace::check_params(runtime::Team& team, const MoeLayerParams& prm) 
 
 }
 
-void prepare_moe_layer(runtime::Team& team, MoeWorkspace& ws, const MoeLayerParams& prm, cudaStream_t stream) {
-  ws.check_params(team, prm);
-  XSTAGE_REQUIRE(prm.topk_index_all != nullptr, "moe layer: topk_index_all (the routing of every rank) is null");
+namespace {
+// Where the plan's tables lie in MoeWorkspace::tables_ (int32 offsets).
+struct TableOffsets {
+  size_t counts, base, off, tok, idx, pos;
+};
+// The device half of prepare_moe_layer for a routing in device memory (moe_plan.hpp): the same tables as the host
+// plan's, at the same offsets, made on `stream`.
+TableOffsets prepare_device_plan(runtime::Team& team, const MoeWorkspace& ws, const MoeLayerParams& prm,
+                                 cudaStream_t stream, void*& tables, size_t& tables_bytes,
+                                 runtime::SymmetricBuffer& counts, runtime::SignalSet& signals, uint32_t& sent,
+                                 void* plan_state) {
   const MoeShape& s = prm.shape;
   const int P = team.world(), ranks = team.local_ranks(), first = team.first_rank();
+  const int T = s.tokens_per_rank, K = s.topk, E = s.experts, El = E / P;
+  XSTAGE_REQUIRE(prm.row_order == 0 || prm.weights != MoeWeightFormat::kFp8,
+                 "moe layer: row_order 1 (the spread row order) is made on the host from the host plan; with a device "
+                 "plan (topk_index per rank) use row_order 0, or pass topk_index_all");
+  for (int g = 0; g < ranks; ++g)
+    XSTAGE_REQUIRE(reinterpret_cast<uintptr_t>(prm.rank[g].topk_index) % alignof(int32_t) == 0, "moe layer: local rank ",
+                   first + g, ": topk_index must be 4-byte aligned (int32)");
+  // Tiles a scheduler may walk for the worst routing must fit its int positions (MoeLayoutStorage's check).
+  const long long rows = ws.rows_capacity() / kBlockM;
+  XSTAGE_REQUIRE(rows * (s.inter / kBlockN + s.hidden / kBlockN) < (1LL << 30), "moe layer: too many tiles (", rows,
+                 " rows) for a device plan");
+  const size_t o_counts = 0, o_base = size_t(P) * E, o_off = 2 * size_t(P) * E, o_tok = o_off + size_t(P) * (El + 1);
+  const size_t o_idx = o_tok + size_t(ranks) * El, o_pos = o_idx + size_t(ranks) * T * K;
+  const size_t bytes = (o_pos + size_t(ranks) * T * K) * sizeof(int32_t);
+  int32_t* dt = static_cast<int32_t*>(grow(tables, tables_bytes, bytes, "tables"));
+  PlanParams pp;
+  pp.view = team.view();
+  pp.tokens = T;
+  pp.topk = K;
+  pp.experts = E;
+  pp.b_m = kBlockM;
+  for (int g = 0; g < ranks; ++g) {
+    pp.index[g] = prm.rank[g].topk_index;
+    pp.idx_out[g] = dt + o_idx + size_t(g) * T * K;
+    pp.pos_out[g] = dt + o_pos + size_t(g) * T * K;
+  }
+  pp.counts = counts.peers();
+  pp.signal = signals.table();
+  pp.signal_slot = kSlotPlan;
+  pp.t_counts = dt + o_counts;
+  pp.t_base = dt + o_base;
+  pp.t_off = dt + o_off;
+  pp.t_tok = dt + o_tok;
+  pp.rec = plan_records(plan_state);
+  pp.err = plan_error(plan_state, ranks);
+  ok(cudaMemsetAsync(pp.rec, 0x7F, ranks * sizeof(MoePlanRecord), stream), "cudaMemsetAsync (plan records)");  // kPlanClean
+  ok(launch_plan_counts(pp, stream), "device plan: counts");
+  sent += 1;  // one release per source and call
+  signals.wait(kSlotPlan, sent, stream);
+  ok(launch_plan_tables(pp, stream), "device plan: tables");
+  return TableOffsets{o_counts, o_base, o_off, o_tok, o_idx, o_pos};
+}
+}  // namespace
+
+void prepare_moe_layer(runtime::Team& team, MoeWorkspace& ws, const MoeLayerParams& prm, cudaStream_t stream) {
+  ws.check_params(team, prm);
+  const MoeShape& s = prm.shape;
+  const int P = team.world(), ranks = team.local_ranks(), first = team.first_rank();
+  int given = 0;  // local ranks with a device routing
+  for (int g = 0; g < ranks; ++g) given += prm.rank[g].topk_index != nullptr ? 1 : 0;
+  if (prm.topk_index_all == nullptr) {
+    XSTAGE_REQUIRE(given == ranks, "moe layer: no routing: set every local rank's topk_index (device memory: the plan "
+                   "is made on the device) or topk_index_all (every rank's, host memory); ", given, " of ", ranks,
+                   " local ranks have a topk_index");
+    ws.prepared_.reset();  // a launch must not find the previous routing's plan if this one fails half-way
+    const TableOffsets o = prepare_device_plan(team, ws, prm, stream, ws.tables_, ws.tables_bytes_, *ws.plan_counts_,
+                                               *ws.signals_, ws.sent_[kSlotPlan], ws.plan_state_);
+    ws.prepared_ = std::make_unique<MoeWorkspace::Prepared>(
+        MoeWorkspace::Prepared{std::nullopt, o.counts, o.base, o.off, o.tok, o.idx, o.pos, {}, {}});
+    return;
+  }
+  XSTAGE_REQUIRE(given == 0, "moe layer: the routing is given twice: topk_index_all (host) and the topk_index of ", given,
+                 " local rank(s) (device); set one of them");
   // ---- routing -> dispatch plan (validates every index: rank, token, slot, value)
   const int T = s.tokens_per_rank, K = s.topk, H = s.hidden, I = s.inter;
   // (no combine map: the kernel finds each row's way back from its (source, token, slot) itself)
@@ -514,9 +629,9 @@ void prepare_moe_layer(runtime::Team& team, MoeWorkspace& ws, const MoeLayerPara
   const size_t bytes = tab.size() * sizeof(int32_t);
   grow(ws.tables_, ws.tables_bytes_, bytes, "tables");
   ok(cudaMemcpyAsync(ws.tables_, tab.data(), bytes, cudaMemcpyHostToDevice, stream), "cudaMemcpyAsync (tables)");
-  auto prep = std::make_unique<MoeWorkspace::Prepared>(MoeWorkspace::Prepared{std::move(plan), o_counts, o_base, o_off, o_tok,
-                                                                               o_idx, o_pos, std::move(layouts),
-                                                                               std::move(o_order)});
+  auto prep = std::make_unique<MoeWorkspace::Prepared>(MoeWorkspace::Prepared{
+      std::optional<moe::DispatchPlan>(std::move(plan)), o_counts, o_base, o_off, o_tok, o_idx, o_pos,
+      std::move(layouts), std::move(o_order)});
   ws.prepared_ = std::move(prep);
 }
 
@@ -569,7 +684,7 @@ void launch_moe_layer(runtime::Team& team, MoeWorkspace& ws, const MoeLayerParam
   const int T = s.tokens_per_rank, K = s.topk, El = s.experts / P, H = s.hidden, I = s.inter;
   const int n2 = H / moe_l2_cols(prm);  // L2 tiles per row (one L2 tile = 128 or 256 output columns)
   const MoeWorkspace::Prepared& pr = *ws.prepared_;
-  const moe::DispatchPlan& plan = pr.plan;
+  const bool device_plan = !pr.plan.has_value();
   const size_t o_counts = pr.o_counts, o_base = pr.o_base, o_off = pr.o_off, o_tok = pr.o_tok, o_idx = pr.o_idx,
                o_pos = pr.o_pos;
   const LaunchShape ls = launch_shape(team, prm);
@@ -658,37 +773,39 @@ void launch_moe_layer(runtime::Team& team, MoeWorkspace& ws, const MoeLayerParam
     using Sched = typename std::remove_reference_t<decltype(kp)>::Sched;
     fill_common(kp, team, prm, ctas, maps, ls.cluster, ls.share);
     kp.rows_cap = int(R);
-    kp.dl = plan.view().rebased(dt + o_counts, dt + o_base, dt + o_off);
+    moe::DispatchLayout dl;  // the scalars of either plan's view; the tables in device memory
+    dl.place = moe::make_placement(s.experts, P);
+    dl.tokens_per_rank = T;
+    dl.topk = K;
+    dl.b_m = kBlockM;
+    kp.dl = dl.rebased(dt + o_counts, dt + o_base, dt + o_off);
     for (int g = 0; g < ranks; ++g) {
       const int r = first + g;
       sched::MoeLayout l;
       l.num_experts = El;
       l.row_offset = dt + o_off + size_t(r) * (El + 1);
       l.tokens = dt + o_tok + size_t(g) * El;
-      // (W8A8 only: MoeLayerParams::row_order)
-      l.row_order = prm.row_order == 1 && prm.weights == MoeWeightFormat::kFp8 ? dt + pr.o_order[g] : nullptr;
+      // (W8A8 and a host plan only: MoeLayerParams::row_order)
+      l.row_order = prm.row_order == 1 && prm.weights == MoeWeightFormat::kFp8 && !device_plan ? dt + pr.o_order[g] : nullptr;
       l.l1_ntiles = I / kBlockN;  // one L1 tile = 128 gate + 128 up columns -> 128 h columns
       l.l2_ntiles = n2;
       l.b_m = kBlockM;
-      const sched::MoeLayoutStorage& host = pr.layouts[g];
       typename Sched::Params sp;
       if constexpr (std::is_same_v<Sched, sched::MoeInterleavedScheduler>) {
         // Weight-sharing pairs: an L2 tile may compute the next row's tile at its position (moe_kernel.cuh, OwnRow),
         // so L1 must lead by 2 rows for the waits to stay on earlier positions (docs/SCHEDULERS.md).
         sp.lead = prm.lead > 0 ? prm.lead : std::max(moe_lead_knee(ctas, I), share_weights ? 2 : 1);
       } else {
-        // 0: waves sized to fill the CTAs: enough experts that a wave's Linear-1 tiles cover every CTA.
-        const double l1_per_expert = double(host.view().rows()) * l.l1_ntiles / El;
-        sp.experts_per_wave = prm.experts_per_wave > 0 ? prm.experts_per_wave
-                                                       : std::clamp(int(std::ceil(ctas / std::max(1.0, l1_per_expert))), 1, El);
+        // 0: waves sized to fill the CTAs (enough experts that a wave's Linear-1 tiles cover every CTA), from the
+        // rows of the layout in device memory (sched::auto_experts_per_wave; the same value for either plan).
+        sp.experts_per_wave = prm.experts_per_wave > 0 ? prm.experts_per_wave : 0;
+        sp.wave_ctas = ctas;
       }
       sp.instances = ctas / ls.cluster;  // a pair is one scheduler instance with two roles
       sp.roles = ls.cluster;
-      sp.layout = host.view();
-      sp.layout.l2_ntiles = l.l2_ntiles;  // the prepared layout counts 128-column L2 tiles
-      Sched::validate(sp);  // host arrays
+      sp.layout = l;          // device arrays (validate reads none of them)
+      Sched::validate(sp);
       XSTAGE_CHECK(Sched::grid_size(sp) == ctas, "moe layer: scheduler grid differs from the CTAs per rank");
-      sp.layout = l;  // device arrays
       kp.sched[g] = sp;
       kp.topk_index[g] = dt + o_idx + size_t(g) * T * K;
       kp.topk_pos[g] = dt + o_pos + size_t(g) * T * K;
@@ -711,7 +828,8 @@ void launch_moe_layer(runtime::Team& team, MoeWorkspace& ws, const MoeLayerParam
       // Capacity: an instance walks at most ceil(T1 / S) + ceil(T2 / S) tiles (T_i: tiles of stream i).
       int cap = 1;
       for (int g = 0; g < ranks; ++g) {
-        const long long rows = pr.layouts[g].view().rows();
+        // (a device plan's rows are known on the device only: the workspace's worst case)
+        const long long rows = device_plan ? ws.rows_capacity() / kBlockM : pr.layouts[g].view().rows();
         cap = std::max<long long>(cap, (rows * (I / kBlockN) + ctas - 1) / ctas + (rows * n2 + ctas - 1) / ctas + 1);
       }
       const size_t bytes = size_t(ranks) * ctas * cap * kTraceWords * sizeof(uint64_t);
@@ -744,6 +862,7 @@ void launch_moe_layer(runtime::Team& team, MoeWorkspace& ws, const MoeLayerParam
     cp.weight[g] = prm.rank[g].topk_weight;
     cp.out[g] = prm.rank[g].out;
   }
+  cp.plan_rec = device_plan ? plan_records(ws.plan_state_) : nullptr;
   const int blocks = std::max(1, std::min(T, 4096));  // CTAs walk tokens (combine_kernel)
   ok(launch_combine(cp, blocks, ranks, stream), "combine kernel launch");
 }

@@ -8,11 +8,15 @@
 // accumulation, h kept in bf16). docs/MOE.md, "Fused kernel", says what is written, how it synchronises,
 // and what has run on a GPU.
 //
-// Usage (every local rank's tensors in device memory; the routing of ALL ranks on the host):
+// Usage (every local rank's tensors in device memory):
 //   MoeWorkspace ws(team, {hidden, inter, experts, topk, tokens_per_rank});         // W8A8, W4A8
 //   MoeWorkspace ws(team, {hidden, inter, experts, topk, tokens_per_rank}, MoeWeightFormat::kBf16);  // bf16
-//   MoeLayerParams p{...};                   // per local rank g: x, x_scale, weights, topk, out
+//   MoeLayerParams p{...};                   // per local rank g: x, x_scale, topk_index, topk_weight, out; weights
 //   run_moe_layer(team, ws, p, stream);      // enqueues; ws.check(team) after a sync names device errors
+// The routing: either each local rank's top-k indices in device memory (MoeRankInputs::topk_index: the dispatch plan
+// is computed on the device, the counts exchanged by peer stores; nothing of the call waits for the host), or every
+// rank's on the host (MoeLayerParams::topk_index_all: the plan is built on the host, validated before anything is
+// enqueued). Both give the same tables, so the same bits.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -69,6 +73,11 @@ struct MoeRankInputs {
                                      // null for kBf16
   const float* topk_weight = nullptr;  // [T][k] combine weights
   float* out = nullptr;              // [T][H] fp32 result (top-k weighted sum of bf16 expert outputs)
+  // [T][k] global expert ids of this rank's tokens, each token's k distinct: the routing for the device plan (set it
+  // for every local rank and leave MoeLayerParams::topk_index_all null). Read on the layer's stream. An invalid entry
+  // makes MoeWorkspace::check throw UsageError naming rank, token, slot and value, as the host plan does; that rank's
+  // `out` is not written (the other ranks' results are unaffected: a token's output depends on its own rows only).
+  const int32_t* topk_index = nullptr;
 };
 
 // MoeLayerParams::pair_share values.
@@ -79,8 +88,9 @@ inline constexpr double kPairShareWeightsL2Fraction = 0.3;
 
 struct MoeLayerParams {
   MoeShape shape;
-  // Routing of every rank (host): index[(rank * T + t) * k + j] = global expert. Validated (names rank,
-  // token, slot, value). v0: the counts exchange is not fused; every rank must pass the same routing.
+  // Routing of every rank (host): index[(rank * T + t) * k + j] = global expert, for the host plan (null when the
+  // local ranks' MoeRankInputs::topk_index are given instead). Validated before anything is enqueued (names rank,
+  // token, slot, value); every rank of a real team must pass the same routing.
   const int32_t* topk_index_all = nullptr;
   MoeRankInputs rank[runtime::kMaxRanks];  // [g] for local rank first_rank + g
   // Weights of the experts of the local ranks, in global expert order starting at the first local
@@ -282,6 +292,12 @@ class MoeWorkspace {
   void poison(cudaStream_t stream);
   // The tiles of the last traced launch (synchronises the team's stream), every local rank, in CTA order.
   std::vector<MoeTileTrace> read_trace(runtime::Team& team) const;
+  // The tables of the last prepared routing as the kernel reads them (synchronises `stream`): tests compare a device
+  // plan's with a host plan's. index and pos: [local ranks][T][k]; tokens: [local ranks][E/P].
+  struct PlanTables {
+    std::vector<int32_t> counts, src_base, row_offset, tokens, index, pos;
+  };
+  PlanTables read_plan_tables(cudaStream_t stream) const;
 
  private:
   friend void prepare_moe_layer(runtime::Team&, MoeWorkspace&, const MoeLayerParams&, cudaStream_t);
@@ -294,9 +310,12 @@ class MoeWorkspace {
   bool bf16_ = false;  // receive and h rows in bf16 (kBf16); recv_sa_ and h_scale_ are then not allocated
   int rows_cap_ = 0;
   std::unique_ptr<runtime::SymmetricBuffer> recv_x_, recv_sa_, recv_meta_, h_, h_scale_, row_ready_, combine_;
+  std::unique_ptr<runtime::SymmetricBuffer> plan_counts_;  // the device plan's counts exchange, [P][E] int32
   std::unique_ptr<runtime::SignalSet> signals_;
-  uint32_t sent_[2] = {0, 0};  // signals expected per (slot, source) so far (counters only grow)
+  uint32_t sent_[3] = {0, 0, 0};  // signals expected per (slot, source) so far (counters only grow)
   MoeDeviceError* err_ = nullptr;
+  // The device plan's per-call record of each local rank and its sticky error (moe_plan.hpp); one allocation.
+  void* plan_state_ = nullptr;
   // Device copies of the per-call tables (reallocated when too small).
   void* tables_ = nullptr;
   size_t tables_bytes_ = 0;

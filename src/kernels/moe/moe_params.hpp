@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "moe_layer.hpp"
+#include "moe_plan.hpp"
 #include "xstage/moe/dispatch_layout.hpp"
 #include "xstage/runtime/device_error.hpp"
 #include "xstage/runtime/peer_table.hpp"
@@ -87,7 +88,7 @@ struct ConfigT {
   static_assert(128 * kProducerRegs + 256 * kConsumerRegs <= kThreads * 168, "register budget of one CTA");
 };
 
-inline constexpr int kSlotDispatch = 0, kSlotCombine = 1;  // completion-signal slots
+inline constexpr int kSlotDispatch = 0, kSlotCombine = 1, kSlotPlan = 2;  // completion-signal slots
 
 
 // (source rank, token, slot) of a received row, written by the dispatch with the row.
@@ -212,6 +213,8 @@ struct CombineParams {
   runtime::PeerTable combine;
   const float* weight[runtime::kMaxRanks];  // [T][k] of local rank g
   float* out[runtime::kMaxRanks];           // [T][H]
+  // Device plan: local rank g writes nothing where its routing was rejected (null: a host plan, validated before).
+  const MoePlanRecord* plan_rec;
 };
 
 // Launches (moe_launch.cu): the fused kernel for both schedulers and the three weight formats (cooperative,
