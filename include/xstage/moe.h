@@ -36,8 +36,8 @@ void xstage_moe_destroy(xstage_moe layer);
 /* One layer call for every rank this process serves, on `stream` (a cudaStream_t; NULL: the default stream, as in
  * CUDA): ordered after the work that wrote the inputs there, and before what reads `out` there.
  * topk_index_all: HOST memory, the routing of EVERY rank of the team, [world][T][k] global expert ids, each token's k
- * distinct (the counts exchange is not fused: the dispatch plan is built on the host; a real team's ranks must pass
- * the same array). x, x_scale, topk_weight ([T][k] fp32), out: arrays of local_ranks device pointers (local rank
+ * distinct (the dispatch plan is built and validated on the host before anything is enqueued; a real team's ranks must
+ * pass the same array; xstage_moe_forward_device below takes each rank's own routing in device memory instead). x, x_scale, topk_weight ([T][k] fp32), out: arrays of local_ranks device pointers (local rank
  * first_rank + g at g). w1, w1_scale, w2, w2_scale: the experts of the local ranks in global order (E_local =
  * local_ranks * E / world experts). order: XSTAGE_MOE_EXPERT_WAVE or XSTAGE_MOE_INTERLEAVED. Device failures (a
  * peer's rows that never came) are reported by xstage_moe_check. */

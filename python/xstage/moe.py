@@ -15,9 +15,10 @@ e4m3 activations with 1x128 scales, weights with 128x128 block scales), "w4a8" (
 128-group, expanded to FP8 in the kernel) and "bf16" (reference runs, no quantization). Each call passes exactly
 tokens_per_rank tokens per rank.
 
-The routing goes through the host: the kernel's dispatch plan is built there from every rank's top-k indices (the
-counts exchange is not fused), so each call copies topk_idx to the host (a real team all-gathers it over its
-process group first) and synchronises on it. With an emulated team (Team.emulated(P)), x, topk_idx, topk_weight and
+The routing stays on the GPU (plan="device", the default): the kernel's dispatch plan is made there from each rank's
+topk_idx and the ranks exchange their counts by peer stores, so a call never waits for the GPU; an invalid index is
+raised by check(). plan="host" builds it on the host instead (each call copies topk_idx there; a real team all-gathers
+it over its process group first) and raises a bad index at the call. Same bits either way. With an emulated team (Team.emulated(P)), x, topk_idx, topk_weight and
 out are lists of the P ranks' tensors, the weights hold all E experts, and a list is returned.
 
 `moe_reference` computes the same layer in float64 on the gathered inputs, with or without the kernel's own

@@ -1027,6 +1027,64 @@ TEST(MoeLayerGpu, RejectsBadInput) {
   q.rank[0].topk_index = reinterpret_cast<const int32_t*>(static_cast<const char*>(d_idx.p) + 2);
   EXPECT_NE(usage_error([&] { moe_kernel::run_moe_layer(*team, ws, q, team->stream()); }).find("4-byte aligned"),
             std::string::npos);
+  // A stream capturing a CUDA graph: refused by name (the signal epochs are host counters a replay would not advance).
+  q.rank[0].topk_index = static_cast<const int32_t*>(d_idx.p);
+  cudaStream_t cap = nullptr;
+  CUDA_CHECK(cudaStreamCreateWithFlags(&cap, cudaStreamNonBlocking));
+  CUDA_CHECK(cudaStreamBeginCapture(cap, cudaStreamCaptureModeThreadLocal));
+  const std::string captured = usage_error([&] { moe_kernel::run_moe_layer(*team, ws, q, cap); });
+  cudaGraph_t graph = nullptr;
+  CUDA_CHECK(cudaStreamEndCapture(cap, &graph));
+  if (graph) CUDA_CHECK(cudaGraphDestroy(graph));
+  CUDA_CHECK(cudaStreamDestroy(cap));
+  EXPECT_NE(captured.find("capturing a CUDA graph"), std::string::npos) << captured;
+}
+
+// The device plan's tables against the host plan's where the per-expert counters exceed the default 48 KB of dynamic
+// shared memory (E = 14336 > 12288 over 8 emulated ranks), skewed and balanced, and with many chunks of tokens. Only
+// the plans run (a prepare reads none of the layer's tensors: one small buffer stands in for them).
+TEST(MoeLayerGpu, DevicePlanTablesManyExperts) {
+  NEED_SM90();
+  struct Shape {
+    int P, T, E, K;
+  };
+  for (const Shape sh : {Shape{8, 96, 14336, 8}, Shape{2, 3000, 64, 6}, Shape{1, 1, 4, 4}}) {
+    SCOPED_TRACE("P=" + std::to_string(sh.P) + " T=" + std::to_string(sh.T) + " E=" + std::to_string(sh.E));
+    auto team = runtime::Team::emulated(sh.P);
+    const moe_kernel::MoeShape shape{256, 256, sh.E, sh.K, sh.T};
+    moe_kernel::MoeWorkspace ws(*team, shape);
+    DevBuf stand_in(256);
+    for (const auto kind : {moe::RoutingKind::Skewed, moe::RoutingKind::Balanced}) {
+      const moe::Routing r = moe::generate_routing({sh.P, sh.T, sh.E, sh.K, kind, 1.0, test_seed() + 5u});
+      moe_kernel::MoeLayerParams host, dev;
+      host.shape = dev.shape = shape;
+      std::vector<std::unique_ptr<DevBuf>> d_idx;
+      for (auto* p : {&host, &dev}) {
+        p->w1 = p->w2 = stand_in.p;
+        p->w1_scale = p->w2_scale = static_cast<const float*>(stand_in.p);
+        for (int g = 0; g < sh.P; ++g)
+          p->rank[g] = {stand_in.p, static_cast<const float*>(stand_in.p), static_cast<const float*>(stand_in.p),
+                        static_cast<float*>(stand_in.p)};
+      }
+      host.topk_index_all = r.index.data();
+      for (int g = 0; g < sh.P; ++g) {
+        d_idx.push_back(std::make_unique<DevBuf>(size_t(sh.T) * sh.K * 4));
+        CUDA_CHECK(cudaMemcpy(d_idx[g]->p, r.rank_index(g), size_t(sh.T) * sh.K * 4, cudaMemcpyHostToDevice));
+        dev.rank[g].topk_index = static_cast<const int32_t*>(d_idx[g]->p);
+      }
+      moe_kernel::prepare_moe_layer(*team, ws, host, team->stream());
+      const auto a = ws.read_plan_tables(team->stream());
+      moe_kernel::prepare_moe_layer(*team, ws, dev, team->stream());
+      ws.check(*team, "device plan", team->stream());
+      const auto b = ws.read_plan_tables(team->stream());
+      EXPECT_EQ(a.counts, b.counts);
+      EXPECT_EQ(a.src_base, b.src_base);
+      EXPECT_EQ(a.row_offset, b.row_offset);
+      EXPECT_EQ(a.tokens, b.tokens);
+      EXPECT_EQ(a.index, b.index);
+      EXPECT_EQ(a.pos, b.pos);
+    }
+  }
 }
 
 // The device plan with a bad routing on one rank: MoeWorkspace::check names the entry as the host plan would, that

@@ -514,6 +514,15 @@ void MoeWorkspace::check_params(runtime::Team& team, const MoeLayerParams& prm) 
 }
 
 namespace {
+// A layer call's signal targets are epochs counted on the host (MoeWorkspace::sent_) and baked into its launches: a
+// CUDA graph that replayed them would wait for signals that arrived long ago and race the peers. Refused by name.
+void refuse_capture(cudaStream_t stream) {
+  cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+  ok(cudaStreamIsCapturing(stream, &cs), "cudaStreamIsCapturing");
+  XSTAGE_REQUIRE(cs == cudaStreamCaptureStatusNone, "moe layer: the stream is capturing a CUDA graph; a layer call "
+                 "cannot be captured (its completion signals count epochs on the host, which a replay would not advance)");
+}
+
 // Where the plan's tables lie in MoeWorkspace::tables_ (int32 offsets).
 struct TableOffsets {
   size_t counts, base, off, tok, idx, pos;
@@ -539,7 +548,9 @@ TableOffsets prepare_device_plan(runtime::Team& team, const MoeWorkspace& ws, co
                  " rows) for a device plan");
   const size_t o_counts = 0, o_base = size_t(P) * E, o_off = 2 * size_t(P) * E, o_tok = o_off + size_t(P) * (El + 1);
   const size_t o_idx = o_tok + size_t(ranks) * El, o_pos = o_idx + size_t(ranks) * T * K;
-  const size_t bytes = (o_pos + size_t(ranks) * T * K) * sizeof(int32_t);
+  const int chunks = (T + kPlanChunkTokens - 1) / kPlanChunkTokens;
+  const size_t o_hist = o_pos + size_t(ranks) * T * K;  // the plan's scratch, after the tables
+  const size_t bytes = (o_hist + size_t(ranks) * chunks * E) * sizeof(int32_t);
   int32_t* dt = static_cast<int32_t*>(grow(tables, tables_bytes, bytes, "tables"));
   PlanParams pp;
   pp.view = team.view();
@@ -547,6 +558,8 @@ TableOffsets prepare_device_plan(runtime::Team& team, const MoeWorkspace& ws, co
   pp.topk = K;
   pp.experts = E;
   pp.b_m = kBlockM;
+  pp.chunks = chunks;
+  pp.hist = dt + o_hist;
   for (int g = 0; g < ranks; ++g) {
     pp.index[g] = prm.rank[g].topk_index;
     pp.idx_out[g] = dt + o_idx + size_t(g) * T * K;
@@ -562,15 +575,18 @@ TableOffsets prepare_device_plan(runtime::Team& team, const MoeWorkspace& ws, co
   pp.rec = plan_records(plan_state);
   pp.err = plan_error(plan_state, ranks);
   ok(cudaMemsetAsync(pp.rec, 0x7F, ranks * sizeof(MoePlanRecord), stream), "cudaMemsetAsync (plan records)");  // kPlanClean
-  ok(launch_plan_counts(pp, stream), "device plan: counts");
   sent += 1;  // one release per source and call
-  signals.wait(kSlotPlan, sent, stream);
+  pp.signal_target = sent;
+  pp.timeout_ns = team.timeout_ns();
+  pp.team_err = team.error_record();
+  ok(launch_plan_counts(pp, stream), "device plan: counts");
   ok(launch_plan_tables(pp, stream), "device plan: tables");
   return TableOffsets{o_counts, o_base, o_off, o_tok, o_idx, o_pos};
 }
 }  // namespace
 
 void prepare_moe_layer(runtime::Team& team, MoeWorkspace& ws, const MoeLayerParams& prm, cudaStream_t stream) {
+  refuse_capture(stream);
   ws.check_params(team, prm);
   const MoeShape& s = prm.shape;
   const int P = team.world(), ranks = team.local_ranks(), first = team.first_rank();
@@ -678,6 +694,7 @@ int moe_pair_share(runtime::Team& team, const MoeLayerParams& prm) { return laun
 
 void launch_moe_layer(runtime::Team& team, MoeWorkspace& ws, const MoeLayerParams& prm, cudaStream_t stream) {
   XSTAGE_REQUIRE(ws.prepared_ != nullptr, "moe layer: launch before prepare (no routing uploaded)");
+  refuse_capture(stream);
   ws.check_params(team, prm);
   const MoeShape& s = prm.shape;
   const int P = team.world(), ranks = team.local_ranks(), first = team.first_rank();

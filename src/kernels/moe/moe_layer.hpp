@@ -330,10 +330,11 @@ class MoeWorkspace {
 // every local rank), the wait for every rank's combine stores, and the weighted-sum kernel.
 void run_moe_layer(runtime::Team& team, MoeWorkspace& ws, const MoeLayerParams& params, cudaStream_t stream);
 
-// The two halves of run_moe_layer. prepare: the host half of a routing (validation, dispatch plan, its
-// device tables, uploaded on `stream`); launch: the device half with the tensors of `params` and the last
-// prepared routing (params.topk_index_all is not read again). A benchmark times launch alone for a fixed
-// routing (v0 computes the plan on the host: the counts exchange is not fused).
+// The two halves of run_moe_layer. prepare: a routing's dispatch plan and its device tables on `stream` (host plan:
+// validated and built on the host, uploaded; device plan: made by the plan kernels, moe_plan.hpp); launch: the fused
+// kernel with the tensors of `params` and the last prepared routing (no routing is read again). A benchmark times
+// launch alone for a fixed routing. Both refuse a stream that is capturing a CUDA graph (the signal epochs are host
+// counters a replay would not advance).
 void prepare_moe_layer(runtime::Team& team, MoeWorkspace& ws, const MoeLayerParams& params, cudaStream_t stream);
 void launch_moe_layer(runtime::Team& team, MoeWorkspace& ws, const MoeLayerParams& params, cudaStream_t stream);
 

@@ -5,119 +5,145 @@
 namespace xstage::moe_kernel {
 namespace {
 
-constexpr int kPlanThreads = 256;  // plan_count: 8 warps
-constexpr int kPerThread = 4;      // consecutive (t, j) entries per thread and step
+constexpr int kScanThreads = 256;
 constexpr int kTablesThreads = 1024;
 
-// Step 1: thread per token. The smallest flat index t * k + j of an invalid entry wins (the host plan's order: token,
-// then slot), so the record names the entry validate_topk would.
-__global__ void plan_validate_kernel(const PlanParams p) {
-  const int g = blockIdx.y, t = blockIdx.x * blockDim.x + threadIdx.x;
-  if (t >= p.tokens) return;
-  const int32_t* row = p.index[g] + int64_t(t) * p.topk;
-  for (int j = 0; j < p.topk; ++j) {
-    const int v = row[j];
-    bool bad = v < 0 || v >= p.experts;
-    for (int i = 0; i < j && !bad; ++i) bad = row[i] == v;
-    if (bad) {
-      atomicMin(&p.rec[g].first_bad, t * p.topk + j);  // t * k + j < 2^31 (check_moe_shape)
-      return;
+// Stand-in count: entries q in [0, x) with q mod E == e.
+__device__ __forceinline__ int64_t stand_in_below(int64_t x, int e, int E) { return x > e ? (x - e + E - 1) / E : 0; }
+
+// Step 1: CTA per chunk, thread per token. The smallest flat index t * k + j of an invalid entry wins (the host plan's
+// order: token, then slot), so the record names the entry validate_topk would. The chunk's counts per expert go to
+// hist (plan_scan ignores them where the rank's routing is invalid).
+__global__ void __launch_bounds__(kPlanChunkTokens) plan_hist_kernel(const PlanParams p) {
+  extern __shared__ int count[];  // [E]
+  const int c = blockIdx.x, g = blockIdx.y, E = p.experts, K = p.topk;
+  for (int e = threadIdx.x; e < E; e += blockDim.x) count[e] = 0;
+  __syncthreads();
+  const int t = c * kPlanChunkTokens + threadIdx.x;
+  if (t < p.tokens) {
+    const int32_t* row = p.index[g] + int64_t(t) * K;
+    for (int j = 0; j < K; ++j) {
+      const int v = row[j];
+      bool bad = v < 0 || v >= E;
+      for (int i = 0; i < j && !bad; ++i) bad = row[i] == v;
+      if (bad) {
+        atomicMin(&p.rec[g].first_bad, t * K + j);  // t * k + j < 2^31 (check_moe_shape)
+        break;
+      }
+      atomicAdd(&count[v], 1);
     }
+  }
+  __syncthreads();
+  int32_t* out = p.hist + (size_t(g) * p.chunks + c) * E;
+  for (int e = threadIdx.x; e < E; e += blockDim.x) out[e] = count[e];
+}
+
+// Step 2: thread per expert. hist's counts become each chunk's base; the rank's count goes into every rank's counts
+// table (peer stores, fenced); the rank's last CTA to finish raises every rank's plan signal (the other CTAs' fences
+// precede their increments of `done`, which it has seen).
+__global__ void __launch_bounds__(kScanThreads) plan_scan_kernel(const PlanParams p) {
+  const int g = blockIdx.y, s = p.view.first_rank + g, E = p.experts, K = p.topk, C = p.chunks;
+  const int first_bad = p.rec[g].first_bad;
+  const bool bad = first_bad != kPlanClean;  // plan the stand-in routing (t * k + j) mod E instead
+  const int64_t n = int64_t(p.tokens) * K, per_chunk = int64_t(kPlanChunkTokens) * K;
+  const int e = blockIdx.x * blockDim.x + threadIdx.x;
+  if (e < E) {
+    int32_t* h = p.hist + size_t(g) * C * E + e;
+    int run = 0;
+    for (int c = 0; c < C; ++c) {
+      int cnt;
+      if (bad) {
+        const int64_t q0 = c * per_chunk, q1 = q0 + per_chunk < n ? q0 + per_chunk : n;
+        cnt = int(stand_in_below(q1, e, E) - stand_in_below(q0, e, E));
+      } else {
+        cnt = h[size_t(c) * E];
+      }
+      h[size_t(c) * E] = run;
+      run += cnt;
+    }
+    for (int d = 0; d < p.view.world; ++d) *p.counts.at<int>(d, (size_t(s) * E + e) * sizeof(int)) = run;
+  }
+  if (bad && blockIdx.x == 0 && threadIdx.x == 0) {
+    // Name the entry the way validate_topk does: out of range, or the earlier slot it repeats.
+    const int t = first_bad / K, j = first_bad % K;
+    const int32_t* row = p.index[g] + int64_t(t) * K;
+    const int value = row[j];
+    int code = 1, repeats = -1;
+    if (value >= 0 && value < E)
+      for (int i = 0; i < j; ++i)
+        if (row[i] == value) {
+          code = 2;
+          repeats = i;
+          break;
+        }
+    if (atomicCAS(&p.err->code, 0, code) == 0) {
+      p.err->rank = s;
+      p.err->token = t;
+      p.err->slot = j;
+      p.err->value = value;
+      p.err->repeats = repeats;
+    }
+  }
+  __threadfence_system();  // this thread's count stores (and the error record) before the CTA's increment below
+  __syncthreads();
+  if (threadIdx.x == 0 && atomicAdd(&p.rec[g].done, 1) == kPlanClean + int(gridDim.x) - 1) {
+    __threadfence_system();
+    for (int d = 0; d < p.view.world; ++d)
+      kernel::signal_add_release(p.signal.at<uint32_t>(d, runtime::signal_offset(p.view.world, p.signal_slot, s)));
   }
 }
 
-// Step 2: CTA (e, g) walks local rank g's entries in (t, j) order, kPlanThreads * kPerThread at a time: the entries
-// routed to e get their ordinal among them (pos) from a scan of the per-thread matches, so the ordinals follow the
-// host plan's (source, token, slot) order exactly. Every CTA reads the whole [T][k] table (from L2: E x T x k x 4
-// bytes per rank, ~0.3 GB for DeepSeek-V4-Pro at 32768 tokens).
-__global__ void __launch_bounds__(kPlanThreads) plan_count_kernel(const PlanParams p) {
-  const int e = blockIdx.x, g = blockIdx.y, s = p.view.first_rank + g;
-  const int n = p.tokens * p.topk, E = p.experts;
-  const int first_bad = p.rec[g].first_bad;
-  const bool bad = first_bad != kPlanClean;  // plan the stand-in routing (t * k + j) mod E instead
+// Step 3: one warp per chunk walks its entries in order, 32 at a time: lanes holding the same expert rank themselves
+// by lane (match), and the expert's next ordinal advances by their number (shared memory, the chunk's bases first).
+// The loads of kAhead groups are issued together: the walk itself is a serial chain (s51 call 3: one load per group
+// on it made the chunk's walk ~20 us at 2048 entries).
+constexpr int kAhead = 8;
+__global__ void __launch_bounds__(32) plan_ordinals_kernel(const PlanParams p) {
+  extern __shared__ int next[];  // [E]
+  const int c = blockIdx.x, g = blockIdx.y, E = p.experts, K = p.topk, lane = threadIdx.x;
+  const int32_t* base = p.hist + (size_t(g) * p.chunks + c) * E;
+  for (int e = lane; e < E; e += 32) next[e] = base[e];
+  __syncwarp();
+  const bool bad = p.rec[g].first_bad != kPlanClean;
   const int32_t* idx = p.index[g];
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  __shared__ int warp_total[kPlanThreads / 32];
-  int base = 0;  // entries routed to e before this step
-  for (int q0 = 0; q0 < n; q0 += kPlanThreads * kPerThread) {
-    const int q = q0 + threadIdx.x * kPerThread;
-    int v[kPerThread];
-    int mine = 0;
+  int32_t* idx_out = p.idx_out[g];
+  int32_t* pos_out = p.pos_out[g];
+  const int64_t n = int64_t(p.tokens) * K, q0 = int64_t(c) * kPlanChunkTokens * K;
+  const int64_t q1 = q0 + int64_t(kPlanChunkTokens) * K < n ? q0 + int64_t(kPlanChunkTokens) * K : n;
+  for (int64_t b0 = q0; b0 < q1; b0 += 32 * kAhead) {
+    int v[kAhead];
 #pragma unroll
-    for (int i = 0; i < kPerThread; ++i) {
-      const int qi = q + i;
-      v[i] = qi < n ? (bad ? qi % E : __ldg(idx + qi)) : -1;
-      mine += v[i] == e ? 1 : 0;
+    for (int i = 0; i < kAhead; ++i) {
+      const int64_t q = b0 + 32 * i + lane;
+      v[i] = q < q1 ? (bad ? int(q % E) : __ldg(idx + q)) : -1;
     }
-    int incl = mine;  // inclusive scan over the warp's lanes
 #pragma unroll
-    for (int o = 1; o < 32; o <<= 1) {
-      const int y = __shfl_up_sync(0xffffffffu, incl, o);
-      if (lane >= o) incl += y;
-    }
-    if (lane == 31) warp_total[warp] = incl;
-    __syncthreads();
-    int ord = base + incl - mine, total = 0;
-#pragma unroll
-    for (int w = 0; w < kPlanThreads / 32; ++w) {
-      const int c = warp_total[w];
-      total += c;
-      if (w < warp) ord += c;
-    }
-    if (mine != 0) {
-#pragma unroll
-      for (int i = 0; i < kPerThread; ++i)
-        if (v[i] == e) {
-          p.idx_out[g][q + i] = e;
-          p.pos_out[g][q + i] = ord++;
-        }
-    }
-    base += total;
-    __syncthreads();  // warp_total is rewritten by the next step
-  }
-  if (threadIdx.x == 0) {
-    for (int d = 0; d < p.view.world; ++d) *p.counts.at<int>(d, (size_t(s) * E + e) * sizeof(int)) = base;
-    __threadfence_system();  // performed before plan_signal's release (a later kernel on this stream)
-    if (bad && e == 0) {
-      // Name the entry the way validate_topk does: out of range, or the earlier slot it repeats.
-      const int t = first_bad / p.topk, j = first_bad % p.topk;
-      const int32_t* row = idx + int64_t(t) * p.topk;
-      const int value = row[j];
-      int code = 1, repeats = -1;
-      if (value >= 0 && value < E)
-        for (int i = 0; i < j; ++i)
-          if (row[i] == value) {
-            code = 2;
-            repeats = i;
-            break;
-          }
-      if (atomicCAS(&p.err->code, 0, code) == 0) {
-        p.err->rank = s;
-        p.err->token = t;
-        p.err->slot = j;
-        p.err->value = value;
-        p.err->repeats = repeats;
-        __threadfence_system();
+    for (int i = 0; i < kAhead; ++i) {
+      const int64_t q = b0 + 32 * i + lane;
+      const bool in = q < q1;
+      const unsigned m = __match_any_sync(0xffffffffu, v[i]);
+      const int rank = __popc(m & ((1u << lane) - 1u));
+      const int ord = in ? next[v[i]] + rank : 0;
+      __syncwarp();
+      if (in && rank == 0) next[v[i]] += __popc(m);
+      __syncwarp();
+      if (in) {
+        idx_out[q] = v[i];
+        pos_out[q] = ord;
       }
     }
   }
 }
 
-// Step 3: local rank g's counts are in every rank's table (the previous kernel's stores, fenced): one release per
-// destination.
-__global__ void plan_signal_kernel(const PlanParams p) {
-  const int g = threadIdx.x;
-  if (g >= p.view.ranks) return;
-  const int s = p.view.first_rank + g;
-  __threadfence_system();
-  for (int d = 0; d < p.view.world; ++d)
-    kernel::signal_add_release(p.signal.at<uint32_t>(d, runtime::signal_offset(p.view.world, p.signal_slot, s)));
-}
-
-// Step 5 (after the wait for every source): the tables of dispatch_layout.hpp from the gathered counts [P][E] (local
-// rank first_rank's copy; every local rank's holds the same rows).
+// Steps 4 and 5: wait (acquire, the team's timeout) until every source's counts are in local rank first_rank's copy
+// (every local rank's holds the same rows), then the tables of dispatch_layout.hpp from the gathered counts [P][E].
 __global__ void __launch_bounds__(kTablesThreads) plan_tables_kernel(const PlanParams p) {
   const int P = p.view.world, E = p.experts, El = E / P, first = p.view.first_rank;
+  if (threadIdx.x < P)
+    kernel::signal_wait_geq(p.signal.at<uint32_t>(first, runtime::signal_offset(P, p.signal_slot, int(threadIdx.x))),
+                            p.signal_target, p.timeout_ns, p.team_err,
+                            kernel::SignalWaitInfo{first, int(threadIdx.x), p.signal_slot});
+  __syncthreads();  // the waits' acquires before every thread's reads
   const int* c = p.counts.at<const int>(first);
   for (int e = threadIdx.x; e < E; e += blockDim.x) {
     int acc = 0;  // src_base: exclusive prefix over the sources
@@ -160,11 +186,21 @@ __global__ void __launch_bounds__(kTablesThreads) plan_tables_kernel(const PlanP
 
 cudaError_t launch_plan_counts(const PlanParams& pp, cudaStream_t stream) {
   const int ranks = pp.view.ranks;
-  plan_validate_kernel<<<dim3((pp.tokens + 255) / 256, ranks), 256, 0, stream>>>(pp);
+  const size_t smem = size_t(pp.experts) * sizeof(int);  // a counter per expert
+  if (smem > 48 * 1024) {  // beyond the default dynamic shared memory (E > 12288)
+    if (cudaError_t e = cudaFuncSetAttribute(plan_hist_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
+        e != cudaSuccess)
+      return e;
+    if (cudaError_t e = cudaFuncSetAttribute(plan_ordinals_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             int(smem));
+        e != cudaSuccess)
+      return e;
+  }
+  plan_hist_kernel<<<dim3(pp.chunks, ranks), kPlanChunkTokens, smem, stream>>>(pp);
   if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
-  plan_count_kernel<<<dim3(pp.experts, ranks), kPlanThreads, 0, stream>>>(pp);
+  plan_scan_kernel<<<dim3((pp.experts + kScanThreads - 1) / kScanThreads, ranks), kScanThreads, 0, stream>>>(pp);
   if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
-  plan_signal_kernel<<<1, 32, 0, stream>>>(pp);
+  plan_ordinals_kernel<<<dim3(pp.chunks, ranks), 32, smem, stream>>>(pp);
   return cudaGetLastError();
 }
 

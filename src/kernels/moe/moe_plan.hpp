@@ -6,21 +6,25 @@
 // host synchronisation. Its tables are the host DispatchPlan's, value for value (the GPU tests compare them), so the
 // fused kernel runs the same tiles and writes the same bits either way.
 //
-// Per call, on the layer's stream (moe_layer.cpp's prepare_moe_layer):
-//   1. plan_validate: every token's k indices in [0, E) and distinct; the first bad entry (smallest t * k + j) of a
-//      local rank is kept in its MoePlanRecord.
-//   2. plan_count: one CTA per (global expert e, local rank): walks the rank's (t, j) entries in order, ballots the
-//      entries routed to e, writes their index and ordinal (pos), and stores the count into every rank's counts
-//      table at row `source` (peer stores). A rank whose routing is invalid is planned as the stand-in routing
-//      (t * k + j) mod E (valid, distinct per token): the layer still runs, the ranks stay in step, and its weighted
-//      sum writes nothing (combine_kernel reads the record); MoeWorkspace::check names the bad entry.
-//   3. plan_signal: each local rank raises every rank's plan counter (SignalSet slot kSlotPlan).
-//   4. SignalSet::wait(kSlotPlan): every source's counts are in.
-//   5. plan_tables: src_base, row_offset and the local experts' tokens from the gathered counts.
+// Per call, on the layer's stream (moe_layer.cpp's prepare_moe_layer), O(T k + chunks E) work per rank, in chunks of
+// kPlanChunkTokens tokens:
+//   1. plan_hist (CTA per chunk, thread per token): every token's k indices in [0, E) and distinct (the first bad
+//      entry, smallest t * k + j, of a local rank is kept in its MoePlanRecord), and the chunk's count per expert.
+//   2. plan_scan (thread per expert): each chunk's base per expert (exclusive prefix over the chunks) and the rank's
+//      count per expert, stored into every rank's counts table at row `source` (peer stores); the rank's last CTA
+//      raises every rank's plan counter (SignalSet slot kSlotPlan). A rank whose routing is invalid is planned as the
+//      stand-in routing (t * k + j) mod E (valid, distinct per token): the layer still runs, the ranks stay in step,
+//      and its weighted sum writes nothing (combine_kernel reads the record); MoeWorkspace::check names the bad entry.
+//   3. plan_ordinals (warp per chunk): walks the chunk's (t, j) entries in order, 32 at a time, and gives each its
+//      ordinal among the rank's entries to its expert (the chunk's base plus a match within the warp): the index and
+//      pos tables, in the host plan's (source, token, slot) order.
+//   4, 5. plan_tables: waits until every source's counts are in (acquire, the team's timeout), then src_base,
+//      row_offset and the local experts' tokens from the gathered counts.
 #include <cuda_runtime.h>
 
 #include <cstdint>
 
+#include "xstage/runtime/device_error.hpp"
 #include "xstage/runtime/peer_table.hpp"
 #include "xstage/runtime/team.hpp"
 
@@ -30,10 +34,15 @@ namespace xstage::moe_kernel {
 // flat index t * k + j, which check_moe_shape keeps below 2^31).
 inline constexpr int kPlanClean = 0x7F7F7F7F;
 
-// One local rank's routing as this call's plan found it (device memory, [local ranks]).
+// Tokens per chunk of plan_hist and plan_ordinals.
+inline constexpr int kPlanChunkTokens = 256;
+
+// One local rank's routing as this call's plan found it (device memory, [local ranks]; set to 0x7F bytes before each
+// plan).
 struct MoePlanRecord {
   int first_bad;  // kPlanClean, or the smallest t * k + j of an invalid entry
-  int pad[3];
+  int done;       // plan_scan's CTAs that are done, counted from kPlanClean
+  int pad[2];
 };
 
 // The first invalid routing seen since the last MoeWorkspace::check (device memory; first failure wins).
@@ -46,21 +55,26 @@ struct MoePlanError {
 struct PlanParams {
   runtime::TeamView view;
   int tokens = 0, topk = 0, experts = 0, b_m = 0;
+  int chunks = 0;  // ceil(tokens / kPlanChunkTokens)
   const int32_t* index[runtime::kMaxRanks] = {};  // the caller's [T][k] of local rank g (device)
   int32_t* idx_out[runtime::kMaxRanks] = {};      // the kernel's index table of local rank g, [T][k]
   int32_t* pos_out[runtime::kMaxRanks] = {};      // its pos table, [T][k]
   runtime::PeerTable counts;                      // symmetric [P][E + 1]: row s = source s's counts, [E] its flag
   runtime::PeerTable signal;                      // the workspace's SignalSet
   int signal_slot = 0;
+  uint32_t signal_target = 0;  // plan signals per source so far, this call's included
+  uint64_t timeout_ns = 0;
+  runtime::DeviceError* team_err = nullptr;  // a timed-out wait is recorded here (the team's record)
   int32_t* t_counts = nullptr;  // tables: [P][E]
   int32_t* t_base = nullptr;    // [P][E]
   int32_t* t_off = nullptr;     // [P][E/P + 1]
   int32_t* t_tok = nullptr;     // [local ranks][E/P]
+  int32_t* hist = nullptr;       // scratch [local ranks][chunks][E]: a chunk's counts, then its bases
   MoePlanRecord* rec = nullptr;  // [local ranks]
   MoePlanError* err = nullptr;
 };
 
-// Steps 1-3 (before the wait for every source's counts) and step 5 (after it).
+// Steps 1-3, and steps 4-5 (the wait for every source's counts, then the tables).
 cudaError_t launch_plan_counts(const PlanParams& pp, cudaStream_t stream);
 cudaError_t launch_plan_tables(const PlanParams& pp, cudaStream_t stream);
 
