@@ -6,6 +6,7 @@ namespace xstage::moe_kernel {
 namespace {
 
 constexpr int kScanThreads = 256;
+constexpr int kScanBatch = 16;  // plan_scan: chunk counts loaded at once
 constexpr int kTablesThreads = 1024;
 
 // Stand-in count: entries q in [0, x) with q mod E == e.
@@ -50,16 +51,27 @@ __global__ void __launch_bounds__(kScanThreads) plan_scan_kernel(const PlanParam
   if (e < E) {
     int32_t* h = p.hist + size_t(g) * C * E + e;
     int run = 0;
-    for (int c = 0; c < C; ++c) {
-      int cnt;
-      if (bad) {
-        const int64_t q0 = c * per_chunk, q1 = q0 + per_chunk < n ? q0 + per_chunk : n;
-        cnt = int(stand_in_below(q1, e, E) - stand_in_below(q0, e, E));
-      } else {
-        cnt = h[size_t(c) * E];
+    // kScanBatch chunks' counts loaded together, then their bases stored: the loads are not serialised behind the
+    // stores to the same array.
+    for (int c0 = 0; c0 < C; c0 += kScanBatch) {
+      int cnt[kScanBatch];
+#pragma unroll
+      for (int i = 0; i < kScanBatch; ++i) {
+        const int c = c0 + i;
+        if (c >= C) {
+          cnt[i] = 0;
+        } else if (bad) {
+          const int64_t q0 = c * per_chunk, q1 = q0 + per_chunk < n ? q0 + per_chunk : n;
+          cnt[i] = int(stand_in_below(q1, e, E) - stand_in_below(q0, e, E));
+        } else {
+          cnt[i] = h[size_t(c) * E];
+        }
       }
-      h[size_t(c) * E] = run;
-      run += cnt;
+#pragma unroll
+      for (int i = 0; i < kScanBatch; ++i) {
+        if (c0 + i < C) h[size_t(c0 + i) * E] = run;
+        run += cnt[i];
+      }
     }
     for (int d = 0; d < p.view.world; ++d) *p.counts.at<int>(d, (size_t(s) * E + e) * sizeof(int)) = run;
   }
@@ -96,8 +108,8 @@ __global__ void __launch_bounds__(kScanThreads) plan_scan_kernel(const PlanParam
 // Step 3: one warp per chunk walks its entries in order, 32 at a time: lanes holding the same expert rank themselves
 // by lane (match), and the expert's next ordinal advances by their number (shared memory, the chunk's bases first).
 // The loads of kAhead groups are issued together: the walk itself is a serial chain (s51 call 3: one load per group
-// on it made the chunk's walk ~20 us at 2048 entries).
-constexpr int kAhead = 8;
+// on it made a 2048-entry chunk's walk ~20 us).
+constexpr int kAhead = 16;
 __global__ void __launch_bounds__(32) plan_ordinals_kernel(const PlanParams p) {
   extern __shared__ int next[];  // [E]
   const int c = blockIdx.x, g = blockIdx.y, E = p.experts, K = p.topk, lane = threadIdx.x;
