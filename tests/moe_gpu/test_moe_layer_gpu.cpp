@@ -221,6 +221,53 @@ QuantWeights quantize_experts(const moe::MoeWeights& w, int H, int I, int E, boo
   return q;
 }
 
+// A W8A8 layer's inputs on the device, P ranks of T tokens: the experts quantized as the kernel reads them, each rank's
+// x quantized 1x128, its top-k weights and indices, `out_sets` output buffers per rank; `prm` points at them (out: the
+// first set) with the routing on the host (topk_index_all; use_device_routing() switches to the device indices).
+struct W8A8Layer {
+  std::vector<int32_t> index;  // the host routing prm.topk_index_all points at
+  std::unique_ptr<DevBuf> w1, w2, s1, s2;
+  std::vector<std::unique_ptr<DevBuf>> x, xs, wt, idx;
+  std::vector<std::vector<std::unique_ptr<DevBuf>>> out;  // [set][rank]
+  moe_kernel::MoeLayerParams prm;
+
+  W8A8Layer(const moe::MoeWeights& w, const moe_kernel::MoeShape& shape, int P, const std::vector<float>& x_all,
+            const moe::Routing& r, int out_sets = 1)
+      : index(r.index), out(size_t(out_sets)) {
+    const int T = shape.tokens_per_rank, H = shape.hidden, K = shape.topk;
+    const QuantWeights q = quantize_experts(w, H, shape.inter, shape.experts, false);
+    auto upload = [](const void* src, size_t bytes) {
+      auto d = std::make_unique<DevBuf>(std::max<size_t>(bytes, 1));
+      CUDA_CHECK(cudaMemcpy(d->p, src, bytes, cudaMemcpyHostToDevice));
+      return d;
+    };
+    w1 = upload(q.w1.data(), q.w1.size());
+    w2 = upload(q.w2.data(), q.w2.size());
+    s1 = upload(q.s1.data(), q.s1.size() * 4);
+    s2 = upload(q.s2.data(), q.s2.size() * 4);
+    prm.shape = shape;
+    prm.topk_index_all = index.data();
+    prm.w1 = w1->p;
+    prm.w2 = w2->p;
+    prm.w1_scale = static_cast<const float*>(s1->p);
+    prm.w2_scale = static_cast<const float*>(s2->p);
+    for (int rk = 0; rk < P; ++rk) {
+      const moe::Fp8Tensor qx = moe::quantize_act_1x128(x_all.data() + size_t(rk) * T * H, T, H);
+      x.push_back(upload(qx.code.data(), qx.code.size()));
+      xs.push_back(upload(qx.scale.data(), qx.scale.size() * 4));
+      wt.push_back(upload(r.rank_weight(rk), size_t(T) * K * 4));
+      idx.push_back(upload(r.rank_index(rk), size_t(T) * K * 4));
+      for (auto& set : out) set.push_back(std::make_unique<DevBuf>(size_t(T) * H * 4));
+      prm.rank[rk] = {x[rk]->p, static_cast<const float*>(xs[rk]->p), static_cast<const float*>(wt[rk]->p),
+                      static_cast<float*>(out[0][rk]->p)};
+    }
+  }
+  void use_device_routing() {
+    prm.topk_index_all = nullptr;
+    for (size_t rk = 0; rk < idx.size(); ++rk) prm.rank[rk].topk_index = static_cast<const int32_t*>(idx[rk]->p);
+  }
+};
+
 void run_case(const Case& c) {
   const int P = c.world, T = c.tokens, H = c.hidden, I = c.inter, E = c.experts, K = c.topk;
   SCOPED_TRACE(name(c));
@@ -876,44 +923,12 @@ TEST(MoeLayerGpu, TraceRecordsEveryTile) {
   const moe_kernel::MoeShape shape{H, I, E, K, T};
   moe_kernel::MoeWorkspace ws(*team, shape);
   const moe::MoeWeights w = moe::random_moe_weights(H, I, E, test_seed());
-  std::vector<uint8_t> w1c, w2c;
-  std::vector<float> w1s, w2s;
-  for (int e = 0; e < E; ++e) {
-    const moe::Fp8Tensor q1 = moe::quantize_weight_128x128(w.w1_of(e), 2 * I, H);
-    const moe::Fp8Tensor q2 = moe::quantize_weight_128x128(w.w2_of(e), H, I);
-    w1c.insert(w1c.end(), q1.code.begin(), q1.code.end());
-    w1s.insert(w1s.end(), q1.scale.begin(), q1.scale.end());
-    w2c.insert(w2c.end(), q2.code.begin(), q2.code.end());
-    w2s.insert(w2s.end(), q2.scale.begin(), q2.scale.end());
-  }
-  DevBuf d_w1(w1c.size()), d_w2(w2c.size()), d_w1s(w1s.size() * 4), d_w2s(w2s.size() * 4);
-  CUDA_CHECK(cudaMemcpy(d_w1.p, w1c.data(), w1c.size(), cudaMemcpyHostToDevice));
-  CUDA_CHECK(cudaMemcpy(d_w2.p, w2c.data(), w2c.size(), cudaMemcpyHostToDevice));
-  CUDA_CHECK(cudaMemcpy(d_w1s.p, w1s.data(), w1s.size() * 4, cudaMemcpyHostToDevice));
-  CUDA_CHECK(cudaMemcpy(d_w2s.p, w2s.data(), w2s.size() * 4, cudaMemcpyHostToDevice));
   const moe::Routing routing = moe::generate_routing({P, T, E, K, moe::RoutingKind::Skewed, 1.0, test_seed()});
   const std::vector<float> x = moe::random_activations(size_t(P) * T * H, test_seed() + 1);
-  std::vector<std::unique_ptr<DevBuf>> d_x, d_xs, d_wt, d_out, d_out2;
-  moe_kernel::MoeLayerParams prm;
-  prm.shape = shape;
-  prm.topk_index_all = routing.index.data();
-  prm.w1 = static_cast<const uint8_t*>(d_w1.p);
-  prm.w1_scale = static_cast<const float*>(d_w1s.p);
-  prm.w2 = static_cast<const uint8_t*>(d_w2.p);
-  prm.w2_scale = static_cast<const float*>(d_w2s.p);
-  for (int r = 0; r < P; ++r) {
-    const moe::Fp8Tensor q = moe::quantize_act_1x128(x.data() + size_t(r) * T * H, T, H);
-    d_x.push_back(std::make_unique<DevBuf>(q.code.size()));
-    d_xs.push_back(std::make_unique<DevBuf>(q.scale.size() * 4));
-    d_wt.push_back(std::make_unique<DevBuf>(size_t(T) * K * 4));
-    d_out.push_back(std::make_unique<DevBuf>(size_t(T) * H * 4));
-    d_out2.push_back(std::make_unique<DevBuf>(size_t(T) * H * 4));
-    CUDA_CHECK(cudaMemcpy(d_x[r]->p, q.code.data(), q.code.size(), cudaMemcpyHostToDevice));
-    CUDA_CHECK(cudaMemcpy(d_xs[r]->p, q.scale.data(), q.scale.size() * 4, cudaMemcpyHostToDevice));
-    CUDA_CHECK(cudaMemcpy(d_wt[r]->p, routing.rank_weight(r), size_t(T) * K * 4, cudaMemcpyHostToDevice));
-    prm.rank[r] = {static_cast<const uint8_t*>(d_x[r]->p), static_cast<const float*>(d_xs[r]->p),
-                   static_cast<const float*>(d_wt[r]->p), static_cast<float*>(d_out[r]->p)};
-  }
+  W8A8Layer L(w, shape, P, x, routing, 2);
+  moe_kernel::MoeLayerParams& prm = L.prm;
+  const auto& d_out = L.out[0];
+  const auto& d_out2 = L.out[1];
   // Weight-sharing pairs remap the positions of an expert's row pairs to other (row, N tile) tiles: every tile must
   // still run exactly once. (pair_share 0 here: auto, on these small experts the A-sharing pairs or single CTAs.)
   for (int share : {moe_kernel::kPairShareAuto, moe_kernel::kPairShareA, moe_kernel::kPairShareWeightsFull,
@@ -1100,34 +1115,13 @@ TEST(MoeLayerGpu, DevicePlanRejectsBadRouting) {
   moe_kernel::MoeWorkspace ws(*team, shape);
   cudaStream_t st = team->stream();
   const moe::MoeWeights w = moe::random_moe_weights(H, I, E, seed);
-  const QuantWeights qw = quantize_experts(w, H, I, E, false);
-  DevBuf d_w1(qw.w1.size()), d_w2(qw.w2.size()), d_s1(qw.s1.size() * 4), d_s2(qw.s2.size() * 4);
-  CUDA_CHECK(cudaMemcpy(d_w1.p, qw.w1.data(), qw.w1.size(), cudaMemcpyHostToDevice));
-  CUDA_CHECK(cudaMemcpy(d_w2.p, qw.w2.data(), qw.w2.size(), cudaMemcpyHostToDevice));
-  CUDA_CHECK(cudaMemcpy(d_s1.p, qw.s1.data(), qw.s1.size() * 4, cudaMemcpyHostToDevice));
-  CUDA_CHECK(cudaMemcpy(d_s2.p, qw.s2.data(), qw.s2.size() * 4, cudaMemcpyHostToDevice));
   const moe::Routing routing = moe::generate_routing({P, T, E, K, moe::RoutingKind::Balanced, 1.0, seed});
   const std::vector<float> x = moe::random_activations(size_t(P) * T * H, seed + 1);
-  moe_kernel::MoeLayerParams prm;
-  prm.shape = shape;
-  prm.w1 = d_w1.p;
-  prm.w2 = d_w2.p;
-  prm.w1_scale = static_cast<const float*>(d_s1.p);
-  prm.w2_scale = static_cast<const float*>(d_s2.p);
-  std::vector<std::unique_ptr<DevBuf>> d_x, d_xs, d_wt, d_out, d_idx;
-  for (int r = 0; r < P; ++r) {
-    const moe::Fp8Tensor q = moe::quantize_act_1x128(x.data() + size_t(r) * T * H, T, H);
-    d_x.push_back(std::make_unique<DevBuf>(q.code.size()));
-    d_xs.push_back(std::make_unique<DevBuf>(q.scale.size() * 4));
-    d_wt.push_back(std::make_unique<DevBuf>(size_t(T) * K * 4));
-    d_out.push_back(std::make_unique<DevBuf>(size_t(T) * H * 4));
-    d_idx.push_back(std::make_unique<DevBuf>(size_t(T) * K * 4));
-    CUDA_CHECK(cudaMemcpy(d_x[r]->p, q.code.data(), q.code.size(), cudaMemcpyHostToDevice));
-    CUDA_CHECK(cudaMemcpy(d_xs[r]->p, q.scale.data(), q.scale.size() * 4, cudaMemcpyHostToDevice));
-    CUDA_CHECK(cudaMemcpy(d_wt[r]->p, routing.rank_weight(r), size_t(T) * K * 4, cudaMemcpyHostToDevice));
-    prm.rank[r] = {d_x[r]->p, static_cast<const float*>(d_xs[r]->p), static_cast<const float*>(d_wt[r]->p),
-                   static_cast<float*>(d_out[r]->p), static_cast<const int32_t*>(d_idx[r]->p)};
-  }
+  W8A8Layer L(w, shape, P, x, routing);
+  L.use_device_routing();
+  const moe_kernel::MoeLayerParams& prm = L.prm;
+  const auto& d_out = L.out[0];
+  const auto& d_idx = L.idx;
   // One call with rank r's (token, slot) set to `value` (none: r < 0); returns every rank's output.
   auto call = [&](int bad_rank, int token, int slot, int value) {
     for (int r = 0; r < P; ++r) {
