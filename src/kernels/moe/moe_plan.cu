@@ -5,77 +5,16 @@
 namespace xstage::moe_kernel {
 namespace {
 
-constexpr int kScanBatch = 16;  // scan_rank: chunk counts loaded at once
+constexpr int kScanThreads = 256;
+constexpr int kScanBatch = 16;  // plan_scan: chunk counts loaded at once
 constexpr int kTablesThreads = 1024;
 
 // Stand-in count: entries q in [0, x) with q mod E == e.
 __device__ __forceinline__ int64_t stand_in_below(int64_t x, int e, int E) { return x > e ? (x - e + E - 1) / E : 0; }
 
-// Step 2, run by the rank's last plan_hist CTA (256 threads): hist's counts become each chunk's base, the rank's count
-// per expert goes into every rank's counts table (peer stores, fenced), and every rank's plan signal is raised.
-__device__ void scan_rank(const PlanParams& p, int g) {
-  const int s = p.view.first_rank + g, E = p.experts, K = p.topk, C = p.chunks;
-  const int first_bad = *reinterpret_cast<volatile const int*>(&p.rec[g].first_bad);  // every CTA's atomicMin is in
-  const bool bad = first_bad != kPlanClean;  // plan the stand-in routing (t * k + j) mod E instead
-  const int64_t n = int64_t(p.tokens) * K, per_chunk = int64_t(kPlanChunkTokens) * K;
-  for (int e = threadIdx.x; e < E; e += blockDim.x) {
-    int32_t* h = p.hist + size_t(g) * C * E + e;
-    int run = 0;
-    // kScanBatch chunks' counts loaded together (from L2: other CTAs wrote them), then their bases stored.
-    for (int c0 = 0; c0 < C; c0 += kScanBatch) {
-      int cnt[kScanBatch];
-#pragma unroll
-      for (int i = 0; i < kScanBatch; ++i) {
-        const int c = c0 + i;
-        if (c >= C) {
-          cnt[i] = 0;
-        } else if (bad) {
-          const int64_t q0 = c * per_chunk, q1 = q0 + per_chunk < n ? q0 + per_chunk : n;
-          cnt[i] = int(stand_in_below(q1, e, E) - stand_in_below(q0, e, E));
-        } else {
-          cnt[i] = __ldcg(h + size_t(c) * E);
-        }
-      }
-#pragma unroll
-      for (int i = 0; i < kScanBatch; ++i) {
-        if (c0 + i < C) h[size_t(c0 + i) * E] = run;
-        run += cnt[i];
-      }
-    }
-    for (int d = 0; d < p.view.world; ++d) *p.counts.at<int>(d, (size_t(s) * E + e) * sizeof(int)) = run;
-  }
-  if (bad && threadIdx.x == 0) {
-    // Name the entry the way validate_topk does: out of range, or the earlier slot it repeats.
-    const int t = first_bad / K, j = first_bad % K;
-    const int32_t* row = p.index[g] + int64_t(t) * K;
-    const int value = row[j];
-    int code = 1, repeats = -1;
-    if (value >= 0 && value < E)
-      for (int i = 0; i < j; ++i)
-        if (row[i] == value) {
-          code = 2;
-          repeats = i;
-          break;
-        }
-    if (atomicCAS(&p.err->code, 0, code) == 0) {
-      p.err->rank = s;
-      p.err->token = t;
-      p.err->slot = j;
-      p.err->value = value;
-      p.err->repeats = repeats;
-    }
-  }
-  __threadfence_system();  // this thread's count stores (and the error record) before the release below
-  __syncthreads();
-  if (threadIdx.x == 0)
-    for (int d = 0; d < p.view.world; ++d)
-      kernel::signal_add_release(p.signal.at<uint32_t>(d, runtime::signal_offset(p.view.world, p.signal_slot, s)));
-}
-
-// Steps 1 and 2: CTA per chunk, thread per token. The smallest flat index t * k + j of an invalid entry wins (the host
-// plan's order: token, then slot), so the record names the entry validate_topk would. The chunk's counts per expert go
-// to hist; the rank's last CTA to finish (it has seen every other CTA's increment of `done`, which follows that CTA's
-// fence) scans them (scan_rank; it ignores them where the rank's routing is invalid).
+// Step 1: CTA per chunk, thread per token. The smallest flat index t * k + j of an invalid entry wins (the host plan's
+// order: token, then slot), so the record names the entry validate_topk would. The chunk's counts per expert go to
+// hist (plan_scan ignores them where the rank's routing is invalid).
 __global__ void __launch_bounds__(kPlanChunkTokens) plan_hist_kernel(const PlanParams p) {
   extern __shared__ int count[];  // [E]
   const int c = blockIdx.x, g = blockIdx.y, E = p.experts, K = p.topk;
@@ -98,14 +37,72 @@ __global__ void __launch_bounds__(kPlanChunkTokens) plan_hist_kernel(const PlanP
   __syncthreads();
   int32_t* out = p.hist + (size_t(g) * p.chunks + c) * E;
   for (int e = threadIdx.x; e < E; e += blockDim.x) out[e] = count[e];
-  __threadfence();  // this thread's counts (and its atomicMin) before the CTA's increment below
+}
+
+// Step 2: thread per expert. hist's counts become each chunk's base; the rank's count goes into every rank's counts
+// table (peer stores, fenced); the rank's last CTA to finish raises every rank's plan signal (the other CTAs' fences
+// precede their increments of `done`, which it has seen).
+__global__ void __launch_bounds__(kScanThreads) plan_scan_kernel(const PlanParams p) {
+  const int g = blockIdx.y, s = p.view.first_rank + g, E = p.experts, K = p.topk, C = p.chunks;
+  const int first_bad = p.rec[g].first_bad;
+  const bool bad = first_bad != kPlanClean;  // plan the stand-in routing (t * k + j) mod E instead
+  const int64_t n = int64_t(p.tokens) * K, per_chunk = int64_t(kPlanChunkTokens) * K;
+  const int e = blockIdx.x * blockDim.x + threadIdx.x;
+  if (e < E) {
+    int32_t* h = p.hist + size_t(g) * C * E + e;
+    int run = 0;
+    // kScanBatch chunks' counts loaded together, then their bases stored: the loads are not serialised behind the
+    // stores to the same array.
+    for (int c0 = 0; c0 < C; c0 += kScanBatch) {
+      int cnt[kScanBatch];
+#pragma unroll
+      for (int i = 0; i < kScanBatch; ++i) {
+        const int c = c0 + i;
+        if (c >= C) {
+          cnt[i] = 0;
+        } else if (bad) {
+          const int64_t q0 = c * per_chunk, q1 = q0 + per_chunk < n ? q0 + per_chunk : n;
+          cnt[i] = int(stand_in_below(q1, e, E) - stand_in_below(q0, e, E));
+        } else {
+          cnt[i] = h[size_t(c) * E];
+        }
+      }
+#pragma unroll
+      for (int i = 0; i < kScanBatch; ++i) {
+        if (c0 + i < C) h[size_t(c0 + i) * E] = run;
+        run += cnt[i];
+      }
+    }
+    for (int d = 0; d < p.view.world; ++d) *p.counts.at<int>(d, (size_t(s) * E + e) * sizeof(int)) = run;
+  }
+  if (bad && blockIdx.x == 0 && threadIdx.x == 0) {
+    // Name the entry the way validate_topk does: out of range, or the earlier slot it repeats.
+    const int t = first_bad / K, j = first_bad % K;
+    const int32_t* row = p.index[g] + int64_t(t) * K;
+    const int value = row[j];
+    int code = 1, repeats = -1;
+    if (value >= 0 && value < E)
+      for (int i = 0; i < j; ++i)
+        if (row[i] == value) {
+          code = 2;
+          repeats = i;
+          break;
+        }
+    if (atomicCAS(&p.err->code, 0, code) == 0) {
+      p.err->rank = s;
+      p.err->token = t;
+      p.err->slot = j;
+      p.err->value = value;
+      p.err->repeats = repeats;
+    }
+  }
+  __threadfence_system();  // this thread's count stores (and the error record) before the CTA's increment below
   __syncthreads();
-  __shared__ int last;
-  if (threadIdx.x == 0) last = atomicAdd(&p.rec[g].done, 1) == kPlanClean + int(gridDim.x) - 1;
-  __syncthreads();
-  if (!last) return;
-  __threadfence();
-  scan_rank(p, g);
+  if (threadIdx.x == 0 && atomicAdd(&p.rec[g].done, 1) == kPlanClean + int(gridDim.x) - 1) {
+    __threadfence_system();
+    for (int d = 0; d < p.view.world; ++d)
+      kernel::signal_add_release(p.signal.at<uint32_t>(d, runtime::signal_offset(p.view.world, p.signal_slot, s)));
+  }
 }
 
 // Step 3: one warp per chunk walks its entries in order, 32 at a time: lanes holding the same expert rank themselves
@@ -212,6 +209,8 @@ cudaError_t launch_plan_counts(const PlanParams& pp, cudaStream_t stream) {
       return e;
   }
   plan_hist_kernel<<<dim3(pp.chunks, ranks), kPlanChunkTokens, smem, stream>>>(pp);
+  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+  plan_scan_kernel<<<dim3((pp.experts + kScanThreads - 1) / kScanThreads, ranks), kScanThreads, 0, stream>>>(pp);
   if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
   plan_ordinals_kernel<<<dim3(pp.chunks, ranks), 32, smem, stream>>>(pp);
   return cudaGetLastError();

@@ -10,9 +10,9 @@
 // kPlanChunkTokens tokens:
 //   1. plan_hist (CTA per chunk, thread per token): every token's k indices in [0, E) and distinct (the first bad
 //      entry, smallest t * k + j, of a local rank is kept in its MoePlanRecord), and the chunk's count per expert.
-//   2. the rank's last plan_hist CTA to finish (thread per expert): each chunk's base per expert (exclusive prefix over
-//      the chunks) and the rank's count per expert, stored into every rank's counts table at row `source` (peer
-//      stores); then it raises every rank's plan counter (SignalSet slot kSlotPlan). A rank whose routing is invalid is planned as the
+//   2. plan_scan (thread per expert): each chunk's base per expert (exclusive prefix over the chunks) and the rank's
+//      count per expert, stored into every rank's counts table at row `source` (peer stores); the rank's last CTA
+//      raises every rank's plan counter (SignalSet slot kSlotPlan). A rank whose routing is invalid is planned as the
 //      stand-in routing (t * k + j) mod E (valid, distinct per token): the layer still runs, the ranks stay in step,
 //      and its weighted sum writes nothing (combine_kernel reads the record); MoeWorkspace::check names the bad entry.
 //   3. plan_ordinals (warp per chunk): walks the chunk's (t, j) entries in order, 32 at a time, and gives each its
@@ -41,7 +41,7 @@ inline constexpr int kPlanChunkTokens = 256;
 // plan).
 struct MoePlanRecord {
   int first_bad;  // kPlanClean, or the smallest t * k + j of an invalid entry
-  int done;       // plan_hist's CTAs that are done, counted from kPlanClean
+  int done;       // plan_scan's CTAs that are done, counted from kPlanClean
   int pad[2];
 };
 

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# s51 call 7 (nvidia-h200): the device plan with the scan folded into plan_hist's last CTA (three launches). As call 4:
+# s51 call 7 (nvidia-h200): the device plan with the scan folded into plan_hist's last CTA (three launches; commit 43022d0,
+# reverted after this call: not faster). As call 4:
 # test_moe_layer_gpu, the Python MoE tests, memcheck /
 # racecheck / synccheck on the device-plan cases, plan_bench and torch_moe.py at 2K and 8K as call 3.
 # build/s51c7.tar.xz: test_moe_layer_gpu, libxstage_attention.so, plan_bench, stripped.
