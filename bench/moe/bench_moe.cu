@@ -11,7 +11,12 @@
 //             [--compare-l2-cols] [--compare-hints M1,M2,...]
 //             [--compare-pair-share] [--compare-a-trim] [--compare-merge] [--compare-borrow] [--compare-early]
 //             [--compare-row-order] [--compare-half] [--compare-half-wide] [--prefetch-streamed]
-//             [--prefetch D1,D2,...] [--custom NAME:H:I:E:K]
+//             [--prefetch D1,D2,...] [--custom NAME:H:I:E:K] [--plan host|device]
+//
+// --plan: how each configuration's dispatch plan is made before its fused launches are timed (launch_moe_layer alone
+// is timed either way): host (the default: every rank's routing on the host) or device (each rank's own routing in
+// device memory, the counts exchanged by peer stores: docs/MOE.md "The plan on the device"). The real-rank runs'
+// P = 1 twins plan on the host, so --plan device checks the device plan across real ranks bit for bit.
 //
 // --cluster: MoeLayerParams::cluster of the fused kernel (0 = auto: CTA pairs sharing the A operand by TMA
 // multicast wherever the N-tile counts are even; 1 = single CTAs; 2 = pairs). --pair-share: MoeLayerParams::pair_share
@@ -338,6 +343,7 @@ struct Args {
   int row_order = 0;                // --row-order: MoeLayerParams::row_order of every fused launch (W8A8)
   bool compare_lean = false;        // --compare-lean: also the orders with the other lean (W8A8, W4A8)
   bool p1_twin = true;              // real ranks: each rank's output against its slice of a P = 1 run (--no-p1-twin)
+  bool plan_device = false;         // --plan device: the fused launches' plan made on the device (else the host's)
   double block_s = 0.1, warmup_s = 0.05;
   int rounds = 1;
   long min_calls = bench::kDefaultMinCalls;
@@ -421,6 +427,11 @@ Args parse(int argc, char** argv) {
     else if (k == "--emulated-tokens") a.emulated_tokens = split_int(val(), k.c_str()).at(0);
     else if (k == "--check-tokens") a.check_tokens = std::stoi(val());
     else if (k == "--no-p1-twin") a.p1_twin = false;
+    else if (k == "--plan") {
+      const std::string v = val();
+      if (v != "host" && v != "device") throw UsageError("--plan '" + v + "': host or device");
+      a.plan_device = v == "device";
+    }
     else if (k == "--block-s") a.block_s = std::stod(val());
     else if (k == "--warmup-s") a.warmup_s = std::stod(val());
     else if (k == "--rounds") a.rounds = std::stoi(val());
@@ -745,8 +756,14 @@ int main(int argc, char** argv) try {
           moe_kernel::MoeWorkspace ws(*team1, ms);
           moe_kernel::MoeLayerParams prm;
           prm.shape = ms;
-          prm.topk_index_all = routing.index.data();
           prm.rank[0] = {x.p, xs.p, wt.p, out.p};
+          Dev<int32_t> my_index_d(a.plan_device ? size_t(T) * s.topk : 0);
+          if (a.plan_device) {  // this rank's routing on the device: the plan is made there (--plan device)
+            ok(cudaMemcpy(my_index_d.p, my_index, my_index_d.n * 4, cudaMemcpyHostToDevice), "routing H2D");
+            prm.rank[0].topk_index = my_index_d.p;
+          } else {
+            prm.topk_index_all = routing.index.data();
+          }
           prm.weights = int4 ? moe_kernel::MoeWeightFormat::kInt4 : moe_kernel::MoeWeightFormat::kFp8;
           prm.w1 = W.fused_w1();
           prm.w1_scale = W.s1.p;
@@ -1214,9 +1231,11 @@ int main(int argc, char** argv) try {
                 wp.poison(team->stream());
                 moe_kernel::MoeLayerParams pp = po;
                 pp.shape = mp;
-                for (int r = 0; r < P; ++r)
+                for (int r = 0; r < P; ++r) {
                   pp.rank[r] = {x.p + size_t(r) * Tp * s.hidden, xs.p + size_t(r) * Tp * (s.hidden / 128),
                                 wt.p + size_t(r) * Tp * s.topk, outp.p + size_t(r) * Tp * s.hidden};
+                  if (a.plan_device) pp.rank[r].topk_index = my_index_d.p + size_t(r) * Tp * s.topk;  // split
+                }
                 moe_kernel::run_moe_layer(*team, wp, pp, team->stream());
                 wp.check(*team, "fused MoE emulated");
                 const Diff d = diff(outp.p, out.p, outp.n, team->stream());
