@@ -49,7 +49,8 @@ int xstage_moe_forward(xstage_moe layer, const int32_t* topk_index_all, const vo
  * on the device and the ranks exchange their counts by peer stores, so nothing of the call waits for the host (a real
  * team's ranks each pass their own routing). The same tables as the host plan's, so the same result bit for bit. An
  * invalid entry is reported by xstage_moe_check (rank, token, slot, value, as the host plan's error); that rank's out
- * is then not written, the other ranks' results are unaffected. */
+ * is then not written, the other ranks' results are unaffected. The call can be captured in a CUDA graph (after one
+ * warm-up call) and replayed on new inputs written into the same buffers; xstage_moe_forward's cannot. */
 int xstage_moe_forward_device(xstage_moe layer, const int32_t* const* topk_index, const void* const* x,
                               const float* const* x_scale, const float* const* topk_weight, float* const* out,
                               const void* w1, const float* w1_scale, const void* w2, const float* w2_scale, int order,

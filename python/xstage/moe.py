@@ -235,10 +235,14 @@ class MoeLayer(_team._Handle):
         exchanging their counts by peer stores: the call never waits for the GPU, and an invalid index is raised by
         check() (that rank's out is then not written). "host" gathers every rank's topk_idx to the host (a
         synchronisation) and plans there: an invalid index raises here, before anything runs. Same result either
-        way, bit for bit; every rank of a real team must use the same plan."""
+        way, bit for bit; every rank of a real team must use the same plan. With plan="device" the call can be captured in
+        a CUDA graph (torch.cuda.graph) after one warm-up call, and replayed on new inputs copied into the same tensors."""
         import torch
         if plan not in ("device", "host"):
             raise ValueError(f"plan {plan!r} is neither 'device' nor 'host'")
+        if plan == "host" and torch.cuda.is_current_stream_capturing():
+            raise ValueError("plan='host' reads the routing on the host, which a CUDA graph replay would not read again; "
+                             "capture the call with plan='device'")
         n, T, H, k = self.team.local_ranks, self.tokens, self.hidden, self.topk
         if order == "auto":  # the model's choice for a balanced routing on the default platform, asked once
             if self._auto is None:

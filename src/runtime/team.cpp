@@ -154,6 +154,12 @@ void SignalSet::wait(int slot, uint32_t target, cudaStream_t stream) {
   team_detail::launch_signal_wait(table(), team_.view(), slot, target, team_.timeout_ns(), team_.error_record(), stream);
 }
 
+void SignalSet::wait_device(int slot, const uint32_t* target, cudaStream_t stream) {
+  XSTAGE_REQUIRE(slot >= 0 && slot < slots_, "signal slot ", slot, " out of range [0, ", slots_, ")");
+  XSTAGE_REQUIRE(target != nullptr, "signal wait: the device target is null");
+  team_detail::launch_signal_wait(table(), team_.view(), slot, target, team_.timeout_ns(), team_.error_record(), stream);
+}
+
 uint32_t SignalSet::read(int rank, int slot, int src) const {
   XSTAGE_REQUIRE(slot >= 0 && slot < slots_ && src >= 0 && src < team_.world(), "signal counter (slot ", slot,
                  ", source ", src, ") out of range");

@@ -12,10 +12,12 @@ __global__ void lsa_bases_kernel(ncclWindow_t win, int world, char** out) {
   for (int r = 0; r < world; ++r) out[r] = static_cast<char*>(ncclGetLsaPointer(win, 0, r));
 }
 
-// Block b serves local rank view.first_rank + b; thread s waits for source s.
+// Block b serves local rank view.first_rank + b; thread s waits for source s. target_dev: the target read from device
+// memory instead (SignalSet::wait's device form).
 __global__ void signal_wait_kernel(PeerTable counters, TeamView view, int slot, uint32_t target, uint64_t timeout_ns,
-                                   DeviceError* err) {
+                                   DeviceError* err, const uint32_t* target_dev) {
   const int rank = view.first_rank + blockIdx.x;
+  if (target_dev != nullptr) target = *target_dev;
   for (int src = threadIdx.x; src < view.world; src += blockDim.x) {
     const uint32_t* c = counters.at<uint32_t>(rank, signal_offset(view.world, slot, src));
     kernel::signal_wait_geq(c, target, timeout_ns, err, kernel::SignalWaitInfo{rank, src, slot});
@@ -41,7 +43,13 @@ void lsa_bases(void* window, int world, char** out, cudaStream_t stream) {
 
 void launch_signal_wait(const PeerTable& counters, TeamView view, int slot, uint32_t target, uint64_t timeout_ns,
                         DeviceError* err, cudaStream_t stream) {
-  signal_wait_kernel<<<view.ranks, 32, 0, stream>>>(counters, view, slot, target, timeout_ns, err);
+  signal_wait_kernel<<<view.ranks, 32, 0, stream>>>(counters, view, slot, target, timeout_ns, err, nullptr);
+  ok(cudaGetLastError(), "signal wait launch");
+}
+
+void launch_signal_wait(const PeerTable& counters, TeamView view, int slot, const uint32_t* target, uint64_t timeout_ns,
+                        DeviceError* err, cudaStream_t stream) {
+  signal_wait_kernel<<<view.ranks, 32, 0, stream>>>(counters, view, slot, 0, timeout_ns, err, target);
   ok(cudaGetLastError(), "signal wait launch");
 }
 

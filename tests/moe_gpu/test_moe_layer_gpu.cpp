@@ -236,7 +236,7 @@ struct W8A8Layer {
       : index(r.index), out(size_t(out_sets)) {
     const int T = shape.tokens_per_rank, H = shape.hidden, K = shape.topk;
     const QuantWeights q = quantize_experts(w, H, shape.inter, shape.experts, false);
-    auto upload = [](const void* src, size_t bytes) {
+    auto upload = [](const void* src, size_t bytes) {  // (the weights)
       auto d = std::make_unique<DevBuf>(std::max<size_t>(bytes, 1));
       CUDA_CHECK(cudaMemcpy(d->p, src, bytes, cudaMemcpyHostToDevice));
       return d;
@@ -252,14 +252,27 @@ struct W8A8Layer {
     prm.w1_scale = static_cast<const float*>(s1->p);
     prm.w2_scale = static_cast<const float*>(s2->p);
     for (int rk = 0; rk < P; ++rk) {
-      const moe::Fp8Tensor qx = moe::quantize_act_1x128(x_all.data() + size_t(rk) * T * H, T, H);
-      x.push_back(upload(qx.code.data(), qx.code.size()));
-      xs.push_back(upload(qx.scale.data(), qx.scale.size() * 4));
-      wt.push_back(upload(r.rank_weight(rk), size_t(T) * K * 4));
-      idx.push_back(upload(r.rank_index(rk), size_t(T) * K * 4));
+      x.push_back(std::make_unique<DevBuf>(size_t(T) * H));
+      xs.push_back(std::make_unique<DevBuf>(size_t(T) * (H / 128) * 4));
+      wt.push_back(std::make_unique<DevBuf>(size_t(T) * K * 4));
+      idx.push_back(std::make_unique<DevBuf>(size_t(T) * K * 4));
       for (auto& set : out) set.push_back(std::make_unique<DevBuf>(size_t(T) * H * 4));
       prm.rank[rk] = {x[rk]->p, static_cast<const float*>(xs[rk]->p), static_cast<const float*>(wt[rk]->p),
                       static_cast<float*>(out[0][rk]->p)};
+    }
+    set_inputs(x_all, r);
+  }
+  // New activations and routing into the same device buffers (and the host routing prm points at), synchronously.
+  void set_inputs(const std::vector<float>& x_all, const moe::Routing& r) {
+    const int T = prm.shape.tokens_per_rank, H = prm.shape.hidden, K = prm.shape.topk;
+    index = r.index;
+    if (prm.topk_index_all != nullptr) prm.topk_index_all = index.data();
+    for (size_t rk = 0; rk < x.size(); ++rk) {
+      const moe::Fp8Tensor qx = moe::quantize_act_1x128(x_all.data() + rk * T * H, T, H);
+      CUDA_CHECK(cudaMemcpy(x[rk]->p, qx.code.data(), qx.code.size(), cudaMemcpyHostToDevice));
+      CUDA_CHECK(cudaMemcpy(xs[rk]->p, qx.scale.data(), qx.scale.size() * 4, cudaMemcpyHostToDevice));
+      CUDA_CHECK(cudaMemcpy(wt[rk]->p, r.rank_weight(int(rk)), size_t(T) * K * 4, cudaMemcpyHostToDevice));
+      CUDA_CHECK(cudaMemcpy(idx[rk]->p, r.rank_index(int(rk)), size_t(T) * K * 4, cudaMemcpyHostToDevice));
     }
   }
   void use_device_routing() {
@@ -1042,8 +1055,9 @@ TEST(MoeLayerGpu, RejectsBadInput) {
   q.rank[0].topk_index = reinterpret_cast<const int32_t*>(static_cast<const char*>(d_idx.p) + 2);
   EXPECT_NE(usage_error([&] { moe_kernel::run_moe_layer(*team, ws, q, team->stream()); }).find("4-byte aligned"),
             std::string::npos);
-  // A stream capturing a CUDA graph: refused by name (the signal epochs are host counters a replay would not advance).
-  q.rank[0].topk_index = static_cast<const int32_t*>(d_idx.p);
+  // A host plan on a stream capturing a CUDA graph: refused by name (a replay would not read the host routing again).
+  q.rank[0].topk_index = q.rank[1].topk_index = nullptr;
+  q.topk_index_all = index.data();
   cudaStream_t cap = nullptr;
   CUDA_CHECK(cudaStreamCreateWithFlags(&cap, cudaStreamNonBlocking));
   CUDA_CHECK(cudaStreamBeginCapture(cap, cudaStreamCaptureModeThreadLocal));
@@ -1053,6 +1067,101 @@ TEST(MoeLayerGpu, RejectsBadInput) {
   if (graph) CUDA_CHECK(cudaGraphDestroy(graph));
   CUDA_CHECK(cudaStreamDestroy(cap));
   EXPECT_NE(captured.find("capturing a CUDA graph"), std::string::npos) << captured;
+}
+
+// A call with the routing on the device captured in a CUDA graph once and replayed with new activations and routings
+// written into the same buffers: every replay bit-identical to an eager call of the same inputs (both orders, emulated
+// P = 2), within the reference's tolerance, and the launch alone of a host-planned routing captured and replayed too.
+TEST(MoeLayerGpu, CapturedCallsReplay) {
+  NEED_SM90();
+  const int P = 2, T = 96, H = 256, I = 256, E = 8, K = 2;
+  const uint32_t seed = test_seed() + 31337u;
+  auto team = runtime::Team::emulated(P);
+  const moe_kernel::MoeShape shape{H, I, E, K, T};
+  moe_kernel::MoeWorkspace ws(*team, shape);
+  const moe::MoeWeights w = moe::random_moe_weights(H, I, E, seed);
+  const moe::MoeReference ref8(w, moe::Precision::W8A8), ref32(w, moe::Precision::Fp32);
+  auto inputs = [&](uint32_t s, moe::RoutingKind kind) {
+    return std::make_pair(moe::random_activations(size_t(P) * T * H, s),
+                          moe::generate_routing({P, T, E, K, kind, 1.0, s + 1}));
+  };
+  auto [x0, r0] = inputs(seed, moe::RoutingKind::Balanced);
+  W8A8Layer L(w, shape, P, x0, r0, 2);
+  L.use_device_routing();
+  cudaStream_t cap = nullptr;
+  CUDA_CHECK(cudaStreamCreateWithFlags(&cap, cudaStreamNonBlocking));
+  auto read = [&](int set) {
+    std::vector<std::vector<float>> o(P, std::vector<float>(size_t(T) * H));
+    for (int r = 0; r < P; ++r)
+      CUDA_CHECK(cudaMemcpy(o[r].data(), L.out[set][r]->p, o[r].size() * 4, cudaMemcpyDeviceToHost));
+    return o;
+  };
+  for (const MoeOrder order : {MoeOrder::kExpertWave, MoeOrder::kInterleaved}) {
+    SCOPED_TRACE(order == MoeOrder::kExpertWave ? "expert-wave" : "interleaved");
+    L.prm.order = order;
+    moe_kernel::MoeLayerParams eager = L.prm;  // the same call into the second output set
+    for (int r = 0; r < P; ++r) eager.rank[r].out = static_cast<float*>(L.out[1][r]->p);
+    moe_kernel::run_moe_layer(*team, ws, L.prm, cap);  // warm-up: the workspace's tables are allocated
+    ws.check(*team, "warm-up", cap);
+    cudaGraph_t graph = nullptr;
+    cudaGraphExec_t exec = nullptr;
+    CUDA_CHECK(cudaStreamBeginCapture(cap, cudaStreamCaptureModeGlobal));
+    moe_kernel::run_moe_layer(*team, ws, L.prm, cap);
+    CUDA_CHECK(cudaStreamEndCapture(cap, &graph));
+    CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    for (int round = 0; round < 3; ++round) {
+      SCOPED_TRACE("replay " + std::to_string(round));
+      auto [x, routing] = inputs(seed + 100u * (round + 1), round == 1 ? moe::RoutingKind::Balanced
+                                                                        : moe::RoutingKind::Skewed);
+      L.set_inputs(x, routing);
+      for (int r = 0; r < P; ++r) {
+        fill_now(L.out[0][r]->p, 0xFF, size_t(T) * H * 4);
+        fill_now(L.out[1][r]->p, 0xFF, size_t(T) * H * 4);
+      }
+      CUDA_CHECK(cudaGraphLaunch(exec, cap));
+      ws.check(*team, "replay", cap);
+      moe_kernel::run_moe_layer(*team, ws, eager, cap);
+      ws.check(*team, "eager", cap);
+      const auto got = read(0), want = read(1);
+      ErrorCheck check;
+      for (int r = 0; r < P; ++r) {
+        ASSERT_EQ(std::memcmp(got[r].data(), want[r].data(), got[r].size() * 4), 0)
+            << "rank " << r << ": the replay differs from an eager call of the same inputs";
+        const float* xr = x.data() + size_t(r) * T * H;
+        check.add(r, got[r], ref8.forward(xr, T, routing.rank_index(r), routing.rank_weight(r), K),
+                  ref32.forward(xr, T, routing.rank_index(r), routing.rank_weight(r), K), H);
+      }
+      check.finish("captured call, replay " + std::to_string(round));
+    }
+    CUDA_CHECK(cudaGraphExecDestroy(exec));
+    CUDA_CHECK(cudaGraphDestroy(graph));
+  }
+  // A host plan prepared outside the graph: its launch alone captured, replayed on that routing.
+  L.prm.topk_index_all = L.index.data();
+  for (int r = 0; r < P; ++r) L.prm.rank[r].topk_index = nullptr;
+  moe_kernel::prepare_moe_layer(*team, ws, L.prm, cap);
+  moe_kernel::launch_moe_layer(*team, ws, L.prm, cap);  // eager, into set 0
+  ws.check(*team, "host plan, eager", cap);
+  const auto want = read(0);
+  moe_kernel::MoeLayerParams into1 = L.prm;
+  for (int r = 0; r < P; ++r) into1.rank[r].out = static_cast<float*>(L.out[1][r]->p);
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  CUDA_CHECK(cudaStreamBeginCapture(cap, cudaStreamCaptureModeGlobal));
+  moe_kernel::launch_moe_layer(*team, ws, into1, cap);
+  CUDA_CHECK(cudaStreamEndCapture(cap, &graph));
+  CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  for (int round = 0; round < 2; ++round) {
+    for (int r = 0; r < P; ++r) fill_now(L.out[1][r]->p, 0xFF, size_t(T) * H * 4);
+    CUDA_CHECK(cudaGraphLaunch(exec, cap));
+    ws.check(*team, "host plan, replayed launch", cap);
+    const auto got = read(1);
+    for (int r = 0; r < P; ++r)
+      EXPECT_EQ(std::memcmp(got[r].data(), want[r].data(), got[r].size() * 4), 0) << "round " << round << " rank " << r;
+  }
+  CUDA_CHECK(cudaGraphExecDestroy(exec));
+  CUDA_CHECK(cudaGraphDestroy(graph));
+  CUDA_CHECK(cudaStreamDestroy(cap));
 }
 
 // The device plan's tables against the host plan's where the per-expert counters exceed the default 48 KB of dynamic

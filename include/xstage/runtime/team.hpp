@@ -121,6 +121,9 @@ class SignalSet {
   // src; a wait past the team's timeout records kSignalTimeout (rank, peer, slot, value seen) in the team's
   // error record and ends the wait.
   void wait(int slot, uint32_t target, cudaStream_t stream);
+  // wait with the target read from device memory when the wait runs (a counter that earlier work on `stream`
+  // advanced): a call whose targets live on the device can be captured in a CUDA graph and replayed.
+  void wait_device(int slot, const uint32_t* target, cudaStream_t stream);
   // Host read of one counter (tests, diagnostics); synchronous.
   uint32_t read(int rank, int slot, int src) const;
 
@@ -140,6 +143,8 @@ namespace team_detail {
 // Host copies of ncclGetLsaPointer(window, 0, r) for r < world (a one-thread kernel, synchronous).
 void lsa_bases(void* window, int world, char** out, cudaStream_t stream);
 void launch_signal_wait(const PeerTable& counters, TeamView view, int slot, uint32_t target, uint64_t timeout_ns,
+                        DeviceError* err, cudaStream_t stream);
+void launch_signal_wait(const PeerTable& counters, TeamView view, int slot, const uint32_t* target, uint64_t timeout_ns,
                         DeviceError* err, cudaStream_t stream);
 }  // namespace team_detail
 

@@ -556,7 +556,8 @@ __device__ void wait_dispatch(const P& p, int rank, int le, int m, int valid, ui
     const int b = p.dl.base(s, e), n = p.dl.count(s, e);
     if (n == 0 || b >= hi || b + n <= lo) continue;
     const uint32_t* ctr = p.signal.template at<uint32_t>(rank, runtime::signal_offset(p.view.world, kSlotDispatch, s));
-    kernel::signal_wait_geq(ctr, p.dispatch_target, p.timeout_ns, p.team_err, kernel::SignalWaitInfo{rank, s, kSlotDispatch});
+    // (the target from device memory, once per source and CTA: a captured call replays with the epoch of its replay)
+    kernel::signal_wait_geq(ctr, *p.dispatch_epoch, p.timeout_ns, p.team_err, kernel::SignalWaitInfo{rank, s, kSlotDispatch});
     seen |= 1u << s;  // a timeout is recorded once; the kernel goes on (results are then wrong, and reported)
   }
 }

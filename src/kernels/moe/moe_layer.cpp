@@ -251,6 +251,8 @@ MoePlanRecord* plan_records(void* state) { return static_cast<MoePlanRecord*>(st
 MoePlanError* plan_error(void* state, int ranks) {
   return reinterpret_cast<MoePlanError*>(static_cast<MoePlanRecord*>(state) + ranks);
 }
+// The signals expected per source so far, by slot (kSlotDispatch, kSlotCombine, kSlotPlan), after the error record.
+uint32_t* plan_epochs(void* state, int ranks) { return reinterpret_cast<uint32_t*>(plan_error(state, ranks) + 1); }
 }  // namespace
 
 int moe_lead_knee(int ctas, int inter) {
@@ -304,7 +306,7 @@ MoeWorkspace::MoeWorkspace(runtime::Team& team, const MoeShape& shape, MoeWeight
   signals_ = std::make_unique<runtime::SignalSet>(team, 3, "moe signals");  // dispatch, combine, plan
   ok(cudaMalloc(&err_, sizeof(MoeDeviceError)), "cudaMalloc (error record)");
   runtime::zero_now(err_, sizeof(MoeDeviceError), team.first_rank());
-  const size_t plan_bytes = team.local_ranks() * sizeof(MoePlanRecord) + sizeof(MoePlanError);
+  const size_t plan_bytes = team.local_ranks() * sizeof(MoePlanRecord) + sizeof(MoePlanError) + 4 * sizeof(uint32_t);
   ok(cudaMalloc(&plan_state_, plan_bytes), "cudaMalloc (plan records)");
   runtime::zero_now(plan_state_, plan_bytes, team.first_rank());
 }
@@ -514,13 +516,13 @@ void MoeWorkspace::check_params(runtime::Team& team, const MoeLayerParams& prm) 
 }
 
 namespace {
-// A layer call's signal targets are epochs counted on the host (MoeWorkspace::sent_) and baked into its launches: a
-// CUDA graph that replayed them would wait for signals that arrived long ago and race the peers. Refused by name.
+// A host plan reads the routing on the host: a CUDA graph would replay the routing of its capture. Refused by name.
 void refuse_capture(cudaStream_t stream) {
   cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
   ok(cudaStreamIsCapturing(stream, &cs), "cudaStreamIsCapturing");
-  XSTAGE_REQUIRE(cs == cudaStreamCaptureStatusNone, "moe layer: the stream is capturing a CUDA graph; a layer call "
-                 "cannot be captured (its completion signals count epochs on the host, which a replay would not advance)");
+  XSTAGE_REQUIRE(cs == cudaStreamCaptureStatusNone, "moe layer: the stream is capturing a CUDA graph, but a host plan "
+                 "(topk_index_all) reads the routing on the host, which a replay would not read again; capture a call "
+                 "with the routing on the device (each rank's topk_index)");
 }
 
 // Where the plan's tables lie in MoeWorkspace::tables_ (int32 offsets).
@@ -531,8 +533,7 @@ struct TableOffsets {
 // plan's, at the same offsets, made on `stream`.
 TableOffsets prepare_device_plan(runtime::Team& team, const MoeWorkspace& ws, const MoeLayerParams& prm,
                                  cudaStream_t stream, void*& tables, size_t& tables_bytes,
-                                 runtime::SymmetricBuffer& counts, runtime::SignalSet& signals, uint32_t& sent,
-                                 void* plan_state) {
+                                 runtime::SymmetricBuffer& counts, runtime::SignalSet& signals, void* plan_state) {
   const MoeShape& s = prm.shape;
   const int P = team.world(), ranks = team.local_ranks(), first = team.first_rank();
   const int T = s.tokens_per_rank, K = s.topk, E = s.experts, El = E / P;
@@ -575,8 +576,7 @@ TableOffsets prepare_device_plan(runtime::Team& team, const MoeWorkspace& ws, co
   pp.rec = plan_records(plan_state);
   pp.err = plan_error(plan_state, ranks);
   ok(cudaMemsetAsync(pp.rec, 0x7F, ranks * sizeof(MoePlanRecord), stream), "cudaMemsetAsync (plan records)");  // kPlanClean
-  sent += 1;  // one release per source and call
-  pp.signal_target = sent;
+  pp.plan_epoch = plan_epochs(plan_state, ranks) + kSlotPlan;
   pp.timeout_ns = team.timeout_ns();
   pp.team_err = team.error_record();
   ok(launch_plan_counts(pp, stream), "device plan: counts");
@@ -586,7 +586,6 @@ TableOffsets prepare_device_plan(runtime::Team& team, const MoeWorkspace& ws, co
 }  // namespace
 
 void prepare_moe_layer(runtime::Team& team, MoeWorkspace& ws, const MoeLayerParams& prm, cudaStream_t stream) {
-  refuse_capture(stream);
   ws.check_params(team, prm);
   const MoeShape& s = prm.shape;
   const int P = team.world(), ranks = team.local_ranks(), first = team.first_rank();
@@ -598,13 +597,14 @@ void prepare_moe_layer(runtime::Team& team, MoeWorkspace& ws, const MoeLayerPara
                    " local ranks have a topk_index");
     ws.prepared_.reset();  // a launch must not find the previous routing's plan if this one fails half-way
     const TableOffsets o = prepare_device_plan(team, ws, prm, stream, ws.tables_, ws.tables_bytes_, *ws.plan_counts_,
-                                               *ws.signals_, ws.sent_[kSlotPlan], ws.plan_state_);
+                                               *ws.signals_, ws.plan_state_);
     ws.prepared_ = std::make_unique<MoeWorkspace::Prepared>(
         MoeWorkspace::Prepared{std::nullopt, o.counts, o.base, o.off, o.tok, o.idx, o.pos, {}, {}});
     return;
   }
   XSTAGE_REQUIRE(given == 0, "moe layer: the routing is given twice: topk_index_all (host) and the topk_index of ", given,
                  " local rank(s) (device); set one of them");
+  refuse_capture(stream);
   // ---- routing -> dispatch plan (validates every index: rank, token, slot, value)
   const int T = s.tokens_per_rank, K = s.topk, H = s.hidden, I = s.inter;
   // (no combine map: the kernel finds each row's way back from its (source, token, slot) itself)
@@ -694,7 +694,6 @@ int moe_pair_share(runtime::Team& team, const MoeLayerParams& prm) { return laun
 
 void launch_moe_layer(runtime::Team& team, MoeWorkspace& ws, const MoeLayerParams& prm, cudaStream_t stream) {
   XSTAGE_REQUIRE(ws.prepared_ != nullptr, "moe layer: launch before prepare (no routing uploaded)");
-  refuse_capture(stream);
   ws.check_params(team, prm);
   const MoeShape& s = prm.shape;
   const int P = team.world(), ranks = team.local_ranks(), first = team.first_rank();
@@ -782,9 +781,10 @@ void launch_moe_layer(runtime::Team& team, MoeWorkspace& ws, const MoeLayerParam
   }
 
   // ---- per-call state: row readiness from zero; epochs of the two signal slots
-  ok(cudaMemsetAsync(ws.row_ready_->local(first), 0, ws.row_ready_->bytes() * ranks, stream), "cudaMemsetAsync (row_ready)");
-  ws.sent_[kSlotDispatch] += uint32_t(ctas);
-  ws.sent_[kSlotCombine] += uint32_t(ctas);
+  uint32_t* epochs = plan_epochs(ws.plan_state_, ranks);
+  ok(launch_call_prologue(static_cast<uint32_t*>(ws.row_ready_->local(first)),
+                          ws.row_ready_->bytes() * ranks / sizeof(uint32_t), epochs, uint32_t(ctas), stream),
+     "call prologue launch");
 
   auto fill = [&](auto& kp) {
     using Sched = typename std::remove_reference_t<decltype(kp)>::Sched;
@@ -837,7 +837,7 @@ void launch_moe_layer(runtime::Team& team, MoeWorkspace& ws, const MoeLayerParam
     kp.h = static_cast<uint8_t*>(ws.h_->local(first));
     kp.h_scale = ws.h_scale_ ? static_cast<float*>(ws.h_scale_->local(first)) : nullptr;
     kp.row_ready = static_cast<uint32_t*>(ws.row_ready_->local(first));
-    kp.dispatch_target = ws.sent_[kSlotDispatch];
+    kp.dispatch_epoch = epochs + kSlotDispatch;
     kp.err = ws.err_;
     kp.trace = nullptr;
     kp.trace_cap = 0;
@@ -868,7 +868,7 @@ void launch_moe_layer(runtime::Team& team, MoeWorkspace& ws, const MoeLayerParam
   }
 
   // ---- every rank's combine stores into this rank's buffer, then the weighted sum
-  ws.signals_->wait(kSlotCombine, ws.sent_[kSlotCombine], stream);
+  ws.signals_->wait_device(kSlotCombine, epochs + kSlotCombine, stream);
   CombineParams cp{};
   cp.view = team.view();
   cp.tokens = T;

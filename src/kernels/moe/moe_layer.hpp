@@ -312,9 +312,10 @@ class MoeWorkspace {
   std::unique_ptr<runtime::SymmetricBuffer> recv_x_, recv_sa_, recv_meta_, h_, h_scale_, row_ready_, combine_;
   std::unique_ptr<runtime::SymmetricBuffer> plan_counts_;  // the device plan's counts exchange, [P][E] int32
   std::unique_ptr<runtime::SignalSet> signals_;
-  uint32_t sent_[3] = {0, 0, 0};  // signals expected per (slot, source) so far (counters only grow)
   MoeDeviceError* err_ = nullptr;
-  // The device plan's per-call record of each local rank and its sticky error (moe_plan.hpp); one allocation.
+  // One allocation: the device plan's per-call record of each local rank and its sticky error (moe_plan.hpp), then the
+  // signals expected per (slot, source) so far, by slot (counters only grow). The epochs live on the device and are
+  // advanced by the call's own kernels, so a captured call replays with fresh targets.
   void* plan_state_ = nullptr;
   // Device copies of the per-call tables (reallocated when too small).
   void* tables_ = nullptr;
@@ -333,8 +334,10 @@ void run_moe_layer(runtime::Team& team, MoeWorkspace& ws, const MoeLayerParams& 
 // The two halves of run_moe_layer. prepare: a routing's dispatch plan and its device tables on `stream` (host plan:
 // validated and built on the host, uploaded; device plan: made by the plan kernels, moe_plan.hpp); launch: the fused
 // kernel with the tensors of `params` and the last prepared routing (no routing is read again). A benchmark times
-// launch alone for a fixed routing. Both refuse a stream that is capturing a CUDA graph (the signal epochs are host
-// counters a replay would not advance).
+// launch alone for a fixed routing. A call with a device plan can be captured in a CUDA graph and replayed (its signal
+// targets are epochs on the device; every buffer it reads is read at replay): warm it up once first (the workspace
+// allocates its tables on first use). A host plan cannot (its routing is read on the host): prepare refuses a capturing
+// stream then; launch alone may be captured and replays the prepared routing.
 void prepare_moe_layer(runtime::Team& team, MoeWorkspace& ws, const MoeLayerParams& params, cudaStream_t stream);
 void launch_moe_layer(runtime::Team& team, MoeWorkspace& ws, const MoeLayerParams& params, cudaStream_t stream);
 

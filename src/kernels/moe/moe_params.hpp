@@ -89,6 +89,8 @@ struct ConfigT {
 };
 
 inline constexpr int kSlotDispatch = 0, kSlotCombine = 1, kSlotPlan = 2;  // completion-signal slots
+// (the workspace's device epochs are indexed by slot; call_prologue_kernel adds to [0] and [1])
+static_assert(kSlotDispatch == 0 && kSlotCombine == 1, "moe_plan.cu's call prologue indexes the epochs by slot");
 
 
 // (source rank, token, slot) of a received row, written by the dispatch with the row.
@@ -171,7 +173,7 @@ struct KernelParams {
   uint32_t* row_ready;    // [ranks][rows_cap / 128], zeroed before the launch
   const float* w1_scale;  // W8A8: [experts][2I/128][H/128] (W4A8: read through tma_s1)
   const float* w2_scale;  // W8A8: [experts][H/128][I/128] (W4A8: read through tma_s2)
-  uint32_t dispatch_target;  // epoch * ctas_per_rank
+  const uint32_t* dispatch_epoch;  // device: the dispatch signals per source this launch waits for (epoch * ctas)
   uint64_t timeout_ns;
   runtime::DeviceError* team_err;
   MoeDeviceError* err;

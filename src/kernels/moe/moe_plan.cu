@@ -18,6 +18,7 @@ __device__ __forceinline__ int64_t stand_in_below(int64_t x, int e, int E) { ret
 __global__ void __launch_bounds__(kPlanChunkTokens) plan_hist_kernel(const PlanParams p) {
   extern __shared__ int count[];  // [E]
   const int c = blockIdx.x, g = blockIdx.y, E = p.experts, K = p.topk;
+  if (c == 0 && g == 0 && threadIdx.x == 0) *p.plan_epoch += 1;  // one release per source and call (plan_tables waits)
   for (int e = threadIdx.x; e < E; e += blockDim.x) count[e] = 0;
   __syncthreads();
   const int t = c * kPlanChunkTokens + threadIdx.x;
@@ -153,7 +154,7 @@ __global__ void __launch_bounds__(kTablesThreads) plan_tables_kernel(const PlanP
   const int P = p.view.world, E = p.experts, El = E / P, first = p.view.first_rank;
   if (threadIdx.x < P)
     kernel::signal_wait_geq(p.signal.at<uint32_t>(first, runtime::signal_offset(P, p.signal_slot, int(threadIdx.x))),
-                            p.signal_target, p.timeout_ns, p.team_err,
+                            *p.plan_epoch, p.timeout_ns, p.team_err,
                             kernel::SignalWaitInfo{first, int(threadIdx.x), p.signal_slot});
   __syncthreads();  // the waits' acquires before every thread's reads
   const int* c = p.counts.at<const int>(first);
@@ -194,7 +195,24 @@ __global__ void __launch_bounds__(kTablesThreads) plan_tables_kernel(const PlanP
   }
 }
 
+__global__ void call_prologue_kernel(uint32_t* row_ready, size_t words, uint32_t* epochs, uint32_t ctas) {
+  for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < words; i += size_t(gridDim.x) * blockDim.x)
+    row_ready[i] = 0;
+  if (blockIdx.x == 0 && threadIdx.x == 0) {
+    epochs[0] += ctas;  // kSlotDispatch
+    epochs[1] += ctas;  // kSlotCombine
+  }
+}
+
 }  // namespace
+
+cudaError_t launch_call_prologue(uint32_t* row_ready, size_t words, uint32_t* epochs, uint32_t ctas,
+                                 cudaStream_t stream) {
+  const size_t blocks = (words + 255) / 256;
+  call_prologue_kernel<<<unsigned(blocks < 1 ? 1 : blocks > 1024 ? 1024 : blocks), 256, 0, stream>>>(row_ready, words,
+                                                                                                     epochs, ctas);
+  return cudaGetLastError();
+}
 
 cudaError_t launch_plan_counts(const PlanParams& pp, cudaStream_t stream) {
   const int ranks = pp.view.ranks;

@@ -62,7 +62,7 @@ struct PlanParams {
   runtime::PeerTable counts;                      // symmetric [P][E + 1]: row s = source s's counts, [E] its flag
   runtime::PeerTable signal;                      // the workspace's SignalSet
   int signal_slot = 0;
-  uint32_t signal_target = 0;  // plan signals per source so far, this call's included
+  uint32_t* plan_epoch = nullptr;  // plan signals per source so far (device; plan_hist adds this call's)
   uint64_t timeout_ns = 0;
   runtime::DeviceError* team_err = nullptr;  // a timed-out wait is recorded here (the team's record)
   int32_t* t_counts = nullptr;  // tables: [P][E]
@@ -77,5 +77,11 @@ struct PlanParams {
 // Steps 1-3, and steps 4-5 (the wait for every source's counts, then the tables).
 cudaError_t launch_plan_counts(const PlanParams& pp, cudaStream_t stream);
 cudaError_t launch_plan_tables(const PlanParams& pp, cudaStream_t stream);
+
+// A launch's prologue on its stream, before the fused kernel: row_ready's `words` counters to zero, and this launch's
+// signals added to the epochs its waits read (epochs[kSlotDispatch] and [kSlotCombine] += ctas: one signal per CTA and
+// source). The epochs live on the device so that a captured call replays with fresh targets (MoeWorkspace).
+cudaError_t launch_call_prologue(uint32_t* row_ready, size_t words, uint32_t* epochs, uint32_t ctas,
+                                 cudaStream_t stream);
 
 }  // namespace xstage::moe_kernel
