@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <optional>
 #include <type_traits>
 #include <vector>
 
@@ -239,9 +238,9 @@ LaunchShape launch_shape(runtime::Team& team, const MoeLayerParams& prm) {
 }  // namespace
 
 struct MoeWorkspace::Prepared {
-  std::optional<moe::DispatchPlan> plan;                // the host plan; empty: the device plan made the tables
+  bool device_plan;                                     // the tables were made on the device (moe_plan.hpp)
   size_t o_counts, o_base, o_off, o_tok, o_idx, o_pos;  // int32 offsets of the tables in tables_
-  std::vector<sched::MoeLayoutStorage> layouts;         // host plan: host copies per local rank
+  std::vector<long long> rows;                          // host plan, per local rank: its tile rows (trace capacity)
   std::vector<size_t> o_order;                          // host plan, per local rank: sched::spread_row_order
 };
 
@@ -525,15 +524,11 @@ void refuse_capture(cudaStream_t stream) {
                  "with the routing on the device (each rank's topk_index)");
 }
 
-// Where the plan's tables lie in MoeWorkspace::tables_ (int32 offsets).
-struct TableOffsets {
-  size_t counts, base, off, tok, idx, pos;
-};
-// The device half of prepare_moe_layer for a routing in device memory (moe_plan.hpp): the same tables as the host
-// plan's, at the same offsets, made on `stream`.
-TableOffsets prepare_device_plan(runtime::Team& team, const MoeWorkspace& ws, const MoeLayerParams& prm,
-                                 cudaStream_t stream, void*& tables, size_t& tables_bytes,
-                                 runtime::SymmetricBuffer& counts, runtime::SignalSet& signals, void* plan_state) {
+}  // namespace
+
+// prepare_moe_layer for a routing in device memory (moe_plan.hpp): the same tables as the host plan's, at the same
+// offsets, made on `stream`.
+void prepare_device_plan(runtime::Team& team, MoeWorkspace& ws, const MoeLayerParams& prm, cudaStream_t stream) {
   const MoeShape& s = prm.shape;
   const int P = team.world(), ranks = team.local_ranks(), first = team.first_rank();
   const int T = s.tokens_per_rank, K = s.topk, E = s.experts, El = E / P;
@@ -552,7 +547,8 @@ TableOffsets prepare_device_plan(runtime::Team& team, const MoeWorkspace& ws, co
   const int chunks = (T + kPlanChunkTokens - 1) / kPlanChunkTokens;
   const size_t o_hist = o_pos + size_t(ranks) * T * K;  // the plan's scratch, after the tables
   const size_t bytes = (o_hist + size_t(ranks) * chunks * E) * sizeof(int32_t);
-  int32_t* dt = static_cast<int32_t*>(grow(tables, tables_bytes, bytes, "tables"));
+  ws.prepared_.reset();  // a launch must not find the previous routing's plan if this one fails half-way
+  int32_t* dt = static_cast<int32_t*>(grow(ws.tables_, ws.tables_bytes_, bytes, "tables"));
   PlanParams pp;
   pp.view = team.view();
   pp.tokens = T;
@@ -566,24 +562,24 @@ TableOffsets prepare_device_plan(runtime::Team& team, const MoeWorkspace& ws, co
     pp.idx_out[g] = dt + o_idx + size_t(g) * T * K;
     pp.pos_out[g] = dt + o_pos + size_t(g) * T * K;
   }
-  pp.counts = counts.peers();
-  pp.signal = signals.table();
+  pp.counts = ws.plan_counts_->peers();
+  pp.signal = ws.signals_->table();
   pp.signal_slot = kSlotPlan;
   pp.t_counts = dt + o_counts;
   pp.t_base = dt + o_base;
   pp.t_off = dt + o_off;
   pp.t_tok = dt + o_tok;
-  pp.rec = plan_records(plan_state);
-  pp.err = plan_error(plan_state, ranks);
+  pp.rec = plan_records(ws.plan_state_);
+  pp.err = plan_error(ws.plan_state_, ranks);
   ok(cudaMemsetAsync(pp.rec, 0x7F, ranks * sizeof(MoePlanRecord), stream), "cudaMemsetAsync (plan records)");  // kPlanClean
-  pp.plan_epoch = plan_epochs(plan_state, ranks) + kSlotPlan;
+  pp.plan_epoch = plan_epochs(ws.plan_state_, ranks) + kSlotPlan;
   pp.timeout_ns = team.timeout_ns();
   pp.team_err = team.error_record();
   ok(launch_plan_counts(pp, stream), "device plan: counts");
   ok(launch_plan_tables(pp, stream), "device plan: tables");
-  return TableOffsets{o_counts, o_base, o_off, o_tok, o_idx, o_pos};
+  ws.prepared_ = std::make_unique<MoeWorkspace::Prepared>(
+      MoeWorkspace::Prepared{true, o_counts, o_base, o_off, o_tok, o_idx, o_pos, {}, {}});
 }
-}  // namespace
 
 void prepare_moe_layer(runtime::Team& team, MoeWorkspace& ws, const MoeLayerParams& prm, cudaStream_t stream) {
   ws.check_params(team, prm);
@@ -595,11 +591,7 @@ void prepare_moe_layer(runtime::Team& team, MoeWorkspace& ws, const MoeLayerPara
     XSTAGE_REQUIRE(given == ranks, "moe layer: no routing: set every local rank's topk_index (device memory: the plan "
                    "is made on the device) or topk_index_all (every rank's, host memory); ", given, " of ", ranks,
                    " local ranks have a topk_index");
-    ws.prepared_.reset();  // a launch must not find the previous routing's plan if this one fails half-way
-    const TableOffsets o = prepare_device_plan(team, ws, prm, stream, ws.tables_, ws.tables_bytes_, *ws.plan_counts_,
-                                               *ws.signals_, ws.plan_state_);
-    ws.prepared_ = std::make_unique<MoeWorkspace::Prepared>(
-        MoeWorkspace::Prepared{std::nullopt, o.counts, o.base, o.off, o.tok, o.idx, o.pos, {}, {}});
+    prepare_device_plan(team, ws, prm, stream);
     return;
   }
   XSTAGE_REQUIRE(given == 0, "moe layer: the routing is given twice: topk_index_all (host) and the topk_index of ", given,
@@ -636,19 +628,18 @@ void prepare_moe_layer(runtime::Team& team, MoeWorkspace& ws, const MoeLayerPara
   const size_t o_pos = tab.size();
   tab.insert(tab.end(), plan.positions().begin() + first * slice, plan.positions().begin() + (first + ranks) * slice);
   // The spread row order of every local rank's layout (MoeLayerParams::row_order 1 walks it; cheap, so always made).
-  std::vector<sched::MoeLayoutStorage> layouts;
+  std::vector<long long> rows;
   std::vector<size_t> o_order;
   for (int g = 0; g < ranks; ++g) {
-    layouts.push_back(plan.layout(first + g, I / kBlockN, H / kBlockN));
-    o_order.push_back(put(sched::spread_row_order(layouts.back().view())));
+    const sched::MoeLayoutStorage layout = plan.layout(first + g, I / kBlockN, H / kBlockN);
+    rows.push_back(layout.rows());
+    o_order.push_back(put(sched::spread_row_order(layout.view())));
   }
   const size_t bytes = tab.size() * sizeof(int32_t);
   grow(ws.tables_, ws.tables_bytes_, bytes, "tables");
   ok(cudaMemcpyAsync(ws.tables_, tab.data(), bytes, cudaMemcpyHostToDevice, stream), "cudaMemcpyAsync (tables)");
-  auto prep = std::make_unique<MoeWorkspace::Prepared>(MoeWorkspace::Prepared{
-      std::optional<moe::DispatchPlan>(std::move(plan)), o_counts, o_base, o_off, o_tok, o_idx, o_pos,
-      std::move(layouts), std::move(o_order)});
-  ws.prepared_ = std::move(prep);
+  ws.prepared_ = std::make_unique<MoeWorkspace::Prepared>(MoeWorkspace::Prepared{
+      false, o_counts, o_base, o_off, o_tok, o_idx, o_pos, std::move(rows), std::move(o_order)});
 }
 
 MoeOrderAdvice advise_moe_order(const model::Platform& mx, const MoeLayerParams& prm, int world, int ctas,
@@ -700,7 +691,7 @@ void launch_moe_layer(runtime::Team& team, MoeWorkspace& ws, const MoeLayerParam
   const int T = s.tokens_per_rank, K = s.topk, El = s.experts / P, H = s.hidden, I = s.inter;
   const int n2 = H / moe_l2_cols(prm);  // L2 tiles per row (one L2 tile = 128 or 256 output columns)
   const MoeWorkspace::Prepared& pr = *ws.prepared_;
-  const bool device_plan = !pr.plan.has_value();
+  const bool device_plan = pr.device_plan;
   const size_t o_counts = pr.o_counts, o_base = pr.o_base, o_off = pr.o_off, o_tok = pr.o_tok, o_idx = pr.o_idx,
                o_pos = pr.o_pos;
   const LaunchShape ls = launch_shape(team, prm);
@@ -846,7 +837,7 @@ void launch_moe_layer(runtime::Team& team, MoeWorkspace& ws, const MoeLayerParam
       int cap = 1;
       for (int g = 0; g < ranks; ++g) {
         // (a device plan's rows are known on the device only: the workspace's worst case)
-        const long long rows = device_plan ? ws.rows_capacity() / kBlockM : pr.layouts[g].view().rows();
+        const long long rows = device_plan ? ws.rows_capacity() / kBlockM : pr.rows[g];
         cap = std::max<long long>(cap, (rows * (I / kBlockN) + ctas - 1) / ctas + (rows * n2 + ctas - 1) / ctas + 1);
       }
       const size_t bytes = size_t(ranks) * ctas * cap * kTraceWords * sizeof(uint64_t);

@@ -301,9 +301,10 @@ class MoeWorkspace {
 
  private:
   friend void prepare_moe_layer(runtime::Team&, MoeWorkspace&, const MoeLayerParams&, cudaStream_t);
+  friend void prepare_device_plan(runtime::Team&, MoeWorkspace&, const MoeLayerParams&, cudaStream_t);
   friend void launch_moe_layer(runtime::Team&, MoeWorkspace&, const MoeLayerParams&, cudaStream_t);
   void check_params(runtime::Team& team, const MoeLayerParams& prm) const;
-  struct Prepared;  // the routing of the last prepare: plan, table offsets, host scheduler layouts
+  struct Prepared;  // the routing of the last prepare: which plan, table offsets, the host plan's rows and row orders
   std::unique_ptr<Prepared> prepared_;
   runtime::Team& team_;
   MoeShape shape_;
