@@ -711,9 +711,11 @@ int main(int argc, char** argv) try {
       stall_pred, stall_meas, sim_pred, sim_meas;
   int sched_configs = 0, sched_bitwise = 0;
   const model::Platform mx = model::Platform::load(a.platform);
-  // The model's MMA-time estimate uses a tensor-core rate per SM: PLATFORM.md's measured cuBLASLt FP8
-  // 8192^3 rate over 132 SMs (1228 TFLOP/s); only the ratios T_L1 / T_L2 matter at P = 1.
-  const double ceiling_tflops_per_sm = 1228.0 / 132.0;
+  // The model's MMA-time estimate uses a tensor-core rate per SM: the platform file's measured cuBLASLt FP8 rate
+  // over the SMs it was measured on (as xstage_moe_auto_order does); only the ratios T_L1 / T_L2 matter at P = 1.
+  XSTAGE_REQUIRE(mx.tc_fp8 > 0 && mx.sm_count > 0, "bench_moe: platform ", mx.name, " (", a.platform,
+                 ") has no measured FP8 tensor-core rate (tensor_core_tflops.fp8) to time the tiles with");
+  const double ceiling_tflops_per_sm = mx.tc_fp8 / mx.sm_count / 1e12;
   double min_ratio = INFINITY;
   int configs = 0, correct = 0;
   std::vector<int> emulated_ok;
