@@ -28,30 +28,34 @@ enum { XSTAGE_MOE_W8A8 = 0, XSTAGE_MOE_W4A8 = 1, XSTAGE_MOE_BF16 = 2 };
 enum { XSTAGE_MOE_EXPERT_WAVE = 0, XSTAGE_MOE_INTERLEAVED = 1 };
 
 /* The layer's symmetric buffers on the team for one shape and format (collective for real teams): hidden H and
- * inter I multiples of 128, experts E a multiple of the world size, 1 <= topk <= E, tokens_per_rank T >= 1 (every
- * call passes exactly T tokens per rank). */
+ * inter I multiples of 128, experts E a multiple of the world size, 1 <= topk <= E, tokens_per_rank T >= 1 (the
+ * capacity: a call passes 0..T tokens per rank). */
 int xstage_moe_create(xstage_team team, int hidden, int inter, int experts, int topk, int tokens_per_rank, int format,
                       xstage_moe* out);
 void xstage_moe_destroy(xstage_moe layer);
 /* One layer call for every rank this process serves, on `stream` (a cudaStream_t; NULL: the default stream, as in
  * CUDA): ordered after the work that wrote the inputs there, and before what reads `out` there.
- * topk_index_all: HOST memory, the routing of EVERY rank of the team, [world][T][k] global expert ids, each token's k
+ * tokens: an array of local_ranks token counts of this call, each 0..T (the rank's x, x_scale, topk_weight, out and
+ * topk_index hold that many rows where they say [T]; out's rows past it are not written); NULL: T for every rank.
+ * topk_index_all: HOST memory, the routing of EVERY rank of the team, [world][n][k] global expert ids for the call's
+ * count n (the same on every rank: this plan refuses counts that differ), each token's k
  * distinct (the dispatch plan is built and validated on the host before anything is enqueued; a real team's ranks must
  * pass the same array; xstage_moe_forward_device below takes each rank's own routing in device memory instead). x, x_scale, topk_weight ([T][k] fp32), out: arrays of local_ranks device pointers (local rank
  * first_rank + g at g). w1, w1_scale, w2, w2_scale: the experts of the local ranks in global order (E_local =
  * local_ranks * E / world experts). order: XSTAGE_MOE_EXPERT_WAVE or XSTAGE_MOE_INTERLEAVED. Device failures (a
  * peer's rows that never came) are reported by xstage_moe_check. */
-int xstage_moe_forward(xstage_moe layer, const int32_t* topk_index_all, const void* const* x,
+int xstage_moe_forward(xstage_moe layer, const int* tokens, const int32_t* topk_index_all, const void* const* x,
                        const float* const* x_scale, const float* const* topk_weight, float* const* out, const void* w1,
                        const float* w1_scale, const void* w2, const float* w2_scale, int order, void* stream);
 /* The same call with the routing in DEVICE memory: topk_index, an array of local_ranks device pointers, each [T][k]
- * int32 global expert ids of that rank's tokens (each token's k distinct), read on `stream`. The dispatch plan is made
+ * int32 global expert ids of that rank's tokens (each token's k distinct; the ranks' counts may differ), read on
+ * `stream`. The dispatch plan is made
  * on the device and the ranks exchange their counts by peer stores, so nothing of the call waits for the host (a real
  * team's ranks each pass their own routing). The same tables as the host plan's, so the same result bit for bit. An
  * invalid entry is reported by xstage_moe_check (rank, token, slot, value, as the host plan's error); that rank's out
  * is then not written, the other ranks' results are unaffected. The call can be captured in a CUDA graph (after one
  * warm-up call) and replayed on new inputs written into the same buffers; xstage_moe_forward's cannot. */
-int xstage_moe_forward_device(xstage_moe layer, const int32_t* const* topk_index, const void* const* x,
+int xstage_moe_forward_device(xstage_moe layer, const int* tokens, const int32_t* const* topk_index, const void* const* x,
                               const float* const* x_scale, const float* const* topk_weight, float* const* out,
                               const void* w1, const float* w1_scale, const void* w2, const float* w2_scale, int order,
                               void* stream);

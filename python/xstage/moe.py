@@ -48,8 +48,9 @@ def _lib():
         sig = {
             "xstage_moe_create": ([vp, i, i, i, i, i, i, pp], i),
             "xstage_moe_destroy": ([vp], None),
-            "xstage_moe_forward": ([vp, ctypes.POINTER(ctypes.c_int32), pp, pp, pp, pp, vp, vp, vp, vp, i, vp], i),
-            "xstage_moe_forward_device": ([vp, pp, pp, pp, pp, pp, vp, vp, vp, vp, i, vp], i),
+            "xstage_moe_forward": ([vp, ctypes.POINTER(i), ctypes.POINTER(ctypes.c_int32), pp, pp, pp, pp, vp, vp, vp,
+                                    vp, i, vp], i),
+            "xstage_moe_forward_device": ([vp, ctypes.POINTER(i), pp, pp, pp, pp, pp, vp, vp, vp, vp, i, vp], i),
             "xstage_moe_check": ([vp, vp, ctypes.c_char_p], i),
             "xstage_moe_auto_order": ([vp, i, ctypes.c_char_p, ctypes.POINTER(i), ctypes.POINTER(i), ctypes.c_char_p,
                                        i], i),
@@ -227,10 +228,12 @@ class MoeLayer(_team._Handle):
 
     def __call__(self, x, topk_idx, topk_weight, weights: MoeWeights, x_scale=None, order: str = "interleaved",
                  out=None, plan: str = "device"):
-        """x: [T, H] per rank: bf16 / fp16 / fp32 (quantized here for w8a8 / w4a8), or float8_e4m3fn codes with
-        x_scale [T, H/128] float32; bf16 for the bf16 format. topk_idx [T, k] (global expert ids, each token's k
-        distinct), topk_weight [T, k] (float32). order: "interleaved", "expert-wave" or "auto" (auto_order() for a
-        balanced routing). out: optional [T, H] float32 tensors to write. Returns out.
+        """x: [n, H] per rank, n <= tokens_per_rank (the layer's capacity; a rank may pass fewer tokens, or none):
+        bf16 / fp16 / fp32 (quantized here for w8a8 / w4a8), or float8_e4m3fn codes with x_scale [n, H/128] float32;
+        bf16 for the bf16 format. topk_idx [n, k] (global expert ids, each token's k distinct), topk_weight [n, k]
+        (float32). order: "interleaved", "expert-wave" or "auto" (auto_order() for a balanced routing). out: optional
+        [n, H] float32 tensors to write. Returns out. With plan="device" each rank's n is its own; plan="host" needs
+        the same n on every rank.
         plan: "device" (the default) makes the dispatch plan on the GPU from topk_idx where it lies, the ranks
         exchanging their counts by peer stores: the call never waits for the GPU, and an invalid index is raised by
         check() (that rank's out is then not written). "host" gathers every rank's topk_idx to the host (a
@@ -243,7 +246,7 @@ class MoeLayer(_team._Handle):
         if plan == "host" and torch.cuda.is_current_stream_capturing():
             raise ValueError("plan='host' reads the routing on the host, which a CUDA graph replay would not read again; "
                              "capture the call with plan='device'")
-        n, T, H, k = self.team.local_ranks, self.tokens, self.hidden, self.topk
+        n, H, k = self.team.local_ranks, self.hidden, self.topk
         if order == "auto":  # the model's choice for a balanced routing on the default platform, asked once
             if self._auto is None:
                 self._auto = self.auto_order()[0]
@@ -268,12 +271,15 @@ class MoeLayer(_team._Handle):
         # caching allocator would hand one rank's memory to the next rank's conversion. After the launch their reuse is
         # ordered after the kernel on this stream.
         keep = []
-        xp, sp, wp, op, ip = [], [], [], [], []
+        xp, sp, wp, op, ip, tp = [], [], [], [], [], []
         for g in range(n):
             xt, st = xs[g], scales[g]
-            if not isinstance(xt, torch.Tensor) or not xt.is_cuda or tuple(xt.shape) != (T, H):
-                raise ValueError(f"x must be a CUDA tensor [{T}, {H}], got "
-                                 f"{tuple(xt.shape) if isinstance(xt, torch.Tensor) else type(xt).__name__}")
+            if (not isinstance(xt, torch.Tensor) or not xt.is_cuda or xt.dim() != 2 or xt.shape[1] != H
+                    or xt.shape[0] > self.tokens):
+                raise ValueError(f"x must be a CUDA tensor [n, {H}] with n <= {self.tokens} (the layer's tokens per "
+                                 f"rank), got {tuple(xt.shape) if isinstance(xt, torch.Tensor) else type(xt).__name__}")
+            T = xt.shape[0]
+            tp.append(T)
             if dev is not None and xt.device.index != dev:
                 raise ValueError(f"x is on cuda:{xt.device.index}, the team's ranks on cuda:{dev}")
             if self.format == "bf16":
@@ -315,12 +321,15 @@ class MoeLayer(_team._Handle):
         ptr = lambda t: t.data_ptr() if t is not None else None  # noqa: E731
         tail = (arr(*xp), arr(*sp) if self.format != "bf16" else None, arr(*wp), arr(*op), ptr(weights.w1),
                 ptr(weights.w1_scale), ptr(weights.w2), ptr(weights.w2_scale), ORDERS[order], ctypes.c_void_p(stream))
+        counts = (ctypes.c_int * n)(*tp)
         if plan == "device":
-            _team._ok(_lib().xstage_moe_forward_device(self._h, arr(*ip), *tail))
+            _team._ok(_lib().xstage_moe_forward_device(self._h, counts, arr(*ip), *tail))
         else:
+            if len(set(tp)) > 1:
+                raise ValueError(f"plan='host' needs the same token count on every rank, got {tp}; use plan='device'")
             routing = self._routing_on_host(idxs)
             _team._ok(_lib().xstage_moe_forward(
-                self._h, routing.numpy().ctypes.data_as(ctypes.POINTER(ctypes.c_int32)), *tail))
+                self._h, counts, routing.numpy().ctypes.data_as(ctypes.POINTER(ctypes.c_int32)), *tail))
         del keep
         return outs if n > 1 or isinstance(x, (list, tuple)) else outs[0]
 

@@ -31,11 +31,11 @@ if h.value is not None:
     failures.append(f"a failed create left the handle at {h.value}")
 arr = ctypes.c_void_p * 1
 idx = (ctypes.c_int32 * 2)(0, 1)
-expect("forward, null layer", lambda: xteam._ok(lib.xstage_moe_forward(None, idx, arr(1), None, arr(1), arr(1), 1, None,
+expect("forward, null layer", lambda: xteam._ok(lib.xstage_moe_forward(None, None, idx, arr(1), None, arr(1), arr(1), 1, None,
                                                                        1, None, moe.ORDERS["interleaved"], None)),
        "layer is null")
 expect("forward_device, null layer",
-       lambda: xteam._ok(lib.xstage_moe_forward_device(None, arr(1), arr(1), None, arr(1), arr(1), 1, None, 1, None,
+       lambda: xteam._ok(lib.xstage_moe_forward_device(None, None, arr(1), arr(1), None, arr(1), arr(1), 1, None, 1, None,
                                                        moe.ORDERS["interleaved"], None)),
        "layer is null")
 expect("check, null layer", lambda: xteam._ok(lib.xstage_moe_check(None, None, b"x")), "layer is null")

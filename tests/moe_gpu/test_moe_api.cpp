@@ -24,12 +24,12 @@ TEST(moe_api, NullHandles) {
   const float* xs[1] = {nullptr};
   const float* w[1] = {nullptr};
   float* out[1] = {nullptr};
-  EXPECT_EQ(xstage_moe_forward(nullptr, idx, x, xs, w, out, fake(0x2000), nullptr, fake(0x3000), nullptr,
+  EXPECT_EQ(xstage_moe_forward(nullptr, nullptr, idx, x, xs, w, out, fake(0x2000), nullptr, fake(0x3000), nullptr,
                                XSTAGE_MOE_INTERLEAVED, nullptr),
             XSTAGE_ERR_INVALID);
   EXPECT_EQ(last(), "layer is null");
   const int32_t* didx[1] = {idx};
-  EXPECT_EQ(xstage_moe_forward_device(nullptr, didx, x, xs, w, out, fake(0x2000), nullptr, fake(0x3000), nullptr,
+  EXPECT_EQ(xstage_moe_forward_device(nullptr, nullptr, didx, x, xs, w, out, fake(0x2000), nullptr, fake(0x3000), nullptr,
                                       XSTAGE_MOE_INTERLEAVED, nullptr),
             XSTAGE_ERR_INVALID);
   EXPECT_EQ(last(), "layer is null");

@@ -1164,6 +1164,136 @@ TEST(MoeLayerGpu, CapturedCallsReplay) {
   CUDA_CHECK(cudaStreamDestroy(cap));
 }
 
+// A call with fewer tokens than the workspace's capacity (MoeRankInputs::tokens): ranks with T, none, one and 97 tokens
+// over emulated P = 4 (the empty rank's tensors null). Each rank's first n rows against the reference, its rows past n
+// untouched (still the poison), and the whole call bit-identical to a P = 1 run of the ranks' tokens concatenated into
+// one batch (the same rows reach every expert in the same order); a host plan of equal counts bit-identical to the
+// device plan's; the misuses named.
+TEST(MoeLayerGpu, FewerTokensThanCapacity) {
+  NEED_SM90();
+  using xstage::testing::usage_error;
+  const int P = 4, T = 160, H = 256, I = 256, E = 16, K = 4;
+  const uint32_t seed = test_seed() + 4242u;
+  const moe::MoeWeights w = moe::random_moe_weights(H, I, E, seed);
+  const moe::MoeReference ref8(w, moe::Precision::W8A8), ref32(w, moe::Precision::Fp32);
+  auto team = runtime::Team::emulated(P);
+  const moe_kernel::MoeShape shape{H, I, E, K, T};
+  moe_kernel::MoeWorkspace ws(*team, shape);
+  for (const moe::RoutingKind kind : {moe::RoutingKind::Balanced, moe::RoutingKind::Skewed}) {
+    SCOPED_TRACE(moe::to_string(kind));
+    const std::vector<float> x = moe::random_activations(size_t(P) * T * H, seed + 1);
+    const moe::Routing r = moe::generate_routing({P, T, E, K, kind, 1.0, seed + 2});
+    W8A8Layer L(w, shape, P, x, r, 2);
+    L.use_device_routing();
+    const int n[P] = {T, 0, 1, 97};
+    L.prm.rank[1] = {};  // no tokens: nothing of rank 1 is read (its out buffer stays poisoned)
+    for (int g = 0; g < P; ++g) L.prm.rank[g].tokens = n[g];
+    // The same tokens as one batch on one rank: rank 0's n[0], then rank 1's n[1], ...
+    int total = 0;
+    for (int g = 0; g < P; ++g) total += n[g];
+    moe::Routing r1{1, total, E, K, {}, {}};
+    std::vector<float> x1;
+    for (int g = 0; g < P; ++g) {
+      r1.index.insert(r1.index.end(), r.rank_index(g), r.rank_index(g) + size_t(n[g]) * K);
+      r1.weight.insert(r1.weight.end(), r.rank_weight(g), r.rank_weight(g) + size_t(n[g]) * K);
+      x1.insert(x1.end(), x.begin() + size_t(g) * T * H, x.begin() + (size_t(g) * T + n[g]) * H);
+    }
+    auto one = runtime::Team::emulated(1);
+    const moe_kernel::MoeShape shape1{H, I, E, K, total};
+    moe_kernel::MoeWorkspace ws1(*one, shape1);
+    W8A8Layer L1(w, shape1, 1, x1, r1);
+    L1.use_device_routing();
+    auto read = [&](const DevBuf& b, size_t rows) {
+      std::vector<float> o(rows * H);
+      CUDA_CHECK(cudaMemcpy(o.data(), b.p, o.size() * 4, cudaMemcpyDeviceToHost));
+      return o;
+    };
+    for (const MoeOrder order : {MoeOrder::kExpertWave, MoeOrder::kInterleaved}) {
+      SCOPED_TRACE(order == MoeOrder::kExpertWave ? "expert-wave" : "interleaved");
+      L.prm.order = L1.prm.order = order;
+      for (int g = 0; g < P; ++g) fill_now(L.out[0][g]->p, 0xFF, size_t(T) * H * 4);
+      fill_now(L1.out[0][0]->p, 0xFF, size_t(total) * H * 4);
+      moe_kernel::run_moe_layer(*team, ws, L.prm, team->stream());
+      ws.check(*team, "fewer tokens", team->stream());
+      moe_kernel::run_moe_layer(*one, ws1, L1.prm, one->stream());
+      ws1.check(*one, "the same tokens on one rank", one->stream());
+      const std::vector<float> whole = read(*L1.out[0][0], size_t(total));
+      ErrorCheck check;
+      size_t at = 0;
+      for (int g = 0; g < P; ++g) {
+        const std::vector<float> o = read(*L.out[0][g], size_t(T));
+        const size_t used = size_t(n[g]) * H;
+        EXPECT_EQ(std::memcmp(o.data(), whole.data() + at, used * 4), 0)
+            << "rank " << g << ": its " << n[g] << " rows differ from the one-rank run of the same tokens";
+        at += used;
+        const std::vector<uint8_t> poison((size_t(T) * H - used) * 4, 0xFF);
+        EXPECT_EQ(std::memcmp(o.data() + used, poison.data(), poison.size()), 0)
+            << "rank " << g << ": rows past its " << n[g] << " tokens were written";
+        if (n[g] == 0) continue;
+        const float* xr = x.data() + size_t(g) * T * H;
+        const std::vector<float> mine(o.begin(), o.begin() + used);
+        check.add(g, mine, ref8.forward(xr, n[g], r.rank_index(g), r.rank_weight(g), K),
+                  ref32.forward(xr, n[g], r.rank_index(g), r.rank_weight(g), K), H);
+      }
+      check.finish("fewer tokens than the capacity");
+    }
+  }
+  // A host plan needs one count on every rank: equal counts give the device plan's bits; different ones are refused.
+  const std::vector<float> x = moe::random_activations(size_t(P) * T * H, seed + 3);
+  moe::Routing r = moe::generate_routing({P, T, E, K, moe::RoutingKind::Skewed, 1.0, seed + 4});
+  W8A8Layer L(w, shape, P, x, r, 2);
+  const int m = 77;
+  std::vector<int32_t> all;  // [P][m][k]: each rank's first m tokens
+  for (int g = 0; g < P; ++g) {
+    all.insert(all.end(), r.rank_index(g), r.rank_index(g) + size_t(m) * K);
+    L.prm.rank[g].tokens = m;
+    L.prm.rank[g].out = static_cast<float*>(L.out[1][g]->p);
+  }
+  L.prm.topk_index_all = all.data();
+  moe_kernel::run_moe_layer(*team, ws, L.prm, team->stream());
+  ws.check(*team, "host plan, 77 tokens each", team->stream());
+  moe_kernel::MoeLayerParams dev = L.prm;
+  dev.topk_index_all = nullptr;
+  for (int g = 0; g < P; ++g) {
+    dev.rank[g].topk_index = static_cast<const int32_t*>(L.idx[g]->p);
+    dev.rank[g].out = static_cast<float*>(L.out[0][g]->p);
+  }
+  moe_kernel::run_moe_layer(*team, ws, dev, team->stream());
+  ws.check(*team, "device plan, 77 tokens each", team->stream());
+  for (int g = 0; g < P; ++g) {
+    std::vector<float> a(size_t(m) * H), b(size_t(m) * H);
+    CUDA_CHECK(cudaMemcpy(a.data(), L.out[0][g]->p, a.size() * 4, cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaMemcpy(b.data(), L.out[1][g]->p, b.size() * 4, cudaMemcpyDeviceToHost));
+    EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * 4), 0) << "rank " << g << ": host plan differs from device plan";
+  }
+  moe_kernel::MoeLayerParams q = L.prm;
+  q.rank[2].tokens = 76;
+  EXPECT_NE(usage_error([&] { moe_kernel::run_moe_layer(*team, ws, q, team->stream()); })
+                .find("needs the same token count on every rank, but local rank 0 passes 77 and local rank 2 passes 76"),
+            std::string::npos);
+  q = dev;
+  q.rank[3].tokens = T + 1;
+  EXPECT_NE(usage_error([&] { moe_kernel::run_moe_layer(*team, ws, q, team->stream()); })
+                .find("local rank 3: tokens = 161 is outside [0, 160]"),
+            std::string::npos);
+  q.rank[3].tokens = -2;
+  EXPECT_NE(usage_error([&] { moe_kernel::run_moe_layer(*team, ws, q, team->stream()); })
+                .find("tokens = -2 is outside"),
+            std::string::npos);
+  q = dev;  // prepared for 77 tokens each, launched with 70 on rank 1
+  moe_kernel::prepare_moe_layer(*team, ws, q, team->stream());
+  q.rank[1].tokens = 70;
+  EXPECT_NE(usage_error([&] { moe_kernel::launch_moe_layer(*team, ws, q, team->stream()); })
+                .find("local rank 1 launches with tokens = 70, but the routing was prepared for 77"),
+            std::string::npos);
+  q.rank[1].tokens = 77;
+  q.rank[1].topk_index = nullptr;  // a rank with tokens and no routing
+  EXPECT_NE(usage_error([&] { moe_kernel::run_moe_layer(*team, ws, q, team->stream()); })
+                .find("(local rank 1 has none)"),
+            std::string::npos);
+  ws.check(*team, "after the refused calls", team->stream());
+}
+
 // The device plan's tables against the host plan's where the per-expert counters exceed the default 48 KB of dynamic
 // shared memory (E = 14336 > 12288 over 8 emulated ranks), skewed and balanced, and with many chunks of tokens. Only
 // the plans run (a prepare reads none of the layer's tensors: one small buffer stands in for them).

@@ -166,7 +166,9 @@ def test_bad_input_is_named():
     one.check()  # reported once: the layer is clean again
     with pytest.raises(ValueError, match="plan"):
         one(x, idx, wt, w, plan="gpu")
-    with pytest.raises(ValueError, match=r"\[64, 256\]"):
+    with pytest.raises(ValueError, match=r"\[n, 256\] with n <= 64"):
+        one(torch.cat([x, x[:1]]), idx, wt, w)  # 65 tokens on a layer of 64
+    with pytest.raises(ValueError, match=r"topk_idx and topk_weight must be \[10, 2\]"):
         one(x[:10], idx, wt, w)
     with pytest.raises(ValueError, match="format 'w8a8'"):
         one(x, idx, wt, quantize_weights(w1, w2, "bf16"))
@@ -174,6 +176,36 @@ def test_bad_input_is_named():
         MoeLayer(team, H, I, E, k, T)(x, idx, wt, w)
     with pytest.raises(ValueError, match="order"):
         one(x, idx, wt, w, order="random")
+
+
+def test_fewer_tokens_than_capacity():
+    """A layer of 128 tokens per rank called with fewer: emulated ranks with 100 and 0 tokens give the bits of one rank
+    with those 100; rows past a rank's count stay untouched; a host plan needs equal counts (60 and 60: the device
+    plan's bits) and refuses different ones."""
+    H, I, E, k, T = 256, 256, 8, 2, 128
+    x, w1, w2, idx, wt = make_inputs(T, H, I, E, k, SEED + 17, skewed=True)
+    w = quantize_weights(w1, w2, "w8a8", keep_reference=True)
+    two = MoeLayer(Team.emulated(2), H, I, E, k, T)
+    n = 100
+    one = MoeLayer(Team.emulated(1), H, I, E, k, n)
+    want = one(x[:n], idx[:n], wt[:n], w)
+    one.check()
+    check_close(want, moe_reference(x[:n], idx[:n], wt[:n], w), moe_reference(x[:n], idx[:n], wt[:n], w, exact=True),
+                "100 tokens")
+    outs = [torch.full((T, H), 7.0, device="cuda") for _ in range(2)]
+    got = two([x[:n], x[:0]], [idx[:n], idx[:0]], [wt[:n], wt[:0]], w, out=[outs[0][:n], outs[1][:0]])
+    two.check()
+    assert got[0].shape == (n, H) and got[1].shape == (0, H)
+    assert torch.equal(outs[0][:n].view(torch.int32), want.view(torch.int32)), "100 tokens on rank 0 != one rank's"
+    assert torch.all(outs[0][n:] == 7.0) and torch.all(outs[1] == 7.0), "rows past a rank's tokens were written"
+    m = 60
+    halves = ([x[:m], x[m:2 * m]], [idx[:m], idx[m:2 * m]], [wt[:m], wt[m:2 * m]])
+    dev = torch.cat(two(*halves, w)).clone()
+    host = torch.cat(two(*halves, w, plan="host"))
+    two.check()
+    assert torch.equal(dev.view(torch.int32), host.view(torch.int32)), "host plan != device plan at 60 tokens"
+    with pytest.raises(ValueError, match=r"plan='host' needs the same token count on every rank, got \[60, 59\]"):
+        two([x[:m], x[:m - 1]], [idx[:m], idx[:m - 1]], [wt[:m], wt[:m - 1]], w, plan="host")
 
 
 def test_captured_in_a_cuda_graph():

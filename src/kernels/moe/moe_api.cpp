@@ -49,7 +49,8 @@ extern "C" void xstage_moe_destroy(xstage_moe layer) { delete layer; }
 namespace {
 // xstage_moe_forward and xstage_moe_forward_device: the routing on the host (topk_index_all) or per local rank on the
 // device (topk_index), exactly one of them set.
-int forward(xstage_moe layer, const int32_t* topk_index_all, const int32_t* const* topk_index, const void* const* x,
+int forward(xstage_moe layer, const int* tokens, const int32_t* topk_index_all, const int32_t* const* topk_index,
+            const void* const* x,
             const float* const* x_scale, const float* const* topk_weight, float* const* out, const void* w1,
             const float* w1_scale, const void* w2, const float* w2_scale, int order, void* stream) {
   if (x == nullptr || topk_weight == nullptr || out == nullptr)
@@ -68,6 +69,7 @@ int forward(xstage_moe layer, const int32_t* topk_index_all, const int32_t* cons
       p.rank[g].x_scale = x_scale ? x_scale[g] : nullptr;
       p.rank[g].topk_weight = topk_weight[g];
       p.rank[g].out = out[g];
+      p.rank[g].tokens = tokens ? tokens[g] : -1;
     }
     p.weights = layer->format;
     p.w1 = w1;
@@ -81,27 +83,29 @@ int forward(xstage_moe layer, const int32_t* topk_index_all, const int32_t* cons
 }
 }  // namespace
 
-extern "C" int xstage_moe_forward(xstage_moe layer, const int32_t* topk_index_all, const void* const* x,
+extern "C" int xstage_moe_forward(xstage_moe layer, const int* tokens, const int32_t* topk_index_all,
+                                  const void* const* x,
                                   const float* const* x_scale, const float* const* topk_weight, float* const* out,
                                   const void* w1, const float* w1_scale, const void* w2, const float* w2_scale,
                                   int order, void* stream) {
   if (layer == nullptr) return set_error(XSTAGE_ERR_INVALID, "layer is null");
   if (topk_index_all == nullptr) return set_error(XSTAGE_ERR_INVALID, "topk_index_all (host routing) is null");
-  return forward(layer, topk_index_all, nullptr, x, x_scale, topk_weight, out, w1, w1_scale, w2, w2_scale, order,
+  return forward(layer, tokens, topk_index_all, nullptr, x, x_scale, topk_weight, out, w1, w1_scale, w2, w2_scale, order,
                  stream);
 }
 
-extern "C" int xstage_moe_forward_device(xstage_moe layer, const int32_t* const* topk_index, const void* const* x,
+extern "C" int xstage_moe_forward_device(xstage_moe layer, const int* tokens, const int32_t* const* topk_index,
+                                         const void* const* x,
                                          const float* const* x_scale, const float* const* topk_weight,
                                          float* const* out, const void* w1, const float* w1_scale, const void* w2,
                                          const float* w2_scale, int order, void* stream) {
   if (layer == nullptr) return set_error(XSTAGE_ERR_INVALID, "layer is null");
   if (topk_index == nullptr) return set_error(XSTAGE_ERR_INVALID, "topk_index (the device routing array) is null");
   for (int g = 0; g < layer->team->team->local_ranks(); ++g)
-    if (topk_index[g] == nullptr)
+    if (topk_index[g] == nullptr && !(tokens != nullptr && tokens[g] == 0))  // a rank without tokens reads none
       return set_error(XSTAGE_ERR_INVALID, "topk_index[" + std::to_string(g) + "] (local rank " +
                                                std::to_string(layer->team->team->first_rank() + g) + ") is null");
-  return forward(layer, nullptr, topk_index, x, x_scale, topk_weight, out, w1, w1_scale, w2, w2_scale, order, stream);
+  return forward(layer, tokens, nullptr, topk_index, x, x_scale, topk_weight, out, w1, w1_scale, w2, w2_scale, order, stream);
 }
 
 extern "C" int xstage_moe_auto_order(xstage_moe layer, int skewed, const char* platform, int* order, int* lead,

@@ -519,7 +519,7 @@ __device__ void dispatch(const P& p, int g, int c) {
   const int32_t* idx = p.topk_index[g];
   const int32_t* pos = p.topk_pos[g];
   const int lane = threadIdx.x % 32, warps = blockDim.x / 32;
-  const int64_t rows = int64_t(p.tokens) * K;
+  const int64_t rows = int64_t(p.tokens[g]) * K;
   const int chunks = row_bytes / 16;
   for (int64_t q = int64_t(c) * warps + threadIdx.x / 32; q < rows; q += int64_t(p.ctas_per_rank) * warps) {
     moe::DispatchDest d{};
@@ -1661,7 +1661,7 @@ __global__ void __launch_bounds__(kCombineThreads) combine_kernel(const __grid_c
   if (p.plan_rec != nullptr && p.plan_rec[g].first_bad != kPlanClean) return;  // rejected routing: out untouched
   const int chunks = p.hidden / 8;
   const __nv_bfloat16* comb = p.combine.at<const __nv_bfloat16>(rank);
-  for (int t = blockIdx.x; t < p.tokens; t += gridDim.x) {
+  for (int t = blockIdx.x; t < p.tokens[g]; t += gridDim.x) {
     const float* w = p.weight[g] + int64_t(t) * p.topk;
     const __nv_bfloat16* row = comb + int64_t(t) * p.topk * p.hidden;
     float4* out = reinterpret_cast<float4*>(p.out[g] + int64_t(t) * p.hidden);

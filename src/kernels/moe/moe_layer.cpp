@@ -126,7 +126,6 @@ void fill_common(KernelParams<Sched>& kp, runtime::Team& team, const MoeLayerPar
   kp.hidden = prm.shape.hidden;
   kp.inter = prm.shape.inter;
   kp.topk = prm.shape.topk;
-  kp.tokens = prm.shape.tokens_per_rank;
   kp.w1_scale = prm.w1_scale;
   kp.w2_scale = prm.w2_scale;
   kp.timeout_ns = team.timeout_ns();
@@ -240,6 +239,8 @@ LaunchShape launch_shape(runtime::Team& team, const MoeLayerParams& prm) {
 struct MoeWorkspace::Prepared {
   bool device_plan;                                     // the tables were made on the device (moe_plan.hpp)
   size_t o_counts, o_base, o_off, o_tok, o_idx, o_pos;  // int32 offsets of the tables in tables_
+  size_t tk;                                            // entries per local rank of the index and pos tables
+  std::vector<int> tokens;                              // the call's tokens per local rank (MoeRankInputs::tokens)
   std::vector<long long> rows;                          // host plan, per local rank: its tile rows (trace capacity)
   std::vector<size_t> o_order;                          // host plan, per local rank: sched::spread_row_order
 };
@@ -375,7 +376,7 @@ MoeWorkspace::PlanTables MoeWorkspace::read_plan_tables(cudaStream_t stream) con
   ok(cudaStreamSynchronize(stream), "stream synchronize");
   const Prepared& pr = *prepared_;
   const int P = team_.world(), ranks = team_.local_ranks(), E = shape_.experts, El = E / P;
-  const size_t TK = size_t(shape_.tokens_per_rank) * shape_.topk;
+  const size_t TK = pr.tk;
   auto read = [&](size_t at, size_t n) {
     std::vector<int32_t> v(n);
     ok(cudaMemcpy(v.data(), static_cast<const int32_t*>(tables_) + at, n * sizeof(int32_t), cudaMemcpyDeviceToHost),
@@ -429,6 +430,9 @@ void MoeWorkspace::check_params(runtime::Team& team, const MoeLayerParams& prm) 
   for (int g = 0; g < ranks; ++g) {
     const MoeRankInputs& in = prm.rank[g];
     const int r = first + g;
+    XSTAGE_REQUIRE(in.tokens >= -1 && in.tokens <= w.tokens_per_rank, "moe layer: local rank ", r, ": tokens = ",
+                   in.tokens, " is outside [0, ", w.tokens_per_rank, "] (the workspace's tokens per rank; -1: all of them)");
+    if (in.tokens == 0) continue;  // a rank without tokens this call: its tensors are not read (empty ones may be null)
     if (bf16) {
       XSTAGE_REQUIRE(in.x && in.topk_weight && in.out, "moe layer: local rank ", r,
                      ": x, topk_weight and out must all be set");
@@ -524,6 +528,13 @@ void refuse_capture(cudaStream_t stream) {
                  "with the routing on the device (each rank's topk_index)");
 }
 
+// The call's tokens of each local rank (MoeRankInputs::tokens, -1: the workspace's T); check_params validated them.
+std::vector<int> call_tokens(const runtime::Team& team, const MoeLayerParams& prm) {
+  std::vector<int> n(size_t(team.local_ranks()));
+  for (size_t g = 0; g < n.size(); ++g) n[g] = prm.rank[g].tokens < 0 ? prm.shape.tokens_per_rank : prm.rank[g].tokens;
+  return n;
+}
+
 }  // namespace
 
 // prepare_moe_layer for a routing in device memory (moe_plan.hpp): the same tables as the host plan's, at the same
@@ -544,14 +555,17 @@ void prepare_device_plan(runtime::Team& team, MoeWorkspace& ws, const MoeLayerPa
                  " rows) for a device plan");
   const size_t o_counts = 0, o_base = size_t(P) * E, o_off = 2 * size_t(P) * E, o_tok = o_off + size_t(P) * (El + 1);
   const size_t o_idx = o_tok + size_t(ranks) * El, o_pos = o_idx + size_t(ranks) * T * K;
-  const int chunks = (T + kPlanChunkTokens - 1) / kPlanChunkTokens;
+  const std::vector<int> tokens = call_tokens(team, prm);
+  // The grid's chunks cover the local ranks' largest call (at least one CTA; a rank's chunks past its tokens count none).
+  const int most = std::max(1, *std::max_element(tokens.begin(), tokens.end()));
+  const int chunks = (most + kPlanChunkTokens - 1) / kPlanChunkTokens;
   const size_t o_hist = o_pos + size_t(ranks) * T * K;  // the plan's scratch, after the tables
   const size_t bytes = (o_hist + size_t(ranks) * chunks * E) * sizeof(int32_t);
   ws.prepared_.reset();  // a launch must not find the previous routing's plan if this one fails half-way
   int32_t* dt = static_cast<int32_t*>(grow(ws.tables_, ws.tables_bytes_, bytes, "tables"));
   PlanParams pp;
   pp.view = team.view();
-  pp.tokens = T;
+  for (int g = 0; g < ranks; ++g) pp.tokens[g] = tokens[g];
   pp.topk = K;
   pp.experts = E;
   pp.b_m = kBlockM;
@@ -578,19 +592,24 @@ void prepare_device_plan(runtime::Team& team, MoeWorkspace& ws, const MoeLayerPa
   ok(launch_plan_counts(pp, stream), "device plan: counts");
   ok(launch_plan_tables(pp, stream), "device plan: tables");
   ws.prepared_ = std::make_unique<MoeWorkspace::Prepared>(
-      MoeWorkspace::Prepared{true, o_counts, o_base, o_off, o_tok, o_idx, o_pos, {}, {}});
+      MoeWorkspace::Prepared{true, o_counts, o_base, o_off, o_tok, o_idx, o_pos, size_t(T) * K, tokens, {}, {}});
 }
 
 void prepare_moe_layer(runtime::Team& team, MoeWorkspace& ws, const MoeLayerParams& prm, cudaStream_t stream) {
   ws.check_params(team, prm);
   const MoeShape& s = prm.shape;
   const int P = team.world(), ranks = team.local_ranks(), first = team.first_rank();
-  int given = 0;  // local ranks with a device routing
-  for (int g = 0; g < ranks; ++g) given += prm.rank[g].topk_index != nullptr ? 1 : 0;
+  int given = 0, needed = 0;  // local ranks with a device routing; those with tokens, which need one
+  for (int g = 0; g < ranks; ++g) {
+    given += prm.rank[g].topk_index != nullptr ? 1 : 0;
+    needed += prm.rank[g].tokens != 0 ? 1 : 0;
+  }
   if (prm.topk_index_all == nullptr) {
-    XSTAGE_REQUIRE(given == ranks, "moe layer: no routing: set every local rank's topk_index (device memory: the plan "
-                   "is made on the device) or topk_index_all (every rank's, host memory); ", given, " of ", ranks,
-                   " local ranks have a topk_index");
+    for (int g = 0; g < ranks; ++g)
+      XSTAGE_REQUIRE(prm.rank[g].topk_index != nullptr || prm.rank[g].tokens == 0,
+                     "moe layer: no routing: set every local rank's topk_index (device memory: the plan is made on the "
+                     "device) or topk_index_all (every rank's, host memory); ", given, " of ", needed,
+                     " local ranks with tokens have a topk_index (local rank ", first + g, " has none)");
     prepare_device_plan(team, ws, prm, stream);
     return;
   }
@@ -598,7 +617,12 @@ void prepare_moe_layer(runtime::Team& team, MoeWorkspace& ws, const MoeLayerPara
                  " local rank(s) (device); set one of them");
   refuse_capture(stream);
   // ---- routing -> dispatch plan (validates every index: rank, token, slot, value)
-  const int T = s.tokens_per_rank, K = s.topk, H = s.hidden, I = s.inter;
+  const std::vector<int> tokens = call_tokens(team, prm);
+  for (int g = 1; g < ranks; ++g)
+    XSTAGE_REQUIRE(tokens[g] == tokens[0], "moe layer: a host plan (topk_index_all, [world][tokens][k]) needs the same "
+                   "token count on every rank, but local rank ", first, " passes ", tokens[0], " and local rank ",
+                   first + g, " passes ", tokens[g], "; give each rank's topk_index (the device plan) instead");
+  const int T = tokens[0], K = s.topk, H = s.hidden, I = s.inter;
   // (no combine map: the kernel finds each row's way back from its (source, token, slot) itself)
   moe::DispatchPlan plan(std::vector<int32_t>(prm.topk_index_all, prm.topk_index_all + size_t(P) * T * K), T, K,
                          moe::make_placement(s.experts, P), kBlockM, /*combine_map=*/false);
@@ -639,7 +663,7 @@ void prepare_moe_layer(runtime::Team& team, MoeWorkspace& ws, const MoeLayerPara
   grow(ws.tables_, ws.tables_bytes_, bytes, "tables");
   ok(cudaMemcpyAsync(ws.tables_, tab.data(), bytes, cudaMemcpyHostToDevice, stream), "cudaMemcpyAsync (tables)");
   ws.prepared_ = std::make_unique<MoeWorkspace::Prepared>(MoeWorkspace::Prepared{
-      false, o_counts, o_base, o_off, o_tok, o_idx, o_pos, std::move(rows), std::move(o_order)});
+      false, o_counts, o_base, o_off, o_tok, o_idx, o_pos, slice, tokens, std::move(rows), std::move(o_order)});
 }
 
 MoeOrderAdvice advise_moe_order(const model::Platform& mx, const MoeLayerParams& prm, int world, int ctas,
@@ -688,9 +712,14 @@ void launch_moe_layer(runtime::Team& team, MoeWorkspace& ws, const MoeLayerParam
   ws.check_params(team, prm);
   const MoeShape& s = prm.shape;
   const int P = team.world(), ranks = team.local_ranks(), first = team.first_rank();
-  const int T = s.tokens_per_rank, K = s.topk, El = s.experts / P, H = s.hidden, I = s.inter;
+  const int K = s.topk, El = s.experts / P, H = s.hidden, I = s.inter;
   const int n2 = H / moe_l2_cols(prm);  // L2 tiles per row (one L2 tile = 128 or 256 output columns)
   const MoeWorkspace::Prepared& pr = *ws.prepared_;
+  // The tables are the prepared call's: its token counts, which this launch's tensors must hold.
+  const std::vector<int> tokens = call_tokens(team, prm);
+  for (int g = 0; g < ranks; ++g)
+    XSTAGE_REQUIRE(tokens[g] == pr.tokens[g], "moe layer: local rank ", first + g, " launches with tokens = ",
+                   tokens[g], ", but the routing was prepared for ", pr.tokens[g]);
   const bool device_plan = pr.device_plan;
   const size_t o_counts = pr.o_counts, o_base = pr.o_base, o_off = pr.o_off, o_tok = pr.o_tok, o_idx = pr.o_idx,
                o_pos = pr.o_pos;
@@ -783,7 +812,7 @@ void launch_moe_layer(runtime::Team& team, MoeWorkspace& ws, const MoeLayerParam
     kp.rows_cap = int(R);
     moe::DispatchLayout dl;  // the scalars of either plan's view; the tables in device memory
     dl.place = moe::make_placement(s.experts, P);
-    dl.tokens_per_rank = T;
+    dl.tokens_per_rank = s.tokens_per_rank;  // (a host-side stride; the kernel reads the tables)
     dl.topk = K;
     dl.b_m = kBlockM;
     kp.dl = dl.rebased(dt + o_counts, dt + o_base, dt + o_off);
@@ -815,8 +844,9 @@ void launch_moe_layer(runtime::Team& team, MoeWorkspace& ws, const MoeLayerParam
       Sched::validate(sp);
       XSTAGE_CHECK(Sched::grid_size(sp) == ctas, "moe layer: scheduler grid differs from the CTAs per rank");
       kp.sched[g] = sp;
-      kp.topk_index[g] = dt + o_idx + size_t(g) * T * K;
-      kp.topk_pos[g] = dt + o_pos + size_t(g) * T * K;
+      kp.topk_index[g] = dt + o_idx + g * pr.tk;
+      kp.topk_pos[g] = dt + o_pos + g * pr.tk;
+      kp.tokens[g] = tokens[g];
       kp.x[g] = static_cast<const uint8_t*>(prm.rank[g].x);
       kp.x_scale[g] = prm.rank[g].x_scale;
     }
@@ -862,16 +892,17 @@ void launch_moe_layer(runtime::Team& team, MoeWorkspace& ws, const MoeLayerParam
   ws.signals_->wait_device(kSlotCombine, epochs + kSlotCombine, stream);
   CombineParams cp{};
   cp.view = team.view();
-  cp.tokens = T;
   cp.topk = K;
   cp.hidden = H;
   cp.combine = ws.combine_->peers();
   for (int g = 0; g < ranks; ++g) {
     cp.weight[g] = prm.rank[g].topk_weight;
     cp.out[g] = prm.rank[g].out;
+    cp.tokens[g] = tokens[g];
   }
   cp.plan_rec = device_plan ? plan_records(ws.plan_state_) : nullptr;
-  const int blocks = std::max(1, std::min(T, 4096));  // CTAs walk tokens (combine_kernel)
+  const int most = *std::max_element(tokens.begin(), tokens.end());
+  const int blocks = std::max(1, std::min(most, 4096));  // CTAs walk tokens (combine_kernel)
   ok(launch_combine(cp, blocks, ranks, stream), "combine kernel launch");
 }
 

@@ -45,7 +45,7 @@ struct MoeShape {
   int inter = 0;            // I (per expert intermediate), multiple of 128
   int experts = 0;          // E over all ranks, multiple of the world size
   int topk = 0;             // k, 1 <= k <= E
-  int tokens_per_rank = 0;  // T (capacity; every call uses exactly T tokens per rank)
+  int tokens_per_rank = 0;  // T: the workspace's capacity; a call passes 0..T tokens per rank (MoeRankInputs::tokens)
 };
 
 // How the expert weights are stored. kFp8 (W8A8): e4m3 codes with 128x128 block scales. kInt4 (W4A8):
@@ -78,6 +78,11 @@ struct MoeRankInputs {
   // makes MoeWorkspace::check throw UsageError naming rank, token, slot and value, as the host plan does; that rank's
   // `out` is not written (the other ranks' results are unaffected: a token's output depends on its own rows only).
   const int32_t* topk_index = nullptr;
+  // This call's tokens of the rank, 0..T (MoeShape::tokens_per_rank, the workspace's capacity); -1: T. The tensors
+  // above hold that many rows where they say [T]; out's rows past it are not written. With a device plan the ranks'
+  // counts may differ (each rank passes its own); a host plan (topk_index_all, then [world][tokens][k]) needs the same
+  // count on every rank.
+  int tokens = -1;
 };
 
 // MoeLayerParams::pair_share values.
@@ -88,7 +93,8 @@ inline constexpr double kPairShareWeightsL2Fraction = 0.3;
 
 struct MoeLayerParams {
   MoeShape shape;
-  // Routing of every rank (host): index[(rank * T + t) * k + j] = global expert, for the host plan (null when the
+  // Routing of every rank (host): index[(rank * n + t) * k + j] = global expert for the call's n tokens per rank
+  // (MoeRankInputs::tokens, the same on every rank), for the host plan (null when the
   // local ranks' MoeRankInputs::topk_index are given instead). Validated before anything is enqueued (names rank,
   // token, slot, value); every rank of a real team must pass the same routing.
   const int32_t* topk_index_all = nullptr;

@@ -160,7 +160,8 @@ struct KernelParams {
   int weight_pairs;
   int a_trim;  // MoeLayerParams::a_trim resolved: 1 = A rows loaded up to the tile's valid rows rounded up to 16
   int merge_loads;  // MoeLayerParams::merge_loads resolved: 1 = the merged maps above (CTAs loading whole boxes alone)
-  int hidden, inter, topk, tokens, rows_cap;
+  int hidden, inter, topk, rows_cap;
+  int tokens[runtime::kMaxRanks];  // this call's tokens of local rank g (0..MoeShape::tokens_per_rank)
   moe::DispatchLayout dl;  // tables in device memory
   typename Sched::Params sched[runtime::kMaxRanks];  // per local rank; layout rebased onto device tables
   const int32_t* topk_index[runtime::kMaxRanks];     // [T][k] of local rank g
@@ -211,7 +212,8 @@ enum TraceWord : int {
 inline constexpr int kCombineThreads = 128;  // threads of a weighted-sum CTA (combine_kernel)
 struct CombineParams {
   runtime::TeamView view;
-  int tokens, topk, hidden;
+  int tokens[runtime::kMaxRanks];  // this call's tokens of local rank g
+  int topk, hidden;
   runtime::PeerTable combine;
   const float* weight[runtime::kMaxRanks];  // [T][k] of local rank g
   float* out[runtime::kMaxRanks];           // [T][H]

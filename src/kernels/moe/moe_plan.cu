@@ -22,7 +22,7 @@ __global__ void __launch_bounds__(kPlanChunkTokens) plan_hist_kernel(const PlanP
   for (int e = threadIdx.x; e < E; e += blockDim.x) count[e] = 0;
   __syncthreads();
   const int t = c * kPlanChunkTokens + threadIdx.x;
-  if (t < p.tokens) {
+  if (t < p.tokens[g]) {
     const int32_t* row = p.index[g] + int64_t(t) * K;
     for (int j = 0; j < K; ++j) {
       const int v = row[j];
@@ -47,7 +47,7 @@ __global__ void __launch_bounds__(kScanThreads) plan_scan_kernel(const PlanParam
   const int g = blockIdx.y, s = p.view.first_rank + g, E = p.experts, K = p.topk, C = p.chunks;
   const int first_bad = p.rec[g].first_bad;
   const bool bad = first_bad != kPlanClean;  // plan the stand-in routing (t * k + j) mod E instead
-  const int64_t n = int64_t(p.tokens) * K, per_chunk = int64_t(kPlanChunkTokens) * K;
+  const int64_t n = int64_t(p.tokens[g]) * K, per_chunk = int64_t(kPlanChunkTokens) * K;
   const int e = blockIdx.x * blockDim.x + threadIdx.x;
   if (e < E) {
     int32_t* h = p.hist + size_t(g) * C * E + e;
@@ -121,7 +121,7 @@ __global__ void __launch_bounds__(32) plan_ordinals_kernel(const PlanParams p) {
   const int32_t* idx = p.index[g];
   int32_t* idx_out = p.idx_out[g];
   int32_t* pos_out = p.pos_out[g];
-  const int64_t n = int64_t(p.tokens) * K, q0 = int64_t(c) * kPlanChunkTokens * K;
+  const int64_t n = int64_t(p.tokens[g]) * K, q0 = int64_t(c) * kPlanChunkTokens * K;
   const int64_t q1 = q0 + int64_t(kPlanChunkTokens) * K < n ? q0 + int64_t(kPlanChunkTokens) * K : n;
   for (int64_t b0 = q0; b0 < q1; b0 += 32 * kAhead) {
     int v[kAhead];

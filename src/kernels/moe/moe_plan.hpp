@@ -54,8 +54,9 @@ struct MoePlanError {
 
 struct PlanParams {
   runtime::TeamView view;
-  int tokens = 0, topk = 0, experts = 0, b_m = 0;
-  int chunks = 0;  // ceil(tokens / kPlanChunkTokens)
+  int tokens[runtime::kMaxRanks] = {};  // this call's tokens of local rank g
+  int topk = 0, experts = 0, b_m = 0;
+  int chunks = 0;  // ceil(T / kPlanChunkTokens) for the workspace's T: the grid; a rank's chunks past its tokens count none
   const int32_t* index[runtime::kMaxRanks] = {};  // the caller's [T][k] of local rank g (device)
   int32_t* idx_out[runtime::kMaxRanks] = {};      // the kernel's index table of local rank g, [T][k]
   int32_t* pos_out[runtime::kMaxRanks] = {};      // its pos table, [T][k]
