@@ -98,6 +98,25 @@ def torch_fp8_layer(x, idx, wt, w8, torch):
 KNOWN = ("xstage", "xstage-hostplan", "xstage-fp8in", "torch-bf16", "torch-fp8")
 
 
+def check_args(ap, a, known, seconds=("block",)):
+    """The checks this script and torch_moe_ep.py share (ap.error names the bad value): known shapes and backends, counts
+    >= 1, positive seconds. Returns the backend names."""
+    for s in a.shapes.split(","):
+        if s not in SHAPES:
+            ap.error(f"unknown shape {s!r}; known: {', '.join(SHAPES)}")
+    names = a.backends.split(",")
+    for b in names:
+        if b not in known:
+            ap.error(f"unknown backend {b!r}; known: {', '.join(known)}")
+    for flag, v in (("--tokens", a.tokens), ("--sets", a.sets), ("--rounds", a.rounds)):
+        if v < 1:
+            ap.error(f"{flag} {v} must be >= 1")
+    for name in seconds:
+        if not getattr(a, name) > 0:
+            ap.error(f"--{name} {getattr(a, name)} must be a positive number of seconds")
+    return names
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--shapes", default="deepseek-v4-flash,qwen3-30b-a3b,dit-moe-xl")
@@ -113,19 +132,7 @@ def main():
     ap.add_argument("--json", default=None)
     ap.add_argument("--seed", type=int, default=20261204)
     a = ap.parse_args()
-    for s in a.shapes.split(","):
-        if s not in SHAPES:
-            ap.error(f"unknown shape {s!r}; known: {', '.join(SHAPES)}")
-    names = a.backends.split(",")
-    for b in names:
-        if b not in KNOWN:
-            ap.error(f"unknown backend {b!r}; known: {', '.join(KNOWN)}")
-    for flag, v in (("--tokens", a.tokens), ("--sets", a.sets), ("--rounds", a.rounds)):
-        if v < 1:
-            ap.error(f"{flag} {v} must be >= 1")
-    for flag, v in (("--warmup", a.warmup), ("--block", a.block)):
-        if not v > 0:
-            ap.error(f"{flag} {v} must be a positive number of seconds")
+    names = check_args(ap, a, KNOWN, ("warmup", "block"))
 
     import torch
     from xstage.bench_protocol import format_result, ratio, run_protocol

@@ -82,18 +82,7 @@ def main():
     ap.add_argument("--json", default=None)
     ap.add_argument("--seed", type=int, default=20261204)
     a = ap.parse_args()
-    for s in a.shapes.split(","):
-        if s not in tm.SHAPES:
-            ap.error(f"unknown shape {s!r}; known: {', '.join(tm.SHAPES)}")
-    names = a.backends.split(",")
-    for b in names:
-        if b not in KNOWN:
-            ap.error(f"unknown backend {b!r}; known: {', '.join(KNOWN)}")
-    for flag, v in (("--tokens", a.tokens), ("--sets", a.sets), ("--rounds", a.rounds)):
-        if v < 1:
-            ap.error(f"{flag} {v} must be >= 1")
-    if not a.block > 0:
-        ap.error(f"--block {a.block} must be a positive number of seconds")
+    names = tm.check_args(ap, a, KNOWN)
     if "WORLD_SIZE" not in os.environ:
         ap.error("run it under torchrun (one process per GPU), e.g. torchrun --nproc-per-node 2 " + sys.argv[0])
 
