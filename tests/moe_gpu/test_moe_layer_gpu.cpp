@@ -1055,6 +1055,17 @@ TEST(MoeLayerGpu, RejectsBadInput) {
   q.rank[0].topk_index = reinterpret_cast<const int32_t*>(static_cast<const char*>(d_idx.p) + 2);
   EXPECT_NE(usage_error([&] { moe_kernel::run_moe_layer(*team, ws, q, team->stream()); }).find("4-byte aligned"),
             std::string::npos);
+  q.rank[0].topk_index = static_cast<const int32_t*>(d_idx.p);
+  q.rank[1].out = static_cast<float*>(d_out.p) + 1;  // the weighted sum stores 16 bytes at a time
+  EXPECT_NE(usage_error([&] { moe_kernel::run_moe_layer(*team, ws, q, team->stream()); })
+                .find("local rank 1: out must be 16-byte aligned"),
+            std::string::npos);
+  q.rank[1].out = static_cast<float*>(d_out.p);
+  q.rank[0].topk_weight = reinterpret_cast<const float*>(static_cast<const char*>(d_wt.p) + 2);
+  EXPECT_NE(usage_error([&] { moe_kernel::run_moe_layer(*team, ws, q, team->stream()); })
+                .find("local rank 0: x_scale and topk_weight must be 4-byte aligned"),
+            std::string::npos);
+  q.rank[0].topk_weight = static_cast<const float*>(d_wt.p);
   // A host plan on a stream capturing a CUDA graph: refused by name (a replay would not read the host routing again).
   q.rank[0].topk_index = q.rank[1].topk_index = nullptr;
   q.topk_index_all = index.data();

@@ -443,6 +443,11 @@ void MoeWorkspace::check_params(runtime::Team& team, const MoeLayerParams& prm) 
                      ": x, x_scale, topk_weight and out must all be set");
     }
     XSTAGE_REQUIRE(aligned16(in.x), "moe layer: local rank ", r, ": x must be 16-byte aligned");
+    // the weighted sum stores 16 bytes at a time; the dispatch and the sum read the scales and weights as floats
+    XSTAGE_REQUIRE(aligned16(in.out), "moe layer: local rank ", r, ": out must be 16-byte aligned");
+    XSTAGE_REQUIRE(reinterpret_cast<uintptr_t>(in.x_scale) % alignof(float) == 0 &&
+                       reinterpret_cast<uintptr_t>(in.topk_weight) % alignof(float) == 0,
+                   "moe layer: local rank ", r, ": x_scale and topk_weight must be 4-byte aligned (float)");
   }
   if (bf16) {
     XSTAGE_REQUIRE(prm.w1 && prm.w2, "moe layer: w1 and w2 must be set");
