@@ -5,7 +5,9 @@ parallel MoE layer a torch user assembles, in the same processes (one process pe
     torchrun --nproc-per-node 2 bench/moe/torch_moe_ep.py --shapes qwen3-30b-a3b,deepseek-v4-flash --tokens 8192 \
         --json out.json
 
-Rank r holds experts [r E/P, (r + 1) E/P) and T tokens with their top-k routing over all E experts. Backends:
+Rank r holds experts [r E/P, (r + 1) E/P) and T tokens with their top-k routing over all E experts: balanced (uniform
+top-k without repeats) or skewed (--routing skewed: Zipf(1) popularity over a random order of the experts, top-k
+without repeats by weight, as xstage::moe::generate_routing; the ranks' loads differ). Backends:
   xstage        MoeLayer(Team.from_process_group(), ...)(x bf16, topk_idx, topk_weight, w): x quantized in torch, the
                 dispatch plan made on the GPUs (counts exchanged by peer stores), one fused kernel (dispatch by peer
                 stores, Linear-1, SwiGLU, Linear-2, combine by peer stores), the weighted sum; nothing waits for the host
@@ -28,6 +30,18 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "python"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+
+def zipf_routing(tokens, experts, topk, gen, torch, alpha=1.0):
+    """Skewed routing: expert popularity 1 / rank^alpha over a random order, each token's top-k drawn without repeats
+    with those weights (torch.multinomial: the weighted sampling without replacement of generate_routing's keys)."""
+    order = torch.randperm(experts, generator=gen, device="cuda")
+    w = torch.empty(experts, device="cuda")
+    w[order] = 1.0 / torch.arange(1, experts + 1, device="cuda", dtype=torch.float32) ** alpha
+    idx = torch.multinomial(w.expand(tokens, experts).contiguous(), topk, replacement=False, generator=gen)
+    idx = idx.to(torch.int32)
+    wt = torch.rand(tokens, topk, generator=gen, device="cuda") + 0.1
+    return idx, wt / wt.sum(-1, keepdim=True)
 
 
 def ep_layer(x, idx, wt, experts_here, inter, linear1, linear2, group, torch, dist):
@@ -74,6 +88,7 @@ def main():
     ap.add_argument("--shapes", default="qwen3-30b-a3b,deepseek-v4-flash,dit-moe-xl")
     ap.add_argument("--tokens", type=int, default=8192, help="tokens per rank")
     ap.add_argument("--order", default="interleaved", choices=["interleaved", "expert-wave", "auto"])
+    ap.add_argument("--routing", default="balanced", choices=["balanced", "skewed"])
     ap.add_argument("--backends", default="xstage,torch-bf16,torch-fp8", help="a subset, in this order")
     ap.add_argument("--sets", type=int, default=4, help="routings / activations rotated over the calls")
     ap.add_argument("--warmup-calls", type=int, default=10)
@@ -123,7 +138,7 @@ def main():
         r = slice(rank * T, (rank + 1) * T)
         for _ in range(a.sets):
             x = torch.randn(P * T, H, generator=gen, device="cuda").to(torch.bfloat16)
-            idx, wt = tm.routing(P * T, E, k, gen, torch)
+            idx, wt = (tm.routing if a.routing == "balanced" else zipf_routing)(P * T, E, k, gen, torch)
             sets.append((x[r].contiguous(), idx[r].contiguous(), wt[r].contiguous()))
             del x, idx, wt
         layer = MoeLayer(team, H, I, E, k, T, "w8a8")
@@ -145,7 +160,7 @@ def main():
         # correctness on the first set: xstage against its own quantization's reference, and every backend against one
         # float64 layer (all experts, the bf16 weights), on the rank's tokens (a token's output depends on its rows only)
         row = {"shape": name, "hidden": H, "inter": I, "experts": E, "topk": k, "tokens_per_rank": T, "ranks": P,
-               "order": order}
+               "routing": a.routing, "order": order}
         outs = {b: fn(sets[0]).double() for b, fn in backends.items()}
         layer.check()
         wall = quantize_weights(w1, w2, "w8a8", keep_reference=True)
@@ -197,7 +212,8 @@ def main():
         results.append(row)
         if rank == 0:
             key = lambda b: b.replace("-", "_")  # noqa: E731
-            print(f"== {name} T={T} per rank (H={H} I={I} E={E} k={k}), {P} real ranks, order {order}", flush=True)
+            print(f"== {name} T={T} per rank (H={H} I={I} E={E} k={k}), {a.routing}, {P} real ranks, order {order}",
+                  flush=True)
             errs = [f"{b} {row[key(b) + '_rel_rms_vs_float64']:.2e}" for b in names
                     if key(b) + "_rel_rms_vs_float64" in row]
             print("   relative rms against the float64 layer on bf16 inputs: " + ", ".join(errs), flush=True)
