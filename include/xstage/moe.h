@@ -40,7 +40,8 @@ void xstage_moe_destroy(xstage_moe layer);
  * topk_index_all: HOST memory, the routing of EVERY rank of the team, [world][n][k] global expert ids for the call's
  * count n (the same on every rank: this plan refuses counts that differ), each token's k
  * distinct (the dispatch plan is built and validated on the host before anything is enqueued; a real team's ranks must
- * pass the same array; xstage_moe_forward_device below takes each rank's own routing in device memory instead). x, x_scale, topk_weight ([T][k] fp32), out: arrays of local_ranks device pointers (local rank
+ * pass the same array; xstage_moe_forward_device below takes each rank's own routing in device memory instead). x, x_scale, topk_weight ([T][k] fp32), out: arrays of local_ranks device pointers (x and out 16-byte aligned, x_scale
+ * and topk_weight 4-byte; local rank
  * first_rank + g at g). w1, w1_scale, w2, w2_scale: the experts of the local ranks in global order (E_local =
  * local_ranks * E / world experts). order: XSTAGE_MOE_EXPERT_WAVE or XSTAGE_MOE_INTERLEAVED. Device failures (a
  * peer's rows that never came) are reported by xstage_moe_check. */
