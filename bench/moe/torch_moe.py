@@ -36,32 +36,46 @@ SHAPES = {  # hidden, inter, experts, topk (include/xstage/moe/shapes.hpp has th
 }
 
 
-def routing(tokens, experts, topk, gen, torch):
-    idx = torch.multinomial(torch.ones(tokens, experts, device="cuda"), topk, replacement=False,
+def routing(tokens, experts, topk, gen, torch, probs=None):
+    """Each token's top-k experts drawn without repeats (uniformly, or weighted by `probs` [E]) and its top-k weights
+    (positive, summing to 1)."""
+    w = torch.ones(experts, device="cuda") if probs is None else probs
+    idx = torch.multinomial(w.expand(tokens, experts).contiguous(), topk, replacement=False,
                             generator=gen).to(torch.int32)
     wt = torch.rand(tokens, topk, generator=gen, device="cuda") + 0.1
     return idx, wt / wt.sum(-1, keepdim=True)
 
 
+def swiglu_experts(rows, offs, inter, linear1, linear2, torch):
+    """Rows grouped by expert (offs: cumulative rows per expert): linear1(rows, offs) -> [M, 2I] (gate, up), SwiGLU in
+    fp32, linear2(h fp32, offs) -> [M, H]."""
+    gu = linear1(rows, offs)
+    return linear2(torch.nn.functional.silu(gu[:, :inter].float()) * gu[:, inter:].float(), offs)
+
+
 def grouped_layer(x, idx, wt, experts, inter, linear1, linear2, torch):
-    """A torch MoE layer around two grouped GEMMs: rows sorted by expert (stable), linear1(rows, offs) -> [M, 2I]
-    (gate, up), SwiGLU in fp32, linear2(h fp32, offs) -> [M, H], the top-k weighted sum scattered back in fp32."""
+    """A torch MoE layer around two grouped GEMMs: rows sorted by expert (stable), swiglu_experts, the top-k weighted
+    sum scattered back in fp32."""
     T, k = idx.shape
     flat = idx.reshape(-1).long()
     order = torch.argsort(flat, stable=True)
     offs = torch.cumsum(torch.bincount(flat, minlength=experts), 0).to(torch.int32)
-    gu = linear1(x[order // k], offs)
-    y = linear2(torch.nn.functional.silu(gu[:, :inter].float()) * gu[:, inter:].float(), offs)
+    y = swiglu_experts(x[order // k], offs, inter, linear1, linear2, torch)
     out = torch.zeros(T, x.shape[1], device=x.device, dtype=torch.float32)
     out.index_add_(0, order // k, y.float() * wt.reshape(-1)[order].unsqueeze(-1))
     return out
 
 
+def bf16_linears(w1t, w2t, torch):
+    """The two grouped GEMMs of the bf16 layer: w1t [E, H, 2I], w2t [E, I, H] bf16 views of [E, 2I, H], [E, H, I]
+    (_grouped_mm's [G, K, N])."""
+    return (lambda a, offs: torch._grouped_mm(a, w1t, offs=offs),
+            lambda h, offs: torch._grouped_mm(h.to(torch.bfloat16), w2t, offs=offs))
+
+
 def torch_bf16_layer(x, idx, wt, w1t, w2t, torch):
-    """x [T, H] bf16; w1t [E, H, 2I], w2t [E, I, H] bf16 views of [E, 2I, H], [E, H, I] (_grouped_mm's [G, K, N])."""
-    return grouped_layer(x, idx, wt, w1t.shape[0], w2t.shape[1],
-                         lambda a, offs: torch._grouped_mm(a, w1t, offs=offs),
-                         lambda h, offs: torch._grouped_mm(h.to(torch.bfloat16), w2t, offs=offs), torch)
+    """x [T, H] bf16 through bf16_linears."""
+    return grouped_layer(x, idx, wt, w1t.shape[0], w2t.shape[1], *bf16_linears(w1t, w2t, torch), torch)
 
 
 def rowwise_fp8(t, dim, torch):
@@ -83,16 +97,21 @@ def torch_fp8_weights(w1, w2, torch):
     return tuple(out)
 
 
-def torch_fp8_layer(x, idx, wt, w8, torch):
-    """The same layer through torch._scaled_grouped_mm (FP8 e4m3, rowwise scales: one per token row and one per weight
-    output column, fast accumulation, as torchao's FP8 MoE path calls it); h requantized rowwise."""
+def fp8_linears(w8, torch):
+    """The two grouped GEMMs through torch._scaled_grouped_mm (FP8 e4m3, rowwise scales: one per token row and one per
+    weight output column, fast accumulation, as torchao's FP8 MoE path calls it), the rows (x, then h) quantized
+    rowwise; w8 from torch_fp8_weights."""
     q1, s1, q2, s2 = w8
 
     def scaled(t, q, sq, offs):
         tq, st = rowwise_fp8(t, 1, torch)
         return torch._scaled_grouped_mm(tq, q, st, sq, offs=offs, out_dtype=torch.bfloat16, use_fast_accum=True)
-    return grouped_layer(x, idx, wt, q1.shape[0], q2.shape[1], lambda a, offs: scaled(a, q1, s1, offs),
-                         lambda h, offs: scaled(h, q2, s2, offs), torch)
+    return lambda a, offs: scaled(a, q1, s1, offs), lambda h, offs: scaled(h, q2, s2, offs)
+
+
+def torch_fp8_layer(x, idx, wt, w8, torch):
+    """The same layer through fp8_linears."""
+    return grouped_layer(x, idx, wt, w8[0].shape[0], w8[2].shape[1], *fp8_linears(w8, torch), torch)
 
 
 KNOWN = ("xstage", "xstage-hostplan", "xstage-fp8in", "torch-bf16", "torch-fp8")

@@ -30,6 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "python"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import torch_moe as tm  # noqa: E402  (SHAPES, routing, the layer's pieces; imports no torch itself)
 
 
 def zipf_routing(tokens, experts, topk, gen, torch, alpha=1.0):
@@ -38,16 +39,13 @@ def zipf_routing(tokens, experts, topk, gen, torch, alpha=1.0):
     order = torch.randperm(experts, generator=gen, device="cuda")
     w = torch.empty(experts, device="cuda")
     w[order] = 1.0 / torch.arange(1, experts + 1, device="cuda", dtype=torch.float32) ** alpha
-    idx = torch.multinomial(w.expand(tokens, experts).contiguous(), topk, replacement=False, generator=gen)
-    idx = idx.to(torch.int32)
-    wt = torch.rand(tokens, topk, generator=gen, device="cuda") + 0.1
-    return idx, wt / wt.sum(-1, keepdim=True)
+    return tm.routing(tokens, experts, topk, gen, torch, probs=w)
 
 
 def ep_layer(x, idx, wt, experts_here, inter, linear1, linear2, group, torch, dist):
     """Expert-parallel MoE layer in torch: x [T, H], idx [T, k] global expert ids, wt [T, k]; this rank holds
     experts_here consecutive experts (rank r: [r El, (r + 1) El)). linear1(rows, offs) -> [M, 2I] (gate, up),
-    linear2(h fp32, offs) -> [M, H] over rows grouped by local expert (offs: cumulative rows per expert)."""
+    linear2(h fp32, offs) -> [M, H] over rows grouped by local expert (torch_moe.swiglu_experts)."""
     P = dist.get_world_size(group)
     El = experts_here
     T, k = idx.shape
@@ -67,8 +65,7 @@ def ep_layer(x, idx, wt, experts_here, inter, linear1, linear2, group, torch, di
     eid = torch.repeat_interleave(torch.arange(El, device=x.device).repeat(P), rc.reshape(-1))
     perm = torch.argsort(eid, stable=True)
     offs = torch.cumsum(rc.sum(0), 0).to(torch.int32)
-    gu = linear1(recv[perm], offs)
-    y = linear2(torch.nn.functional.silu(gu[:, :inter].float()) * gu[:, inter:].float(), offs)
+    y = tm.swiglu_experts(recv[perm], offs, inter, linear1, linear2, torch)
     back = torch.empty_like(y)
     back[perm] = y  # source-major again
     ret = torch.empty(send.shape[0], H, dtype=y.dtype, device=x.device)
@@ -82,8 +79,6 @@ KNOWN = ("xstage", "torch-bf16", "torch-fp8")
 
 
 def main():
-    import torch_moe as tm  # SHAPES, routing, the FP8 helpers (one GPU's layer)
-
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--shapes", default="qwen3-30b-a3b,deepseek-v4-flash,dit-moe-xl")
     ap.add_argument("--tokens", type=int, default=8192, help="tokens per rank")
@@ -144,17 +139,12 @@ def main():
         layer = MoeLayer(team, H, I, E, k, T, "w8a8")
         order = layer.auto_order()[0] if a.order == "auto" else a.order
 
-        def scaled(t, q, sq, offs):
-            tq, st = tm.rowwise_fp8(t, 1, torch)
-            return torch._scaled_grouped_mm(tq, q, st, sq, offs=offs, out_dtype=torch.bfloat16, use_fast_accum=True)
         backends = {
             "xstage": lambda s, L=layer, W=wq, o=order: L(s[0], s[1], s[2], W, order=o),
-            "torch-bf16": lambda s, A=w1t, B=w2t: ep_layer(
-                s[0], s[1], s[2], El, I, lambda r, offs: torch._grouped_mm(r, A, offs=offs),
-                lambda h, offs: torch._grouped_mm(h.to(torch.bfloat16), B, offs=offs), group, torch, dist),
-            "torch-fp8": lambda s, W=w8: ep_layer(
-                s[0], s[1], s[2], El, I, lambda r, offs: scaled(r, W[0], W[1], offs),
-                lambda h, offs: scaled(h, W[2], W[3], offs), group, torch, dist),
+            "torch-bf16": lambda s, F=tm.bf16_linears(w1t, w2t, torch): ep_layer(s[0], s[1], s[2], El, I, *F, group,
+                                                                                  torch, dist),
+            "torch-fp8": lambda s, F=tm.fp8_linears(w8, torch) if w8 else None: ep_layer(s[0], s[1], s[2], El, I, *F,
+                                                                                          group, torch, dist),
         }
         backends = {b: backends[b] for b in names}
         # correctness on the first set: xstage against its own quantization's reference, and every backend against one
