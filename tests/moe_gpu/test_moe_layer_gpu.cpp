@@ -922,6 +922,42 @@ TEST(MoeLayerGpu, Bf16BothOrders) {
 
 // Several calls on one workspace: signal counters only grow, row readiness is reset per call, and each
 // call has a new routing (different receive rows per rank).
+// Shapes drawn at random from everything the layer accepts (hidden and inter any multiple of 128, experts any
+// multiple of P, top-k anywhere in [1, experts], any token count), with every format, both orders, single CTAs or
+// auto pairs, P = 1 and emulated P = 2, 4, 8, and every routing kind: the fixed shapes above are powers of two and
+// the grid's are the models', so odd N-tile counts, one-tile layers, top-k near the expert count and a handful of
+// tokens are checked here. Each case is named in the log (name(c)); the draw is fixed by XSTAGE_TEST_SEED. The host
+// references bound a case's size (~0.4 GFLOP each).
+TEST(MoeLayerGpu, RandomValidShapes) {
+  NEED_SM90();
+  std::mt19937 rng(test_seed() + 4099u);
+  auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  int formats[3] = {0, 0, 0}, worlds[4] = {0, 0, 0, 0};
+  for (int i = 0; i < 30; ++i) {
+    const int lp = pick(0, 3), P = 1 << lp;
+    const int H = 128 * pick(1, 12), I = 128 * pick(1, 8);
+    const int E = P * pick(1, std::max(1, 48 / P));
+    const int K = pick(1, std::min(E, 16));
+    // Keep the weights (3 H I E floats on the host, twice) and the references' work bounded.
+    if (3.0 * H * I * E > 24e6) { --i; continue; }
+    const int t_max = std::max(1, int(std::min(160.0, 4e8 / (6.0 * H * I * K * P))));
+    const int T = pick(1, t_max);
+    const Route route = Route(pick(0, 2));  // balanced, skewed, first rank only
+    Case c{P, T, H, I, E, K, route, pick(0, 1) ? MoeOrder::kInterleaved : MoeOrder::kExpertWave};
+    const int format = pick(0, 2);  // W8A8, W4A8, bf16
+    c.int4 = format == 1;
+    c.bf16 = format == 2;
+    c.cluster = pick(0, 1);  // auto (pairs where the N-tile counts are even) or single CTAs
+    c.calls = pick(0, 3) == 0 ? 2 : 1;
+    ++formats[format];
+    ++worlds[lp];
+    run_case(c);
+    if (::testing::Test::HasFatalFailure()) return;
+  }
+  std::printf("random shapes: W8A8 %d, W4A8 %d, bf16 %d; P = 1: %d, 2: %d, 4: %d, 8: %d\n", formats[0], formats[1],
+              formats[2], worlds[0], worlds[1], worlds[2], worlds[3]);
+}
+
 TEST(MoeLayerGpu, RepeatedCalls) {
   NEED_SM90();
   run_case({4, 128, 256, 256, 8, 2, Route::kBalanced, MoeOrder::kExpertWave, 3});
