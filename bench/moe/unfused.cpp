@@ -1,7 +1,6 @@
 // Host side of the unfused MoE baseline and of the FP8 ceiling (unfused.hpp): validation, the host
 // permutation (DispatchPlan at P = 1), cuBLASLt FP8 block-scaled GEMMs, launches of unfused.cu's kernels;
-// the expert half shared with UnfusedEpMoe (detail::GemmEngine, detail::ExpertStage). The refactor into
-// GemmEngine / ExpertStage is compiled, not yet run on a GPU.
+// the expert half shared with UnfusedEpMoe (detail::GemmEngine, detail::ExpertStage).
 #include "unfused.hpp"
 
 #include <cublasLt.h>

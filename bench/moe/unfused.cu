@@ -1,7 +1,6 @@
 // The CUDA kernels of the unfused MoE baseline (declarations and layouts: unfused_kernels.hpp; the
 // host side, cuBLASLt included: unfused.cpp; the expert-parallel host side: unfused_ep.cpp). Simple
-// memory-bound kernels, one instantiation each (the row gather: 16-byte and 4-byte words). The generalised
-// permute and the row gather (added for UnfusedEpMoe) are compiled for sm_90a, not yet run.
+// memory-bound kernels, one instantiation each (the row gather: 16-byte and 4-byte words).
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 

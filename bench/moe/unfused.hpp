@@ -1,10 +1,9 @@
 #pragma once
 // The unfused MoE layer baseline and the FP8 tensor-core ceiling (issue 11 item 5), one GPU, P = 1 (one
 // rank holds all E experts, no communication): what a user assembles from libraries. Library
-// xstage_moe_unfused (bench/moe/CMakeLists.txt). tests/moe_gpu/test_unfused_gpu.cpp passed on an H200
-// (docs/MOE.md, "Unfused baseline") BEFORE the expert half (weights, GEMMs, SwiGLU + requantisation) moved
-// into detail::GemmEngine / detail::ExpertStage below, shared with the expert-parallel version UnfusedEpMoe
-// (unfused_ep.hpp); the refactored code is compiled, not yet run on a GPU.
+// xstage_moe_unfused (bench/moe/CMakeLists.txt). The expert half (weights, GEMMs, SwiGLU + requantisation) lives in
+// detail::GemmEngine / detail::ExpertStage below, shared with the expert-parallel version UnfusedEpMoe
+// (unfused_ep.hpp). Tested by tests/moe_gpu/test_unfused_gpu.cpp (12 passing on an H200, results/gpu-tests).
 //
 // UnfusedMoe::run enqueues, on one stream, no host synchronisation:
 //   1. permute: routed rows (token t, slot j) of the FP8 activations x [T][H] and their 1x128 scales

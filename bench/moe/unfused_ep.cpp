@@ -1,7 +1,6 @@
 // Host side of the expert-parallel unfused MoE baseline (unfused_ep.hpp): validation, the all-to-all-v plan
 // (moe::make_a2a_plan) and its permutations, the NCCL / emulated all-to-all-v, launches of unfused.cu's
 // kernels; the expert GEMMs are UnfusedMoe's (detail::GemmEngine, detail::ExpertStage in unfused.cpp).
-// WRITTEN WITHOUT A GPU: compiled, not run.
 #include "unfused_ep.hpp"
 
 #include <cuda_runtime_api.h>

@@ -11,8 +11,7 @@
 //   rms(out - ref_p) <= 0.25 * rms(ref_p - ref_fp32)
 //   max|out - ref_p| <= 2 * max|ref_p - ref_fp32| + 1e-3 * max|ref_fp32|
 // and no NaN anywhere (a NaN means an untouched combine entry, a padding row leaking, or a bad scale).
-// The bf16 tests (Bf16*) were written without a GPU and have not run yet; they also check that emulated
-// P = 2, 4, 8 and both tile orders give the P = 1 output bit for bit.
+// The bf16 tests (Bf16*) also check that emulated P = 2, 4, 8 and both tile orders give the P = 1 output bit for bit.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 

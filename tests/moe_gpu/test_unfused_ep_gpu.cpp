@@ -1,6 +1,6 @@
 // GPU tests of the expert-parallel unfused MoE baseline (bench/moe/unfused_ep.hpp), ranks emulated on one GPU
-// (P = 1, 2, 4, 8), W8A8 and W4A8. WRITTEN WITHOUT A GPU: none of these has run yet. They skip cleanly
-// without an sm_90 device.
+// (P = 1, 2, 4, 8), W8A8 and W4A8, and a real NCCL team of one rank. They skip cleanly without an
+// sm_90 device; what they printed on H200s is under results/gpu-tests.
 //
 // Every case builds one GLOBAL batch of G = P*T tokens (rank r holds tokens [r T, (r+1) T)), the weights of
 // all E experts (rank r gets experts [r E/P, (r+1) E/P)), and a routing [P][T][k] (= [G][k]): balanced,

@@ -1,6 +1,6 @@
 // GPU tests of the unfused MoE baseline and the FP8 ceiling (bench/moe/unfused.hpp), one GPU, P = 1.
-// WRITTEN WITHOUT A GPU: none of these has run yet. They skip cleanly without an sm_90 device (except
-// the shape checks, which need no device).
+// They skip cleanly without an sm_90 device (except the shape checks, which need no device); what they printed
+// on H200s is under results/gpu-tests.
 //
 // End to end: random weights and activations (xstage::moe generators), quantized exactly as the
 // baseline expects (W8A8: quantize_weight_128x128; W4A8: quantize_int4; activations quantize_act_1x128),
