@@ -64,8 +64,9 @@ def main():
     ap.add_argument("--tiles", help="bench_moe folder run with --trace-csv tiles.csv (every traced tile)")
     ap.add_argument("--reapply-auto-p1", action="store_true",
                     help="P = 1 rows timed before auto followed the simulator (no fused_backend): take as fused the "
-                         "order auto now picks from the row's own simulator times (interleaved iff "
-                         "sim_interleaved_us < sim_wave_us, moe::choose_moe_order) -- a re-analysis of measured "
+                         "order auto picked from the row's own simulator times under the rule of sessions 21-52 (interleaved iff "
+                         "sim_interleaved_us < sim_wave_us; session 53 sends some ties to interleaved, "
+                         "moe::choose_moe_order) -- a re-analysis of measured "
                          "rows, labelled as such in the summaries")
     ap.add_argument("--out-moe", required=True)
     ap.add_argument("--out-schedule", required=True)

@@ -149,10 +149,23 @@ OrderChoice choose_moe_order(const model::Platform& mx, const OrderQuery& query)
       const std::string sim = "the discrete-event simulator (row-dependency slack; not L2 locality) predicts " +
                               us(q.sim_interleaved_s) + " interleaved (D = " + std::to_string(c.lead) + ") vs " +
                               us(q.sim_wave_s) + " expert-wave (" + num(q.sim_wave_s / q.sim_interleaved_s, 3) + "x)";
-      const bool inter = q.sim_interleaved_s < q.sim_wave_s;
+      // A tie (the same simulated time, to the simulator's rounding) leaves the order's other effect to decide: the
+      // L2 locality of the expert weights. With at most kTieInterleavedMaxRows rows per expert every expert's weights
+      // stream from DRAM about once in either order, so Expert-Wave's waves keep nothing in L2 for a next row, and
+      // Interleaved's lead runs later rows' L1 tiles beside earlier rows' L2 tiles, whose streaming times vary in a
+      // way the simulator's fixed tile times do not see (measured: docs/SCHEDULERS.md, "auto", session 53).
+      const bool tie = std::abs(q.sim_interleaved_s - q.sim_wave_s) <= 1e-6 * q.sim_wave_s;
+      const bool few_rows = c.rows_per_expert <= kTieInterleavedMaxRows;
+      const bool inter = tie ? few_rows : q.sim_interleaved_s < q.sim_wave_s;
       c.order = inter ? OrderChoice::Order::kInterleaved : OrderChoice::Order::kExpertWave;
-      c.reason = std::string(inter ? "interleaved: " : "expert-wave: ") + head + sim + (inter ? "" : ", no faster") +
-                 " (" + ws + ")";
+      const std::string rows = std::to_string(c.rows_per_expert) + " rows per expert";
+      const std::string why =
+          !tie ? (inter ? "" : ", no faster")
+          : few_rows ? ", a tie; " + rows + " (<= " + std::to_string(kTieInterleavedMaxRows) +
+                           "): every expert's weights stream once in either order, nothing for a wave to keep in L2"
+                     : ", a tie; " + rows + " (> " + std::to_string(kTieInterleavedMaxRows) +
+                           "): a wave keeps its experts' weights in L2 across their rows";
+      c.reason = std::string(inter ? "interleaved: " : "expert-wave: ") + head + sim + why + " (" + ws + ")";
     } else {
       c.order = OrderChoice::Order::kExpertWave;
       c.reason = "expert-wave: " + head + "no simulator prediction given (the order's local effects, "

@@ -116,13 +116,33 @@ TEST(MoeOrder, WorldOfOneFollowsTheSimulatedTimes) {
   EXPECT_TRUE(has(c.reason, "predicts 1000.00 us interleaved (D = 11) vs 1200.00 us expert-wave (1.200x)")) << c.reason;
   EXPECT_EQ(c.predicted_stall_wave_us, 0);  // no bursts at P = 1
   EXPECT_DOUBLE_EQ(c.to_json()["sim_interleaved_us"].get<double>(), 1000);
-  // A tie or a slower interleaved order keeps Expert-Wave.
-  q.sim_interleaved_s = q.sim_wave_s;
+  // A slower interleaved order keeps Expert-Wave.
+  q.sim_interleaved_s = 1.5e-3;
   c = choose_moe_order(h200(), q);
   EXPECT_EQ(c.order, Order::kExpertWave);
-  EXPECT_TRUE(has(c.reason, "(1.000x), no faster")) << c.reason;
-  q.sim_interleaved_s = 1.5e-3;
-  EXPECT_EQ(choose_moe_order(h200(), q).order, Order::kExpertWave);
+  EXPECT_TRUE(has(c.reason, "(0.800x), no faster")) << c.reason;
+  // A tie: 4 rows per expert (> kTieInterleavedMaxRows) keep Expert-Wave, whose waves hold an expert's weights in L2
+  // across its rows; 2 rows (1024 tokens: 64 tokens per expert, 1 row; 4096: 256, 2 rows) interleave, every expert's
+  // weights streaming once in either order. Equal to the simulator's rounding (1e-6 relative) counts as a tie.
+  q.sim_interleaved_s = q.sim_wave_s;
+  c = choose_moe_order(h200(), q);
+  EXPECT_EQ(c.rows_per_expert, 4);
+  EXPECT_EQ(c.order, Order::kExpertWave) << c.reason;
+  EXPECT_TRUE(has(c.reason, "(1.000x), a tie; 4 rows per expert (> 2): a wave keeps")) << c.reason;
+  for (long long tokens : {1024LL, 4096LL}) {
+    OrderQuery t = qwen30b(tokens);
+    t.world = 1;
+    t.sim_wave_s = 1.2e-3;
+    t.sim_interleaved_s = 1.2e-3 * (1 + 5e-7);
+    const OrderChoice ct = choose_moe_order(h200(), t);
+    EXPECT_EQ(ct.rows_per_expert, tokens == 1024 ? 1 : 2);
+    EXPECT_EQ(ct.order, Order::kInterleaved) << ct.reason;
+    EXPECT_TRUE(has(ct.reason, "a tie; " + std::to_string(ct.rows_per_expert) + " rows per expert (<= 2): every "
+                                   "expert's weights stream once")) << ct.reason;
+    t.sim_interleaved_s = 1.2e-3 * (1 + 1e-4);  // not a tie: a slower interleaved order keeps Expert-Wave
+    EXPECT_EQ(choose_moe_order(h200(), t).order, Order::kExpertWave);
+  }
+  EXPECT_EQ(xstage::moe::kTieInterleavedMaxRows, 2);
   // At P > 1 the times are ignored: M_X decides (the next test's numbers).
   q = qwen30b(8192);
   q.sim_wave_s = 1e-3;

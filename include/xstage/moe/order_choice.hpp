@@ -10,7 +10,9 @@
 //     row's L1 and L2 tiles (and expert-weight L2 locality, which no model here describes): the discrete-event
 //     simulator models the first, so the caller passes its predicted layer times of both orders
 //     (q.sim_wave_s, q.sim_interleaved_s; moe::simulate_orders in order_sim.hpp runs it) and `auto` takes
-//     Interleaved when the simulator predicts it strictly faster; without them (or a tie), Expert-Wave.
+//     Interleaved when the simulator predicts it strictly faster; without them, Expert-Wave. On a tie, L2 locality
+//     decides: Interleaved where an expert holds at most kTieInterleavedMaxRows rows (its weights stream once in
+//     either order), else Expert-Wave (a wave keeps its experts' weights in L2 across their rows).
 //  2. P > 1. Per L2 tile each of the K CTAs stores its output tile to the token's rank:
 //     B = r_t * l2_cols * out_bytes bytes (r_t = the tile's filled rows: balanced routing, the mean
 //     T*P*k/E / ceil(T*P*k/(E*b_m)); skewed, b_m, the hot experts' full tiles; out_bytes = 2, bf16),
@@ -43,6 +45,13 @@
 #include "xstage/moe/routing.hpp"
 
 namespace xstage::moe {
+
+// P = 1, a simulated tie: Interleaved where the balanced mean rows per expert, ceil(T P k / E / b_m), is at most this.
+// Set in session 53 from the ties of every P = 1 run with both orders timed (sessions 21-47: at <= 2 rows Interleaved
+// faster in 103 of 127, median 1.025x; above, Expert-Wave faster in 280 of 312) and 128 / 512 tokens per rank
+// (1 row per expert: Interleaved faster at all 28 points, 1.04-1.47x; 8 of them ties, where auto had kept Expert-Wave);
+// validated on held-out token counts and seeds (docs/SCHEDULERS.md).
+inline constexpr long long kTieInterleavedMaxRows = 2;
 
 struct OrderQuery {
   // The layer (expert parallel over P ranks: rank r holds experts [r E/P, (r+1) E/P)).
