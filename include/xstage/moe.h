@@ -61,7 +61,8 @@ int xstage_moe_forward_device(xstage_moe layer, const int* tokens, const int32_t
                               const void* w1, const float* w1_scale, const void* w2, const float* w2_scale, int order,
                               void* stream);
 /* The tile order the platform model picks for this layer on this team (the harness's `auto`, docs/SCHEDULERS.md):
- * at P = 1 the discrete-event simulator's faster order, at P > 1 the Burst-Gap design test of the combine stores
+ * at P = 1 the discrete-event simulator's faster order (on a tie, Interleaved where an expert holds at most two 128-row
+ * tiles: kTieInterleavedMaxRows), at P > 1 the Burst-Gap design test of the combine stores
  * against M_X = (T_iss^0, R, Q) and the weights' L2 working set. platform: a preset name or a platform JSON file (NULL:
  * "h200-nvlink4"); skewed: the routing the simulator and the model assume (0 balanced, 1 Zipf). Writes the order
  * (XSTAGE_MOE_EXPERT_WAVE or XSTAGE_MOE_INTERLEAVED), the lead D and one line of reason (truncated to reason_bytes). */

@@ -190,7 +190,9 @@ class MoeLayer(_team._Handle):
 
     def auto_order(self, skewed: bool = False, platform: str | None = None):
         """The tile order the platform model picks for this layer on this team (bench_moe's `auto`): at P = 1 the
-        simulator's faster order, at P > 1 the Burst-Gap design test of the combine stores (docs/SCHEDULERS.md).
+        simulator's faster order (on a tie, Interleaved where an expert holds at most two 128-row tiles), at P > 1 the
+        Burst-Gap design test of the combine stores (docs/SCHEDULERS.md). It is chosen for the layer's capacity
+        (tokens_per_rank).
         platform: a preset name or a platform JSON file (default "h200-nvlink4"). Returns (order, lead, reason)."""
         order, lead = ctypes.c_int(), ctypes.c_int()
         buf = ctypes.create_string_buffer(1024)
