@@ -52,8 +52,8 @@ def _lib():
                                     vp, i, vp], i),
             "xstage_moe_forward_device": ([vp, ctypes.POINTER(i), pp, pp, pp, pp, pp, vp, vp, vp, vp, i, vp], i),
             "xstage_moe_check": ([vp, vp, ctypes.c_char_p], i),
-            "xstage_moe_auto_order": ([vp, i, ctypes.c_char_p, ctypes.POINTER(i), ctypes.POINTER(i), ctypes.c_char_p,
-                                       i], i),
+            "xstage_moe_auto_order": ([vp, i, i, ctypes.c_char_p, ctypes.POINTER(i), ctypes.POINTER(i),
+                                       ctypes.c_char_p, i], i),
             "xstage_moe_pack_int4": ([vp, vp, i, i, i, vp], i),
         }
         for name, (args, res) in sig.items():
@@ -188,15 +188,20 @@ class MoeLayer(_team._Handle):
                                            FORMATS[format], ctypes.byref(h)))
         self._h = h
 
-    def auto_order(self, skewed: bool = False, platform: str | None = None):
+    def auto_order(self, skewed: bool = False, platform: str | None = None, tokens: int | None = None):
         """The tile order the platform model picks for this layer on this team (bench_moe's `auto`): at P = 1 the
         simulator's faster order (on a tie, Interleaved where an expert holds at most two 128-row tiles), at P > 1 the
-        Burst-Gap design test of the combine stores (docs/SCHEDULERS.md). It is chosen for the layer's capacity
-        (tokens_per_rank).
+        Burst-Gap design test of the combine stores (docs/SCHEDULERS.md). tokens: the tokens per rank to choose for
+        (default: the layer's capacity, tokens_per_rank, as order="auto" does); with fewer, an expert holds fewer rows
+        and the order that pays can differ, so a caller whose calls are much smaller than the capacity can ask for
+        theirs and pass the order.
         platform: a preset name or a platform JSON file (default "h200-nvlink4"). Returns (order, lead, reason)."""
         order, lead = ctypes.c_int(), ctypes.c_int()
         buf = ctypes.create_string_buffer(1024)
-        _team._ok(_lib().xstage_moe_auto_order(self._h, int(bool(skewed)), platform.encode() if platform else None,
+        n = self.tokens if tokens is None else int(tokens)
+        if tokens is not None and not 1 <= n <= self.tokens:
+            raise ValueError(f"tokens {tokens!r} must be in [1, {self.tokens}] (the layer's tokens per rank)")
+        _team._ok(_lib().xstage_moe_auto_order(self._h, n, int(bool(skewed)), platform.encode() if platform else None,
                                                ctypes.byref(order), ctypes.byref(lead), buf, len(buf)))
         name = {v: k for k, v in ORDERS.items()}[order.value]
         return name, lead.value, buf.value.decode()

@@ -40,7 +40,7 @@ expect("forward_device, null layer",
        "layer is null")
 expect("check, null layer", lambda: xteam._ok(lib.xstage_moe_check(None, None, b"x")), "layer is null")
 o, d = ctypes.c_int(), ctypes.c_int()
-expect("auto_order, null layer", lambda: xteam._ok(lib.xstage_moe_auto_order(None, 0, None, ctypes.byref(o),
+expect("auto_order, null layer", lambda: xteam._ok(lib.xstage_moe_auto_order(None, 0, 0, None, ctypes.byref(o),
                                                                              ctypes.byref(d), None, 0)),
        "layer is null")
 expect("pack_int4, rows 60", lambda: xteam._ok(lib.xstage_moe_pack_int4(1, 1, 2, 60, 128, None)), "60 x 128")

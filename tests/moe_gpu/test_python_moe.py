@@ -315,3 +315,23 @@ def test_auto_order(world):
     assert torch.equal(a.view(torch.int32), b.view(torch.int32))
     with pytest.raises(XstageError, match="no-such-platform"):
         layer.auto_order(platform="no-such-platform")
+    # For a call's own token count: the capacity's answer by default; a count out of range named (Python and C ABI).
+    assert layer.auto_order(tokens=T) == (order, lead, reason)
+    assert layer.auto_order(tokens=1)[0] in ("interleaved", "expert-wave")
+    for bad in (0, T + 1):
+        with pytest.raises(ValueError, match=rf"tokens {bad} must be in \[1, {T}\]"):
+            layer.auto_order(tokens=bad)
+    import ctypes
+    from xstage import moe as xmoe, team as xteam
+    o, d = ctypes.c_int(), ctypes.c_int()
+    with pytest.raises(XstageError, match=rf"tokens = {T + 1} must be in \[0, {T}\]"):
+        xteam._ok(xmoe._lib().xstage_moe_auto_order(layer._h, T + 1, 0, None, ctypes.byref(o), ctypes.byref(d), None, 0))
+
+
+def test_auto_order_for_fewer_tokens():
+    """DiT-MoE-XL's dimensions with a capacity of 8192 tokens: 8 rows per expert there, 1 at 1024 tokens, and the
+    model's reason says so for each count (at P = 1 the simulator runs the call's rows, not the capacity's)."""
+    layer = MoeLayer(Team.emulated(1), 1152, 4608, 16, 2, 8192)
+    full, small = layer.auto_order(), layer.auto_order(tokens=1024)
+    assert "8 rows per expert" in full[2] and "1 rows per expert" in small[2], (full, small)
+    assert full == layer.auto_order(tokens=8192)

@@ -108,10 +108,14 @@ extern "C" int xstage_moe_forward_device(xstage_moe layer, const int* tokens, co
   return forward(layer, tokens, nullptr, topk_index, x, x_scale, topk_weight, out, w1, w1_scale, w2, w2_scale, order, stream);
 }
 
-extern "C" int xstage_moe_auto_order(xstage_moe layer, int skewed, const char* platform, int* order, int* lead,
-                                     char* reason, int reason_bytes) {
+extern "C" int xstage_moe_auto_order(xstage_moe layer, int tokens, int skewed, const char* platform, int* order,
+                                     int* lead, char* reason, int reason_bytes) {
   if (layer == nullptr) return set_error(XSTAGE_ERR_INVALID, "layer is null");
   if (order == nullptr) return set_error(XSTAGE_ERR_INVALID, "order is null");
+  const int capacity = layer->ws->shape().tokens_per_rank;
+  if (tokens < 0 || tokens > capacity)
+    return set_error(XSTAGE_ERR_INVALID, "tokens = " + std::to_string(tokens) + " must be in [0, " +
+                                             std::to_string(capacity) + "] (0: the layer's capacity)");
   return guarded([&] {
     auto& t = *layer->team->team;
     const auto mx = xstage::model::Platform::load(platform ? platform : "h200-nvlink4");
@@ -119,6 +123,7 @@ extern "C" int xstage_moe_auto_order(xstage_moe layer, int skewed, const char* p
                    " has no measured FP8 tensor-core rate (tensor_core_tflops.fp8) to time the tiles with");
     mk::MoeLayerParams prm;  // the layer's shape and format: the kernel's tile widths
     prm.shape = layer->ws->shape();
+    if (tokens > 0) prm.shape.tokens_per_rank = tokens;  // the call's count: rows per expert, the simulated tiles
     prm.weights = layer->format;
     int l2 = 0;
     if (cudaError_t e = cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, t.device()); e != cudaSuccess)
