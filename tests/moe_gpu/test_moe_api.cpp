@@ -35,6 +35,10 @@ TEST(moe_api, NullHandles) {
   EXPECT_EQ(last(), "layer is null");
   EXPECT_EQ(xstage_moe_check(nullptr, nullptr, "x"), XSTAGE_ERR_INVALID);
   EXPECT_EQ(last(), "layer is null");
+  int order = -1, lead = -1;
+  EXPECT_EQ(xstage_moe_auto_order(nullptr, 0, 0, nullptr, &order, &lead, nullptr, 0), XSTAGE_ERR_INVALID);
+  EXPECT_EQ(last(), "layer is null");
+  EXPECT_EQ(order, -1) << "nothing written on an error";
   xstage_moe_destroy(nullptr);  // a no-op, as free(NULL)
 }
 
