@@ -12,8 +12,8 @@ combine by remote stores -> top-k weighted sum) on torch tensors, through the C 
 Experts are partitioned over the ranks: rank r holds global experts [r E/P, (r + 1) E/P). w1 holds each expert's gate
 rows [0, I) then its up rows [I, 2I); the expert computes (silu(x w_gate^T) * (x w_up^T)) w2^T. Formats: "w8a8" (FP8
 e4m3 activations with 1x128 scales, weights with 128x128 block scales), "w4a8" (int4 weights with one scale per row and
-128-group, expanded to FP8 in the kernel) and "bf16" (reference runs, no quantization). Each call passes exactly
-tokens_per_rank tokens per rank.
+128-group, expanded to FP8 in the kernel) and "bf16" (reference runs, no quantization). tokens_per_rank is a
+capacity: each call passes up to that many tokens per rank (a rank may pass none).
 
 The routing stays on the GPU (plan="device", the default): the kernel's dispatch plan is made there from each rank's
 topk_idx and the ranks exchange their counts by peer stores, so a call never waits for the GPU; an invalid index is

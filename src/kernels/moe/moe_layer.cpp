@@ -559,27 +559,28 @@ void prepare_device_plan(runtime::Team& team, MoeWorkspace& ws, const MoeLayerPa
   XSTAGE_REQUIRE(rows * (s.inter / kBlockN + s.hidden / kBlockN) < (1LL << 30), "moe layer: too many tiles (", rows,
                  " rows) for a device plan");
   const size_t o_counts = 0, o_base = size_t(P) * E, o_off = 2 * size_t(P) * E, o_tok = o_off + size_t(P) * (El + 1);
-  const size_t o_idx = o_tok + size_t(ranks) * El, o_pos = o_idx + size_t(ranks) * T * K;
+  const size_t tk = size_t(T) * K;  // index / pos entries per local rank (the capacity's: any call's count fits)
+  const size_t o_idx = o_tok + size_t(ranks) * El, o_pos = o_idx + ranks * tk;
   const std::vector<int> tokens = call_tokens(team, prm);
   // The grid's chunks cover the local ranks' largest call (at least one CTA; a rank's chunks past its tokens count none).
   const int most = std::max(1, *std::max_element(tokens.begin(), tokens.end()));
   const int chunks = (most + kPlanChunkTokens - 1) / kPlanChunkTokens;
-  const size_t o_hist = o_pos + size_t(ranks) * T * K;  // the plan's scratch, after the tables
+  const size_t o_hist = o_pos + ranks * tk;  // the plan's scratch, after the tables
   const size_t bytes = (o_hist + size_t(ranks) * chunks * E) * sizeof(int32_t);
   ws.prepared_.reset();  // a launch must not find the previous routing's plan if this one fails half-way
   int32_t* dt = static_cast<int32_t*>(grow(ws.tables_, ws.tables_bytes_, bytes, "tables"));
   PlanParams pp;
   pp.view = team.view();
-  for (int g = 0; g < ranks; ++g) pp.tokens[g] = tokens[g];
   pp.topk = K;
   pp.experts = E;
   pp.b_m = kBlockM;
   pp.chunks = chunks;
   pp.hist = dt + o_hist;
   for (int g = 0; g < ranks; ++g) {
+    pp.tokens[g] = tokens[g];
     pp.index[g] = prm.rank[g].topk_index;
-    pp.idx_out[g] = dt + o_idx + size_t(g) * T * K;
-    pp.pos_out[g] = dt + o_pos + size_t(g) * T * K;
+    pp.idx_out[g] = dt + o_idx + g * tk;
+    pp.pos_out[g] = dt + o_pos + g * tk;
   }
   pp.counts = ws.plan_counts_->peers();
   pp.signal = ws.signals_->table();
@@ -597,7 +598,7 @@ void prepare_device_plan(runtime::Team& team, MoeWorkspace& ws, const MoeLayerPa
   ok(launch_plan_counts(pp, stream), "device plan: counts");
   ok(launch_plan_tables(pp, stream), "device plan: tables");
   ws.prepared_ = std::make_unique<MoeWorkspace::Prepared>(
-      MoeWorkspace::Prepared{true, o_counts, o_base, o_off, o_tok, o_idx, o_pos, size_t(T) * K, tokens, {}, {}});
+      MoeWorkspace::Prepared{true, o_counts, o_base, o_off, o_tok, o_idx, o_pos, tk, tokens, {}, {}});
 }
 
 void prepare_moe_layer(runtime::Team& team, MoeWorkspace& ws, const MoeLayerParams& prm, cudaStream_t stream) {
@@ -840,7 +841,7 @@ void launch_moe_layer(runtime::Team& team, MoeWorkspace& ws, const MoeLayerParam
       } else {
         // 0: waves sized to fill the CTAs (enough experts that a wave's Linear-1 tiles cover every CTA), from the
         // rows of the layout in device memory (sched::auto_experts_per_wave; the same value for either plan).
-        sp.experts_per_wave = prm.experts_per_wave > 0 ? prm.experts_per_wave : 0;
+        sp.experts_per_wave = prm.experts_per_wave;  // check_params: >= 0
         sp.wave_ctas = ctas;
       }
       sp.instances = ctas / ls.cluster;  // a pair is one scheduler instance with two roles
