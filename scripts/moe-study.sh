@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The MoE studies of issues 11/12 (P = 1) and 14/15 (real ranks) in one command, from a build carried to the
 # GPU host: the fused-vs-unfused grid (7 shapes x {W8A8, W4A8} x 2 routings x 3 token counts) with both tile
-# orders and the per-tile trace (W8A8), the lead sweep on three configurations, then the merge into the
+# orders, Expert-Wave with lagged waves beside them (auto may pick it at P = 1) and the per-tile trace (W8A8), the lead
+# sweep on three configurations, then the merge into the
 # summaries, tables and plots.
 #   RANKS=2 OUT=/root/out bash scripts/moe-study.sh        # real ranks (xstage launch -n 2), EP = 2
 #   (LAUNCH_TIMEOUT=S: the launcher stops every rank of a step after S seconds)
@@ -39,8 +40,8 @@ bench() {  # bench DIR ARGS...: one bench_moe run, real ranks when RANKS is set
 }
 for step in $STEPS; do
   case $step in
-    w8) bench "$OUT/w8" --precision w8a8 --orders wave,interleaved --check-tokens 1 --trace $PROTO $EXTRA ;;
-    w4) bench "$OUT/w4" --precision w4a8 --orders wave,interleaved --check-tokens 1 $PROTO $EXTRA ;;
+    w8) bench "$OUT/w8" --precision w8a8 --orders wave,interleaved --compare-wave-lag --check-tokens 1 --trace $PROTO $EXTRA ;;
+    w4) bench "$OUT/w4" --precision w4a8 --orders wave,interleaved --compare-wave-lag --check-tokens 1 $PROTO $EXTRA ;;
     big8|big4) p=w8a8; [ "$step" = big4 ] && p=w4a8
           bench "$OUT/$step" --precision $p --tokens 32768 --orders wave,interleaved --check-tokens 1 --worlds 1 \
             $BIGPROTO $EXTRA ;;

@@ -11,6 +11,7 @@
 //             [--compare-l2-cols] [--compare-hints M1,M2,...]
 //             [--compare-pair-share] [--compare-a-trim] [--compare-merge] [--compare-borrow] [--compare-early]
 //             [--compare-row-order] [--compare-half] [--compare-half-wide] [--prefetch-streamed]
+//             [--wave-lag 0|1] [--compare-wave-lag]
 //             [--prefetch D1,D2,...] [--custom NAME:H:I:E:K] [--plan host|device]
 //
 // --plan: how each configuration's dispatch plan is made before its fused launches are timed (launch_moe_layer alone
@@ -29,7 +30,8 @@
 // --compare-l2-scratch adds, per order, the kernel with two scratch accumulators in the W8A8 Linear-2 mainloop
 // (MoeLayerParams::l2_scratches = 2; backend fused_<order>_s2), checked bit-identical and timed beside it.
 // --l2-cols: MoeLayerParams::l2_cols of every fused backend (0, the default: auto, 256-column Linear-2 tiles where
-// hidden % 512 == 0; 128; or 256 where the hidden size allows it, elsewhere 128 with a note). --compare-l2-cols adds,
+// hidden % 512 == 0 or hidden / 128 is odd; 128; or 256 except where only 128 keeps CTA pairs possible (hidden / 128
+// = 2 mod 4), there 128 with a note). --compare-l2-cols adds,
 // per order, the kernel with the other Linear-2 width (backend fused_<order>_n: 128 columns beside 256;
 // fused_<order>_w: 256 beside 128; where the hidden size allows 256), checked bit-identical and timed beside it.
 // --compare-pair-share adds, per order, the CTA pairs' other sharing modes (MoeLayerParams::pair_share; backends
@@ -42,6 +44,8 @@
 // fused_<order>_b0). --compare-early adds, per order, the kernel with the other MoeLayerParams::early_release (backend
 // fused_<order>_e1 with the default 0, fused_<order>_e0 with 1). --compare-row-order adds, per order, the kernel walking
 // the rows in the other MoeLayerParams::row_order (backend fused_<order>_o1 with the default 0; W8A8 only).
+// --wave-lag sets MoeLayerParams::wave_lag (Expert-Wave's L2 tiles after the next wave's L1 tiles) of every launch;
+// --compare-wave-lag adds Expert-Wave with the other value (backend fused_wave_g1 beside 0, fused_wave_g0 beside 1).
 // --compare-half adds, per order, the kernel with the other MoeLayerParams::half_together (backend fused_<order>_h0
 // with the default 1; W8A8 only). --compare-half-wide adds, per order, the kernel with the other
 // MoeLayerParams::half_wide (backend fused_<order>_w0 with the default 1; W8A8 only). --compare-lean adds, per order,
@@ -338,6 +342,8 @@ struct Args {
   bool compare_borrow = false;      // --compare-borrow: also the orders with l2_borrow = 0
   bool compare_early = false;       // --compare-early: also the orders with the other early_release
   bool compare_row_order = false;   // --compare-row-order: also the orders with the other row_order (W8A8)
+  int wave_lag = 0;                 // --wave-lag: MoeLayerParams::wave_lag of every fused launch (Expert-Wave)
+  bool compare_wave_lag = false;    // --compare-wave-lag: also Expert-Wave with the other wave_lag
   bool compare_half = false;        // --compare-half: also the orders with the other half_together (W8A8)
   bool compare_half_wide = false;   // --compare-half-wide: also the orders with the other half_wide (W8A8)
   int row_order = 0;                // --row-order: MoeLayerParams::row_order of every fused launch (W8A8)
@@ -463,6 +469,11 @@ Args parse(int argc, char** argv) {
     else if (k == "--compare-borrow") a.compare_borrow = true;
     else if (k == "--compare-early") a.compare_early = true;
     else if (k == "--compare-row-order") a.compare_row_order = true;
+    else if (k == "--compare-wave-lag") a.compare_wave_lag = true;
+    else if (k == "--wave-lag") {
+      a.wave_lag = std::stoi(val());
+      if (a.wave_lag < 0 || a.wave_lag > 1) throw UsageError(detail::concat("--wave-lag ", a.wave_lag, ": 0 or 1"));
+    }
     else if (k == "--compare-half") a.compare_half = true;
     else if (k == "--compare-half-wide") a.compare_half_wide = true;
     else if (k == "--compare-lean") a.compare_lean = true;
@@ -776,8 +787,10 @@ int main(int argc, char** argv) try {
           prm.cluster = a.cluster;
           prm.pair_share = a.pair_share;
           prm.row_order = a.row_order;
-          // 256-column Linear-2 tiles where the shape allows them (W8A8 / W4A8, hidden % 256, and % 512 for pairs)
-          const bool wide_ok = s.hidden % 256 == 0 && (s.hidden / 256) % 2 == 0;
+          prm.wave_lag = a.wave_lag;
+          // 256-column Linear-2 tiles where they keep CTA pairs possible (W8A8 / W4A8, hidden % 512 == 0) or where no
+          // width allows pairs (hidden / 128 odd: the last 256-column tile ragged); not where only 128 allows pairs
+          const bool wide_ok = (s.hidden / 128) % 4 != 2;
           prm.l2_cols = a.l2_cols == 256 && !wide_ok ? 128 : a.l2_cols;
           prm.l2_cols = moe_kernel::moe_l2_cols(prm);  // the width this row runs (written to moe.csv)
           if (a.l2_cols == 256 && !wide_ok)
@@ -849,6 +862,16 @@ int main(int argc, char** argv) try {
             if (a.compare_borrow) add_variants("_b0", [](moe_kernel::MoeLayerParams& q) { q.l2_borrow = 0; });
             if (a.compare_early)
               add_variants(prm.early_release ? "_e0" : "_e1", [](moe_kernel::MoeLayerParams& q) { q.early_release = 1 - q.early_release; });
+            if (a.compare_wave_lag)  // Expert-Wave only (Interleaved ignores it): backend fused_wave_g0 / _g1
+              for (size_t i = 0; i < order_prm.size(); ++i)
+                if (order_prm[i].order == MoeOrder::kExpertWave) {
+                  moe_kernel::MoeLayerParams p2 = order_prm[i];
+                  p2.wave_lag = 1 - p2.wave_lag;
+                  variant_prm.push_back(p2);
+                  names.push_back("fused_wave" + std::string(p2.wave_lag ? "_g1" : "_g0"));
+                  const size_t j = variant_prm.size() - 1;
+                  fns.push_back([&, j](int) { moe_kernel::launch_moe_layer(*team1, ws, variant_prm[j], st); });
+                }
             if (a.compare_row_order && !int4)
               add_variants(prm.row_order ? "_o0" : "_o1", [](moe_kernel::MoeLayerParams& q) { q.row_order = 1 - q.row_order; });
             if (a.compare_half && !int4)
@@ -1020,11 +1043,13 @@ int main(int argc, char** argv) try {
               row["sim_wave_us"] = adv.query.sim_wave_s * 1e6;
               row["sim_interleaved_us"] = adv.query.sim_interleaved_s * 1e6;
               row["sim_interleaved_vs_wave"] = adv.query.sim_wave_s / adv.query.sim_interleaved_s;
+              row["sim_wave_lag_us"] = adv.query.sim_wave_lag_s * 1e6;
             } else {
               row["sim_error"] = adv.sim_error;
             }
             const moe::OrderChoice& ch = adv.choice;
             row["auto_order"] = moe::to_string(ch.order);
+            row["auto_wave_lag"] = ch.wave_lag;  // Expert-Wave with lagged waves (timed as fused_wave_g1)
             row["auto_lead"] = ch.lead;
             row["auto_reason"] = ch.reason;
             row["predicted_stall_wave_us"] = ch.predicted_stall_wave_us;  // per L2 tile (0 at P = 1: no remote stores)
@@ -1032,12 +1057,17 @@ int main(int argc, char** argv) try {
             row["rate_bound_violated_wave"] = ch.drain_dominated;  // V / (T_iss^0 + T_L2^mma) > R under Expert-Wave
           }
           // The fused column of the table (fused_vs_unfused, ceiling_fraction) is the order auto chose, when it was
-          // timed at auto's lead (the kernel's default lead); otherwise the first of --orders.
+          // timed at auto's lead (the kernel's default lead) and wave lag (lagged waves: --compare-wave-lag's
+          // fused_wave_g1, beside --wave-lag 0); otherwise the first of --orders.
           std::string fused_name = names.empty() ? std::string() : names[0];
           {
             const bool auto_int = row["auto_order"] == moe::to_string(moe::OrderChoice::Order::kInterleaved);
             const int kernel_lead = moe_kernel::moe_lead_knee(a.ctas > 0 ? a.ctas : team1->sms_per_rank(), s.inter);
-            const std::string n = auto_int ? "fused_interleaved" : "fused_wave";
+            const bool auto_lag = row["auto_wave_lag"].get<int>() != 0;
+            const std::string n = auto_int                    ? "fused_interleaved"
+                                  : auto_lag == (a.wave_lag != 0) ? "fused_wave"
+                                  : auto_lag                  ? "fused_wave_g1"
+                                                              : "fused_wave_g0";
             if (std::find(names.begin(), names.end(), n) != names.end() &&
                 (!auto_int || row["auto_lead"].get<int>() == kernel_lead))
               fused_name = n;
@@ -1268,11 +1298,18 @@ int main(int argc, char** argv) try {
             // CTAs) unless the two differ: then auto's time is not among the timed backends and is left out.
             const int kernel_lead = moe_kernel::moe_lead_knee(a.ctas > 0 ? a.ctas : team1->sms_per_rank(), s.inter);
             const bool auto_int = row["auto_order"] == moe::to_string(moe::OrderChoice::Order::kInterleaved);
-            if (!auto_int || row["auto_lead"].get<int>() == kernel_lead) {
-              const double ta = auto_int ? ti : tw;
-              row["auto_vs_best"] = std::min(tw, ti) / ta;
+            // Expert-Wave with the other wave lag, where it was timed (--compare-wave-lag): a third order for best.
+            const std::string other_lag = a.wave_lag ? "ms_fused_wave_g0" : "ms_fused_wave_g1";
+            const double tg = row.contains(other_lag) ? row[other_lag].get<double>() : NAN;
+            const bool auto_lag = row["auto_wave_lag"].get<int>() != (a.wave_lag != 0);  // auto ran the other lag
+            if (auto_lag && std::isnan(tg)) {
+              row["auto_untimed"] = "auto's wave lag was not timed (--compare-wave-lag)";
+            } else if (!auto_int || row["auto_lead"].get<int>() == kernel_lead) {
+              const double ta = auto_int ? ti : auto_lag ? tg : tw;
+              const double best = std::isnan(tg) ? std::min(tw, ti) : std::min({tw, ti, tg});
+              row["auto_vs_best"] = best / ta;
               row["auto_vs_wave"] = tw / ta;
-              auto_vs_best.push_back(std::min(tw, ti) / ta);
+              auto_vs_best.push_back(best / ta);
               auto_vs_wave.push_back(tw / ta);
             } else {
               row["auto_untimed"] = detail::concat("auto's lead ", row["auto_lead"].get<int>(), " != the kernel's D_knee ",

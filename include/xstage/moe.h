@@ -24,8 +24,9 @@ extern "C" {
 typedef struct xstage_moe_s* xstage_moe;
 
 enum { XSTAGE_MOE_W8A8 = 0, XSTAGE_MOE_W4A8 = 1, XSTAGE_MOE_BF16 = 2 };
-/* The kernel's tile order (both give the same result bit for bit; docs/SCHEDULERS.md). */
-enum { XSTAGE_MOE_EXPERT_WAVE = 0, XSTAGE_MOE_INTERLEAVED = 1 };
+/* The kernel's tile order (all give the same result bit for bit; docs/SCHEDULERS.md). EXPERT_WAVE_LAGGED: Expert-Wave
+ * with each wave's Linear-2 tiles after the next wave's Linear-1 tiles. */
+enum { XSTAGE_MOE_EXPERT_WAVE = 0, XSTAGE_MOE_INTERLEAVED = 1, XSTAGE_MOE_EXPERT_WAVE_LAGGED = 2 };
 
 /* The layer's symmetric buffers on the team for one shape and format (collective for real teams): hidden H and
  * inter I multiples of 128, experts E a multiple of the world size, 1 <= topk <= E, tokens_per_rank T >= 1 (the
@@ -43,7 +44,7 @@ void xstage_moe_destroy(xstage_moe layer);
  * pass the same array; xstage_moe_forward_device below takes each rank's own routing in device memory instead). x, x_scale, topk_weight ([T][k] fp32), out: arrays of local_ranks device pointers (x and out 16-byte aligned, x_scale
  * and topk_weight 4-byte; local rank
  * first_rank + g at g). w1, w1_scale, w2, w2_scale: the experts of the local ranks in global order (E_local =
- * local_ranks * E / world experts). order: XSTAGE_MOE_EXPERT_WAVE or XSTAGE_MOE_INTERLEAVED. Device failures (a
+ * local_ranks * E / world experts). order: XSTAGE_MOE_EXPERT_WAVE, _INTERLEAVED or _EXPERT_WAVE_LAGGED. Device failures (a
  * peer's rows that never came) are reported by xstage_moe_check. */
 int xstage_moe_forward(xstage_moe layer, const int* tokens, const int32_t* topk_index_all, const void* const* x,
                        const float* const* x_scale, const float* const* topk_weight, float* const* out, const void* w1,
@@ -62,12 +63,14 @@ int xstage_moe_forward_device(xstage_moe layer, const int* tokens, const int32_t
                               void* stream);
 /* The tile order the platform model picks for this layer on this team (the harness's `auto`, docs/SCHEDULERS.md):
  * at P = 1 the discrete-event simulator's faster order (on a tie, Interleaved where an expert holds at most two 128-row
- * tiles: kTieInterleavedMaxRows), at P > 1 the Burst-Gap design test of the combine stores
+ * tiles: kTieInterleavedMaxRows; Expert-Wave with lagged waves where it predicts that >= 5 % faster than both:
+ * kLagMinGain), at P > 1 the Burst-Gap design test of the combine stores
  * against M_X = (T_iss^0, R, Q) and the weights' L2 working set. tokens: the tokens per rank to choose for, 1 to the
  * layer's capacity (0: the capacity), for calls of fewer tokens than the layer holds (the order that pays can differ:
  * fewer rows per expert). platform: a preset name or a platform JSON file (NULL: "h200-nvlink4"); skewed: the routing
- * the simulator and the model assume (0 balanced, 1 Zipf). Writes the order (XSTAGE_MOE_EXPERT_WAVE or
- * XSTAGE_MOE_INTERLEAVED), the lead D and one line of reason (truncated to reason_bytes). */
+ * the simulator and the model assume (0 balanced, 1 Zipf). Writes the order (XSTAGE_MOE_EXPERT_WAVE,
+ * XSTAGE_MOE_INTERLEAVED or XSTAGE_MOE_EXPERT_WAVE_LAGGED), the lead D and one line of reason (truncated to
+ * reason_bytes). */
 int xstage_moe_auto_order(xstage_moe layer, int tokens, int skewed, const char* platform, int* order, int* lead,
                           char* reason, int reason_bytes);
 /* Waits for `stream` (NULL: the default stream) and the team's own, then reports the first device-side failure of

@@ -51,7 +51,7 @@ struct SimMoeOpts {
   std::string hidden, inter, tokens = "4096", tile = "128x128", dtype = "fp8", routing = "balanced";
   std::string staging = "0", lead;  // lead empty: D_knee
   std::string l1_cols, l2_cols;     // empty: b_n
-  int experts = 0, topk = 0, out_bytes = 2, roles = 1, depth = 2, experts_per_wave = 0;
+  int experts = 0, topk = 0, out_bytes = 2, roles = 1, depth = 2, experts_per_wave = 0, wave_lag = 0;
   int K = 0, P = 0;
   double tflops = 0, skew = 1.0;
   std::string seed = "1";
@@ -84,7 +84,8 @@ void print_report(std::ostream& os, const sim::MoeSimReport& r) {
     const sim::KindSummary& l2 = s.kinds.at(1);
     const std::string setting = run->schedule == "interleaved"
                                     ? "D = " + std::to_string(run->lead) + (run->lead == r.d_knee ? " (D_knee)" : "")
-                                    : std::to_string(run->experts_per_wave) + " experts/wave";
+                                    : std::to_string(run->experts_per_wave) + " experts/wave" +
+                                          (r.config.wave_lag ? ", lagged" : "");
     const double tiles = double(s.tiles.size());
     t.row({run->schedule, setting, us(s.total_time, 1), us(l2.tiss_mean), us(l2.t_rs_mean), us(l2.t_rs_max),
            us(s.mma_stall_total / tiles, 3), us(s.mma_stall_total / s.producers), us(s.starvation_total / s.producers), mb(s.peak_outstanding)});
@@ -119,6 +120,9 @@ void add_simulate_moe(CLI::App* sim) {
   c->add_option("-D,--lead", o->lead, "Interleaved lead D in rows (default: D_knee)");
   auto* epw = c->add_option("--experts-per-wave", o->experts_per_wave,
                 "Expert-Wave grouping (default: enough experts to give every instance an L1 tile)");
+  c->add_option("--wave-lag", o->wave_lag,
+                "Expert-Wave: 1 = each wave's L2 tiles after the next wave's L1 tiles (the fused kernel's default at P = 1)")
+      ->capture_default_str();
   c->add_option("--depth", o->depth, "Local staging depth between MMA and epilogue")->capture_default_str();
   c->add_option("--staging", o->staging, "Fixed epilogue staging cost per tile (ns|us; plain = us)")
       ->capture_default_str();
@@ -164,6 +168,7 @@ void add_simulate_moe(CLI::App* sim) {
     XSTAGE_REQUIRE(!epw->count() || o->experts_per_wave > 0, "--experts-per-wave must be positive, got ",
                    o->experts_per_wave);
     m.experts_per_wave = o->experts_per_wave;
+    m.wave_lag = o->wave_lag;  // (0 or 1: sim::simulate_moe names another value)
     m.staging = o->depth;
     m.epi_time = model::parse_time(o->staging, "--staging");
     m.memory_limit = memory_limit();

@@ -46,8 +46,10 @@ TileCols check_shape(const OrderQuery& q) {
                  " is not a multiple of the L1 tile width ", l1);
   XSTAGE_REQUIRE(q.l2_cols >= 0, "moe order: L2 tile columns must be positive (0: b_n), got ", q.l2_cols);
   const int l2 = q.l2_cols > 0 ? q.l2_cols : q.b_n;
-  XSTAGE_REQUIRE(q.hidden % l2 == 0, "moe order: hidden size ", q.hidden, " is not a multiple of the L2 tile width ",
-                 l2);
+  // The last L2 tile may be ragged (the kernel's 256-column tiles where 256 does not divide hidden): it costs a whole
+  // tile's mainloop, so n2 = ceil(hidden / l2) tiles of l2 columns each.
+  XSTAGE_REQUIRE(l2 % q.b_n == 0, "moe order: L2 tile width ", l2, " is not a multiple of the N-tile width b_n = ",
+                 q.b_n);
   return {l1, l2};
 }
 
@@ -74,6 +76,10 @@ void check_query(const OrderQuery& q) {
                  "moe order: simulated expert-wave time must be >= 0 s (0: not given), got ", q.sim_wave_s);
   XSTAGE_REQUIRE(std::isfinite(q.sim_interleaved_s) && q.sim_interleaved_s >= 0,
                  "moe order: simulated interleaved time must be >= 0 s (0: not given), got ", q.sim_interleaved_s);
+  XSTAGE_REQUIRE(std::isfinite(q.sim_wave_lag_s) && q.sim_wave_lag_s >= 0,
+                 "moe order: simulated lagged expert-wave time must be >= 0 s (0: not given), got ", q.sim_wave_lag_s);
+  XSTAGE_REQUIRE(q.sim_wave_lag_s == 0 || q.sim_wave_s > 0,
+                 "moe order: a simulated lagged expert-wave time needs both other orders' times too");
   XSTAGE_REQUIRE((q.sim_wave_s > 0) == (q.sim_interleaved_s > 0),
                  "moe order: give both simulated times or neither (expert-wave ", q.sim_wave_s, " s, interleaved ",
                  q.sim_interleaved_s, " s)");
@@ -108,7 +114,7 @@ OrderChoice choose_moe_order(const model::Platform& mx, const OrderQuery& query)
 
   // Tiles per row, lead, rows per expert (balanced mean: the formula of model::design_moe).
   c.n1_per_row = 2 * q.inter / q.l1_cols;
-  c.n2_per_row = q.hidden / q.l2_cols;
+  c.n2_per_row = int(ceil_div(q.hidden, q.l2_cols));  // the last tile ragged where l2_cols does not divide hidden
   c.d_knee = bg::d_knee(q.l1_cols, K, q.inter);  // = ceil(K / n1_per_row)
   c.lead = int(q.lead > 0 ? q.lead : c.d_knee);
   c.experts_per_wave = 0;
@@ -166,6 +172,18 @@ OrderChoice choose_moe_order(const model::Platform& mx, const OrderQuery& query)
                      : ", a tie; " + rows + " (> " + std::to_string(kTieInterleavedMaxRows) +
                            "): a wave keeps its experts' weights in L2 across their rows";
       c.reason = std::string(inter ? "interleaved: " : "expert-wave: ") + head + sim + why + " (" + ws + ")";
+      // Lagged waves: a wave's L2 tiles after the next wave's L1 tiles wait on rows a wave old. Taken only where the
+      // simulator says so by kLagMinGain over both: it does not see what the lag costs in L2 locality.
+      const double best = std::min(q.sim_wave_s, q.sim_interleaved_s);
+      if (q.sim_wave_lag_s > 0 && q.sim_wave_lag_s <= (1 - kLagMinGain) * best) {
+        c.order = OrderChoice::Order::kExpertWave;
+        c.wave_lag = 1;
+        c.reason = "expert-wave-lagged: " + head + "the discrete-event simulator predicts " + us(q.sim_wave_lag_s) +
+                   " for Expert-Wave with lagged waves (each wave's L2 tiles after the next wave's L1 tiles), " +
+                   num(q.sim_wave_lag_s / best, 3) + "x the better of " + us(q.sim_wave_s) + " expert-wave and " +
+                   us(q.sim_interleaved_s) + " interleaved (D = " + std::to_string(c.lead) + "; taken at <= " +
+                   num(1 - kLagMinGain, 2) + "x) (" + ws + ")";
+      }
     } else {
       c.order = OrderChoice::Order::kExpertWave;
       c.reason = "expert-wave: " + head + "no simulator prediction given (the order's local effects, "
@@ -219,12 +237,13 @@ OrderChoice choose_moe_order(const model::Platform& mx, const OrderQuery& query)
 
 nlohmann::json OrderChoice::to_json() const {
   nlohmann::json j = {
-      {"order", to_string(order)}, {"lead", lead}, {"experts_per_wave", experts_per_wave},
+      {"order", to_string(order)}, {"lead", lead}, {"experts_per_wave", experts_per_wave}, {"wave_lag", wave_lag},
       {"predicted_stall_wave_us", predicted_stall_wave_us},
       {"predicted_stall_interleaved_us", predicted_stall_interleaved_us},
       {"weight_working_set_bytes", weight_working_set_bytes}, {"l2_bytes", query.l2_bytes}, {"fits_l2", fits_l2},
       {"reason", reason},
       {"sim_wave_us", query.sim_wave_s * 1e6}, {"sim_interleaved_us", query.sim_interleaved_s * 1e6},
+      {"sim_wave_lag_us", query.sim_wave_lag_s * 1e6},
       {"query", {{"hidden", query.hidden}, {"inter", query.inter}, {"experts", query.experts}, {"topk", query.topk},
                  {"tokens_per_rank", query.tokens}, {"world", query.world}, {"weight_bytes", query.weight_bytes},
                  {"b_m", query.b_m}, {"b_n", query.b_n}, {"l1_cols", query.l1_cols}, {"l2_cols", query.l2_cols}, {"sms", query.sms},

@@ -47,7 +47,8 @@ void validate(const MoeLayerConfig& c) {
   XSTAGE_REQUIRE(c.l1_cols >= 0 && c.l2_cols >= 0, "L1 / L2 tile columns must be positive (0: b_n), got ",
                  c.l1_cols, " / ", c.l2_cols);
   const int l1 = c.l1_cols > 0 ? c.l1_cols : c.b_n, l2 = c.l2_cols > 0 ? c.l2_cols : c.b_n;
-  XSTAGE_REQUIRE(c.hidden % l2 == 0, "hidden size ", c.hidden, " is not a multiple of the L2 tile width ", l2);
+  // (the last L2 tile may be ragged, as the kernel's 256-column tiles are where 256 does not divide hidden)
+  XSTAGE_REQUIRE(l2 % c.b_n == 0, "L2 tile width ", l2, " is not a multiple of b_n = ", c.b_n);
   XSTAGE_REQUIRE((2LL * c.h_inter) % l1 == 0, "2 * h_inter = ", 2LL * c.h_inter,
                  " is not a multiple of the L1 tile width ", l1);
   XSTAGE_REQUIRE(c.dtype_bytes == 1 || c.dtype_bytes == 2, "dtype bytes must be 1 (fp8) or 2 (bf16), got ",
@@ -59,13 +60,14 @@ void validate(const MoeLayerConfig& c) {
   XSTAGE_REQUIRE(c.sms > 0, "SM count must be positive, got ", c.sms);
   XSTAGE_REQUIRE(c.sms % c.roles == 0, "SM count ", c.sms, " is not a multiple of the roles per instance ",
                  c.roles);
-  XSTAGE_REQUIRE((c.hidden / l2) % c.roles == 0 && (2 * c.h_inter / l1) % c.roles == 0,
-                 "N-tiles per row (", 2 * c.h_inter / l1, " for L1, ", c.hidden / l2,
+  XSTAGE_REQUIRE(((c.hidden + l2 - 1) / l2) % c.roles == 0 && (2 * c.h_inter / l1) % c.roles == 0,
+                 "N-tiles per row (", 2 * c.h_inter / l1, " for L1, ", (c.hidden + l2 - 1) / l2,
                  " for L2) must be multiples of the roles per instance ", c.roles);
   XSTAGE_REQUIRE(c.lead >= 1 || c.lead == -1, "lead D must be >= 1, got ", c.lead,
                  " (D = 0 lets an instance emit L2 of a row before its own L1 tiles of that row: an in-order "
                  "kernel deadlocks; see docs/SCHEDULERS.md)");
   XSTAGE_REQUIRE(c.experts_per_wave >= 0, "experts per wave must be positive, got ", c.experts_per_wave);
+  XSTAGE_REQUIRE(c.wave_lag == 0 || c.wave_lag == 1, "wave lag must be 0 or 1, got ", c.wave_lag);
   XSTAGE_REQUIRE(c.staging >= 1, "staging depth must be >= 1, got ", c.staging);
   XSTAGE_REQUIRE(std::isfinite(c.epi_time) && c.epi_time >= 0, "epilogue staging time must be >= 0, got ",
                  c.epi_time);
@@ -115,7 +117,7 @@ MoeSimReport simulate_moe(const model::Platform& platform, MoeLayerConfig c) {
   MoeSimReport rep;
   rep.platform = platform.name;
   rep.l1_ntiles = 2 * c.h_inter / c.l1_cols;
-  rep.l2_ntiles = c.hidden / c.l2_cols;
+  rep.l2_ntiles = (c.hidden + c.l2_cols - 1) / c.l2_cols;  // the last one ragged where l2_cols does not divide hidden
   rep.d_knee = int(std::max<long long>(1, model::bg::d_knee(c.l1_cols, c.sms, c.h_inter)));
   if (c.lead == -1) c.lead = rep.d_knee;
 
@@ -164,7 +166,7 @@ MoeSimReport simulate_moe(const model::Platform& platform, MoeLayerConfig c) {
   }
   rep.config = c;
 
-  sched::MoeExpertWaveScheduler::Params wp{layout.view(), instances, c.roles, c.experts_per_wave};
+  sched::MoeExpertWaveScheduler::Params wp{layout.view(), instances, c.roles, c.experts_per_wave, 0, c.wave_lag};
   sched::MoeExpertWaveScheduler::validate(wp);
   rep.wave.schedule = "expert-wave";
   rep.wave.experts_per_wave = c.experts_per_wave;
@@ -197,7 +199,7 @@ nlohmann::json MoeSimReport::to_json(bool with_tiles) const {
                  {"topk", c.topk},             {"routing", c.routing},
                  {"skew", c.skew},             {"seed", c.seed},
                  {"b_m", c.b_m},               {"b_n", c.b_n},
-                 {"l1_cols", c.l1_cols},       {"l2_cols", c.l2_cols},
+                 {"l1_cols", c.l1_cols},       {"l2_cols", c.l2_cols},       {"wave_lag", c.wave_lag},
                  {"dtype_bytes", c.dtype_bytes}, {"out_bytes", c.out_bytes},
                  {"tc_tflops", c.tc_rate / 1e12}, {"world", c.world},
                  {"sms", c.sms},               {"roles", c.roles},

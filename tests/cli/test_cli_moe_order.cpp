@@ -119,7 +119,7 @@ TEST(CliMoeOrder, EveryBadArgumentIsOneLineAndExit2) {
       {kQwen + "--lead -1", "--lead must be >= 0 (0: the default), got '-1'"},
       {kQwen + "--lead 1.5", "--lead must be a whole number, got '1.5'"},
       {kQwen + "--l1-cols 1000", "moe order: 2 x intermediate size 1536 is not a multiple of the L1 tile width 1000"},
-      {kQwen + "--l2-cols 384", "moe order: hidden size 2048 is not a multiple of the L2 tile width 384"},
+      {kQwen + "--l2-cols 192", "moe order: L2 tile width 192 is not a multiple of the N-tile width b_n = 128"},
       {kQwen + "--tile 128", "--tile must look like 128x128, got '128'"},
       {kQwen + "--platform paper-b200", "platform 'paper-b200' records no fp8 tensor-core rate"},
       {kQwen + "-P 1 --seed -3", "--seed must be a whole number in 0..18446744073709551615, got '-3'"},

@@ -154,7 +154,9 @@ TEST(MoeOrder, SimulatorPredictionsAtWorldOne) {
   // The discrete-event simulator on the kernel's layout (lead D_knee of 256-column L1 tiles, one staging slot),
   // the preset's fp8 rate: Qwen3-30B at 8192 tokens interleaves (its rows' L2 tiles no longer wait for a wave's
   // last L1 round); DiT-MoE-XL at 8192 tokens does not (L2 tiles of K = 4608 behind a lead of 4 rows wait for
-  // their rows). The harness measured 1.14x and 0.83x for these two on the H200 (docs/SCHEDULERS.md).
+  // their rows), and runs Expert-Wave with lagged waves, whose L2 tiles wait on rows a wave old (0.83x the plain
+  // order's simulated time). The harness measured interleaved/wave 1.14x and 0.83x for these two on the H200, and
+  // lagged/plain Expert-Wave 0.83-0.86x on DiT-MoE-XL (docs/SCHEDULERS.md).
   auto with_sim = [](OrderQuery q) {
     q.world = 1;
     q.l1_cols = 256;
@@ -163,11 +165,13 @@ TEST(MoeOrder, SimulatorPredictionsAtWorldOne) {
     EXPECT_GT(so.wave_us, 0);
     EXPECT_GT(so.interleaved_us, 0);
     EXPECT_NEAR(so.speedup, so.wave_us / so.interleaved_us, 1e-9);
+    EXPECT_GT(so.wave_lag_us, 0);
     q = xstage::moe::with_simulated_orders(h200(), q, 1, 1, kRatePerSm);
     return choose_moe_order(h200(), q);
   };
   const OrderChoice qw = with_sim(qwen30b(8192));
   EXPECT_EQ(qw.order, Order::kInterleaved) << qw.reason;
+  EXPECT_EQ(qw.wave_lag, 0);
   OrderQuery dit = qwen30b(8192);
   const auto* s = xstage::moe::find_moe_shape("dit-moe-xl");
   dit.hidden = s->hidden;
@@ -179,7 +183,44 @@ TEST(MoeOrder, SimulatorPredictionsAtWorldOne) {
   dit.t_l2_mma = t.t_l2;
   const OrderChoice dc = with_sim(dit);
   EXPECT_EQ(dc.order, Order::kExpertWave) << dc.reason;
-  EXPECT_TRUE(has(dc.reason, "no faster")) << dc.reason;
+  EXPECT_EQ(dc.wave_lag, 1) << dc.reason;
+  EXPECT_TRUE(has(dc.reason, "expert-wave-lagged: no remote stores at P = 1")) << dc.reason;
+  EXPECT_EQ(dc.to_json()["wave_lag"], 1);
+}
+
+TEST(MoeOrder, LaggedWavesOnlyWhereTheSimulatorSaysSoByKLagMinGain) {
+  OrderQuery q = qwen30b(8192);
+  q.world = 1;
+  q.sim_wave_s = 1.0e-3;
+  q.sim_interleaved_s = 0.9e-3;
+  q.sim_wave_lag_s = 0.9e-3 * (1 - xstage::moe::kLagMinGain) * 0.999;  // 5 % under the better other order
+  OrderChoice c = choose_moe_order(h200(), q);
+  EXPECT_EQ(c.order, Order::kExpertWave) << c.reason;
+  EXPECT_EQ(c.wave_lag, 1);
+  EXPECT_TRUE(has(c.reason, "0.949x the better of 1000.00 us expert-wave and 900.00 us interleaved")) << c.reason;
+  EXPECT_DOUBLE_EQ(c.to_json()["sim_wave_lag_us"].get<double>(), q.sim_wave_lag_s * 1e6);
+  q.sim_wave_lag_s = 0.9e-3 * 0.96;  // faster, but by less than kLagMinGain: the order the two others decide
+  c = choose_moe_order(h200(), q);
+  EXPECT_EQ(c.order, Order::kInterleaved) << c.reason;
+  EXPECT_EQ(c.wave_lag, 0);
+  q.sim_interleaved_s = 1.2e-3;  // ... which is plain Expert-Wave when that is the better one
+  q.sim_wave_lag_s = 0.96e-3;
+  c = choose_moe_order(h200(), q);
+  EXPECT_EQ(c.order, Order::kExpertWave) << c.reason;
+  EXPECT_EQ(c.wave_lag, 0);
+  q.sim_wave_lag_s = 0;  // not given: not considered
+  EXPECT_EQ(choose_moe_order(h200(), q).wave_lag, 0);
+  q.world = 2;  // P > 1: the Burst-Gap design test decides; lagged waves are a P = 1 choice
+  q.sim_wave_lag_s = 0.1e-3;
+  EXPECT_EQ(choose_moe_order(h200(), q).wave_lag, 0);
+  q.world = 1;
+  q.sim_wave_lag_s = -1;
+  EXPECT_EQ(usage_error([&] { choose_moe_order(h200(), q); }),
+            "moe order: simulated lagged expert-wave time must be >= 0 s (0: not given), got -1");
+  q.sim_wave_lag_s = 1e-3;
+  q.sim_wave_s = q.sim_interleaved_s = 0;
+  EXPECT_EQ(usage_error([&] { choose_moe_order(h200(), q); }),
+            "moe order: a simulated lagged expert-wave time needs both other orders' times too");
 }
 
 TEST(MoeOrder, DrainDominatedFineGrainedLayerInterleavesAtDKnee) {
@@ -381,6 +422,9 @@ TEST(MoeOrder, TileFillRoutingStagingLeadAndKernelLayout) {
   EXPECT_EQ(c.to_json()["query"]["l2_cols"], 256);
   // The default resolves to b_n.
   EXPECT_EQ(choose_moe_order(h200(), qwen30b(8192)).query.l2_cols, 128);
+  // 256 columns over a hidden size 256 does not divide (2048 + 128): ceil = 9 tiles per row, the last one ragged.
+  q.hidden = 2176;
+  EXPECT_EQ(choose_moe_order(h200(), q).n2_per_row, 9);
 }
 
 TEST(MoeOrder, InvalidQueriesNameTheValue) {
@@ -409,8 +453,8 @@ TEST(MoeOrder, InvalidQueriesNameTheValue) {
   EXPECT_EQ(bad([](OrderQuery& q) { q.l1_cols = 1000; }),
             "moe order: 2 x intermediate size 1536 is not a multiple of the L1 tile width 1000");
   EXPECT_EQ(bad([](OrderQuery& q) { q.l2_cols = -256; }), "moe order: L2 tile columns must be positive (0: b_n), got -256");
-  EXPECT_EQ(bad([](OrderQuery& q) { q.l2_cols = 384; }),
-            "moe order: hidden size 2048 is not a multiple of the L2 tile width 384");
+  EXPECT_EQ(bad([](OrderQuery& q) { q.l2_cols = 192; }),
+            "moe order: L2 tile width 192 is not a multiple of the N-tile width b_n = 128");
   EXPECT_EQ(bad([](OrderQuery& q) { q.b_n = 0; }), "moe order: N-tile width b_n must be positive, got 0");
   EXPECT_EQ(bad([](OrderQuery& q) { q.min_gain = -0.1; }), "moe order: min_gain must be >= 0, got -0.1");
   EXPECT_EQ(bad([](OrderQuery& q) { q.sim_wave_s = -1e-3; q.sim_interleaved_s = 1e-3; }),

@@ -51,10 +51,12 @@ struct Case {
   bool int4 = false;  // W4A8 weights (int4, per-(row, 128-group) scales) instead of W8A8
   bool bf16 = false;  // bf16 activations and weights, no scales (MoeWeightFormat::kBf16)
   int cluster = 0;    // MoeLayerParams::cluster (0: auto = CTA pairs where the N-tile counts are even)
+  int l2_cols = 0;    // MoeLayerParams::l2_cols (0: auto)
   // Also run the same call on single CTAs (cluster 1) and require it bit-identical to the first run: a CTA pair
   // computes every tile with the same math, only the A operand arrives by multicast.
   bool check_single = false;
-  // Also run it with the MMA warpgroups' batches alternating (MoeLayerParams::pingpong = 1), with two Linear-2
+  // Also run it with the MMA warpgroups' batches alternating (MoeLayerParams::pingpong = 1), Expert-Wave with lagged
+  // waves (wave_lag 1: only the order of tiles changes), with two Linear-2
   // scratch accumulators (l2_scratches = 2), with every L2 cache hint (l2_hints = kHintAll) and (W8A8, W4A8 with
   // hidden % 512 == 0) with 128- and with 256-column Linear-2 tiles (l2_cols; auto picks 256 there), each required
   // bit-identical: the first two only change when batches run, the hints only where lines stay in L2, the widths
@@ -364,6 +366,7 @@ void run_case(const Case& c) {
     prm.experts_per_wave = 2;
     prm.lead = 1;
     prm.cluster = c.cluster;
+    prm.l2_cols = c.l2_cols;
     for (int r = 0; r < P; ++r) {
       if (c.bf16) {
         const std::vector<uint16_t> xb = to_bf16(x.data() + size_t(r) * T * H, size_t(T) * H);
@@ -437,7 +440,13 @@ void run_case(const Case& c) {
       variants.back().first.l2_scratches = 2;
       variants.push_back({prm, "every L2 cache hint (l2_hints 7)"});
       variants.back().first.l2_hints = moe_kernel::kHintAll;
-      if (!c.bf16 && H % 512 == 0) {  // both Linear-2 widths (an even count of 256-column tiles, for CTA pairs)
+      if (prm.order == MoeOrder::kExpertWave) {  // each wave's Linear-2 tiles after the next wave's Linear-1 tiles
+        variants.push_back({prm, "lagged waves (wave_lag 1)"});
+        variants.back().first.wave_lag = 1;
+      }
+      // both Linear-2 widths where both run with the first run's cluster: an even count of 256-column tiles, or
+      // hidden / 128 odd (the last 256-column tile ragged; no pairs with either width)
+      if (!c.bf16 && (H % 512 == 0 || (H / 128) % 2 == 1)) {
         for (int cols : {128, 256}) {
           variants.push_back({prm, std::to_string(cols) + "-column Linear-2 tiles (l2_cols " + std::to_string(cols) +
                                        "; the first run: auto = " + std::to_string(moe_kernel::moe_l2_cols(prm)) + ")"});
@@ -678,6 +687,36 @@ TEST(MoeLayerGpu, HalfAndFullTiles) {
     c.int4 = false;
     c.bf16 = true;  // bf16 keeps full tiles: the same layer as a reference
     run_case(c);
+  }
+}
+
+// Ragged 256-column Linear-2 tiles (hidden / 128 odd, DiT-MoE-XL's case): the last tile's second block lies past the
+// hidden size; it is computed on whatever the weight box holds (the next expert's rows, or the map's zero fill past
+// the last expert) and never stored. Half and full tiles, W8A8 and W4A8, both orders, P = 1 and emulated P = 2, every
+// load and staging variant, and 128-column tiles, all bit-identical and against the reference; then CTA pairs over
+// an even count of wide tiles with a ragged one (hidden 1408: 6 tiles), sharing A or the weights.
+TEST(MoeLayerGpu, RaggedLinear2Tiles) {
+  NEED_SM90();
+  for (MoeOrder o : {MoeOrder::kExpertWave, MoeOrder::kInterleaved}) {
+    Case c{1, 642, 640, 256, 8, 1, Route::kTileEdges, o};  // 5 blocks of 128: wide tiles 0, 1 and ragged 2
+    c.l2_cols = 256;  // (auto: 128) every variant below ragged but the 128-column one
+    c.check_batch_timing = true;
+    c.check_loads = true;
+    run_case(c);
+    c.world = 2;
+    c.tokens = 321;
+    run_case(c);
+    c.int4 = true;
+    run_case(c);
+  }
+  for (bool int4 : {false, true}) {
+    Case p{1, 160, 1408, 256, 8, 2, Route::kSkewed, MoeOrder::kExpertWave};  // 11 blocks: 6 wide tiles, pairs
+    p.int4 = int4;
+    p.l2_cols = 256;  // auto: 128 (11 tiles, no pairs)
+    p.cluster = 2;
+    p.check_single = true;
+    p.check_pair_share = true;
+    run_case(p);
   }
 }
 
@@ -1549,6 +1588,10 @@ TEST(MoeLayerGpu, RejectsBadClusters) {
                   .find("l2_hints must be a set of MoeL2Hint bits in [0, 7], got " + std::to_string(bad)),
               std::string::npos);
   }
+  moe_kernel::MoeLayerParams lag = params(even);
+  lag.wave_lag = 2;
+  EXPECT_NE(usage_error([&] { moe_kernel::run_moe_layer(*team, ws2, lag, team->stream()); }).find("wave_lag must be 0 or 1, got 2"),
+            std::string::npos);
   moe_kernel::MoeLayerParams w = params(even);
   w.l2_cols = 192;
   EXPECT_NE(usage_error([&] { moe_kernel::run_moe_layer(*team, ws2, w, team->stream()); }).find("l2_cols must be 0 (auto), 128 or 256, got 192"),
@@ -1595,10 +1638,19 @@ TEST(MoeLayerGpu, RejectsBadClusters) {
       a.cluster = 0;
     }
   }
-  moe_kernel::MoeLayerParams wo = params(odd);  // hidden 1152: not a multiple of 256
+  // hidden 1152 in 256-column Linear-2 tiles: 5 tiles, the last ragged, an odd count for pairs (and 9 of 128).
+  const moe_kernel::MoeShape odd4{1152, 512, 8, 2, T};  // 4 Linear-1 tiles: only Linear-2's count is odd
+  moe_kernel::MoeWorkspace ws4(*team, odd4);
+  moe_kernel::MoeLayerParams wo = params(odd4);
+  EXPECT_EQ(moe_kernel::moe_l2_cols(wo), 128);  // auto keeps 128 where 256 would be ragged
   wo.l2_cols = 256;
-  EXPECT_NE(usage_error([&] { moe_kernel::run_moe_layer(*team, ws, wo, team->stream()); })
-                .find("l2_cols 256 needs hidden a multiple of it, got hidden 1152"),
+  wo.cluster = 2;
+  EXPECT_NE(usage_error([&] { moe_kernel::run_moe_layer(*team, ws4, wo, team->stream()); })
+                .find("Linear-2 5 (hidden 1152 in tiles of 256 columns)"),
+            std::string::npos);
+  wo.l2_cols = 128;
+  EXPECT_NE(usage_error([&] { moe_kernel::run_moe_layer(*team, ws4, wo, team->stream()); })
+                .find("Linear-2 9 (hidden 1152 in tiles of 128 columns)"),
             std::string::npos);
   CUDA_CHECK(cudaDeviceSynchronize());
 }

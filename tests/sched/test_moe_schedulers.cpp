@@ -385,6 +385,68 @@ TEST(MoeExpertWave, RandomLayoutsExactlyOnceWaveOrderAndNoDeadlock) {
   }
 }
 
+// The lagged Expert-Wave order (Params::wave_lag 1), written independently: wave 0's L1 pairs, then for each later
+// wave its L1 pairs followed by the previous wave's L2 pairs, then the last wave's L2 pairs; dealt round-robin.
+std::vector<MoeTile> reference_lagged_wave(const MoeLayoutStorage& st, int S, int roles, int epw, int g, int r) {
+  const MoeLayout& l = st.view();
+  const int P1 = l.l1_ntiles / roles, P2 = l.l2_ntiles / roles;
+  std::vector<MoeTile> all;
+  auto rows_of = [&](int e0, int& first, int& last) {
+    first = st.row_offsets()[std::min(e0, l.num_experts)];
+    last = st.row_offsets()[std::min(e0 + epw, l.num_experts)];
+  };
+  for (int e0 = 0; e0 < l.num_experts + epw; e0 += epw) {
+    int first, last;
+    rows_of(e0, first, last);  // past the last wave: no rows (only the previous wave's L2 follow)
+    for (int p = first; p < last; ++p)
+      for (int j = 0; j < P1; ++j) all.push_back(l.tile(MoeTileKind::L1, p, roles * j + r));
+    if (e0 == 0) continue;
+    rows_of(e0 - epw, first, last);
+    for (int p = first; p < last; ++p)
+      for (int j = 0; j < P2; ++j) all.push_back(l.tile(MoeTileKind::L2, p, roles * j + r));
+  }
+  std::vector<MoeTile> out;
+  for (size_t k = g; k < all.size(); k += S) out.push_back(all[k]);
+  return out;
+}
+
+TEST(MoeExpertWave, LaggedWavesExactlyOnceInOrderAndNoDeadlock) {
+  std::mt19937 rng(314);
+  for (int it = 0; it < kRandomCases; ++it) {
+    const Case c = random_case(rng);
+    MoeLayoutStorage st(c.tokens, c.b_m, c.l1_ntiles, c.l2_ntiles);
+    const int E = int(c.tokens.size());
+    for (int epw : {1, 2, 3, E, E + 4}) {
+      SCOPED_TRACE(::testing::Message() << "case " << it << " experts/wave " << epw);
+      MoeExpertWaveScheduler::Params p{st.view(), c.instances, c.roles, epw, 0, 1};
+      MoeExpertWaveScheduler::validate(p);
+      const auto seqs = sequences<MoeExpertWaveScheduler>(p);
+      expect_exactly_once(st, seqs);
+      for (size_t cta = 0; cta < seqs.size(); ++cta) {
+        const auto ref = reference_lagged_wave(st, c.instances, c.roles, epw, int(cta) / c.roles, int(cta) % c.roles);
+        ASSERT_EQ(ref.size(), seqs[cta].size());
+        for (size_t i = 0; i < seqs[cta].size(); ++i) ASSERT_TRUE(same(ref[i], seqs[cta][i])) << "differs at " << i;
+        // Program order: an L1 tile of wave w comes after every L2 tile of waves up to w - 2 only, an L2 tile of
+        // wave w after L1 tiles of waves up to w + 1 only.
+        int max_l1 = -1, max_l2 = -1;
+        for (const MoeTile& t : seqs[cta]) {
+          const int w = t.expert / epw;
+          if (t.kind == MoeTileKind::L1) {
+            if (max_l2 >= 0) ASSERT_GE(w, max_l2 + 2);
+            max_l1 = std::max(max_l1, w);
+          } else {
+            if (max_l1 >= 0) ASSERT_GE(w, max_l1 - 1);
+            max_l2 = std::max(max_l2, w);
+          }
+        }
+      }
+      ASSERT_TRUE(executes_without_deadlock(st.view(), seqs));
+    }
+  }
+  MoeLayoutStorage st({3, 5}, 4, 2, 2);
+  EXPECT_THROW(MoeExpertWaveScheduler::validate({st.view(), 2, 1, 1, 0, 2}), xstage::UsageError);
+}
+
 // Waves sized from the layout (experts_per_wave 0, wave_ctas: a device plan's layout exists only on the device): the
 // exact ceil(ctas / max(1, rows * l1 / E)) clamped to [1, E], and the scheduler walks exactly the sequence of that
 // value given explicitly.

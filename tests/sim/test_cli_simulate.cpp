@@ -101,7 +101,7 @@ TEST(CliSimulate, BadInputIsOneErrorLineAndExitTwo) {
   expect_usage(base + " --hidden 4096 --inter 1024 -K -4", "-K");
   expect_usage(base + " --hidden 4096 --inter 1024 --roles 3", "roles per instance must be 1 or 2");
   expect_usage(base + " --hidden 4096 --inter 1024 --depth 0", "staging depth");
-  expect_usage(base + " --hidden 4096 --inter 1024 --l2-cols 384", "not a multiple of the L2 tile width 384");
+  expect_usage(base + " --hidden 4096 --inter 1024 --l2-cols 192", "L2 tile width 192 is not a multiple of b_n = 128");
   expect_usage("simulate moe --experts 32 --topk 40 --hidden 4096 --inter 1024", "exceeds the expert count");
   expect_usage("simulate moe --experts 32 --topk 8 --inter 1024", "--hidden");  // missing required option
   expect_usage(base + " --hidden 4096 --inter 1024 --platform paper-b200", "--tflops");  // preset without a rate

@@ -12,7 +12,10 @@
 //     (q.sim_wave_s, q.sim_interleaved_s; moe::simulate_orders in order_sim.hpp runs it) and `auto` takes
 //     Interleaved when the simulator predicts it strictly faster; without them, Expert-Wave. On a tie, L2 locality
 //     decides: Interleaved where an expert holds at most kTieInterleavedMaxRows rows (its weights stream once in
-//     either order), else Expert-Wave (a wave keeps its experts' weights in L2 across their rows).
+//     either order), else Expert-Wave (a wave keeps its experts' weights in L2 across their rows). Given the simulated
+//     time of Expert-Wave with lagged waves too (q.sim_wave_lag_s: each wave's L2 tiles after the next wave's L1 tiles,
+//     so they do not wait for their wave's last L1 round), `auto` takes that where it is at least kLagMinGain faster
+//     than both (OrderChoice::wave_lag = 1).
 //  2. P > 1. Per L2 tile each of the K CTAs stores its output tile to the token's rank:
 //     B = r_t * l2_cols * out_bytes bytes (r_t = the tile's filled rows: balanced routing, the mean
 //     T*P*k/E / ceil(T*P*k/(E*b_m)); skewed, b_m, the hot experts' full tiles; out_bytes = 2, bf16),
@@ -53,6 +56,16 @@ namespace xstage::moe {
 // validated on held-out token counts and seeds (docs/SCHEDULERS.md).
 inline constexpr long long kTieInterleavedMaxRows = 2;
 
+// P = 1: Expert-Wave with lagged waves where the simulator predicts it at most (1 - kLagMinGain) of both other orders'
+// times. Set in session 54 from the W8A8 grid (call 4, every shape, 2K / 8K / 32K, both routings, lagged and plain
+// Expert-Wave in one process): the simulator does not model L2 locality, and on the balanced hidden-4096 layers at
+// 8K / 32K (and V4-Pro's at 32K) it predicted the lag 0-10 % faster than plain Expert-Wave and within 1 % of
+// Interleaved, where it measured 1.02-1.12x slower than plain Expert-Wave; where it predicted >= 13 % ahead of both
+// (DiT-MoE-XL at 2K and 8K), it measured 0.71-0.86x. Any bound between 0.03 and 0.12 picks the same points of that
+// grid. Held out (call 6): DiT-MoE-XL at 1K and 4K, picked and the fastest of the three orders at all 8 points
+// (docs/SCHEDULERS.md, "auto").
+inline constexpr double kLagMinGain = 0.05;
+
 struct OrderQuery {
   // The layer (expert parallel over P ranks: rank r holds experts [r E/P, (r+1) E/P)).
   long long hidden = 0, inter = 0;  // h, h_inter
@@ -65,8 +78,9 @@ struct OrderQuery {
   // D_knee = ceil(b_n K / (2 inter))). The kernel in src/kernels/moe computes b_n gate and the matching b_n
   // up columns in one L1 tile (l1_ntiles = inter/b_n): it passes 2*b_n, so D_knee = ceil(b_n K / inter).
   int l1_cols = 0;
-  // Output columns of one L2 tile; 0: b_n. The kernel's: moe_kernel::moe_l2_cols (256 for W8A8 / W4A8 where
-  // hidden % 512 == 0): n2 = hidden / l2_cols L2 tiles per row, T_L2^mma and the combine burst B scale with it.
+  // Output columns of one L2 tile (a multiple of b_n); 0: b_n. The kernel's: moe_kernel::moe_l2_cols (256 for W8A8 /
+  // W4A8 where hidden % 512 == 0 or hidden / 128 is odd): n2 = ceil(hidden / l2_cols) L2 tiles per row (the last one
+  // ragged where l2_cols does not divide hidden, a whole tile's mainloop), T_L2^mma and the combine burst B scale with it.
   int l2_cols = 0;
   int sms = 0;           // participating SMs = CTAs per rank (K), read from the device by the caller
   double l2_bytes = 0;   // L2 cache bytes, read from the device by the caller
@@ -78,8 +92,9 @@ struct OrderQuery {
   double min_gain = 0.05;  // Interleaved must lower the stall per L2 tile by >= min_gain * T_L2^mma
   int lead = 0;            // D to use and evaluate; 0: D_knee
   // P = 1 only: the discrete-event simulator's layer times of both orders (seconds; 0 = not given, then
-  // Expert-Wave). moe::simulate_orders (order_sim.hpp) computes them for this query.
-  double sim_wave_s = 0, sim_interleaved_s = 0;
+  // Expert-Wave), and of Expert-Wave with lagged waves (0 = not given: not considered). moe::simulate_orders
+  // (order_sim.hpp) computes them for this query.
+  double sim_wave_s = 0, sim_interleaved_s = 0, sim_wave_lag_s = 0;
 };
 
 // T_L1^mma = 2 b_m l1_cols h / rate, T_L2^mma = 2 b_m l2_cols h_inter / rate (one b_m x N tile over its inner
@@ -94,6 +109,7 @@ struct OrderChoice {
   enum class Order { kExpertWave, kInterleaved } order = Order::kExpertWave;
   int lead = 1;              // D for Interleaved (D_knee unless q.lead), >= 1; reported whatever the order
   int experts_per_wave = 0;  // for Expert-Wave: 0 = the kernel's default (waves that fill the SMs)
+  int wave_lag = 0;          // for Expert-Wave: 1 = lagged waves (MoeLayerParams::wave_lag; P = 1 only)
   double predicted_stall_wave_us = 0, predicted_stall_interleaved_us = 0;  // per L2 tile
   double weight_working_set_bytes = 0;  // of the interleaved order, vs l2_bytes
   std::string reason;                   // one line, with the numbers

@@ -16,6 +16,7 @@ namespace xstage::moe {
 struct SimOrders {
   double wave_us = 0, interleaved_us = 0;  // predicted layer time of the most loaded rank
   double speedup = 0;                      // wave / interleaved
+  double wave_lag_us = 0;                  // Expert-Wave with lagged waves (sched::MoeExpertWaveScheduler wave_lag)
 };
 
 // The layer of `q` (shape, tokens, world, routing kind, q.sms CTAs) at lead `lead` with `staging` epilogue
@@ -25,7 +26,7 @@ struct SimOrders {
 SimOrders simulate_orders(const model::Platform& platform, const OrderQuery& q, int lead, int staging,
                           std::uint64_t seed, double rate_per_sm);
 
-// `q` with sim_wave_s / sim_interleaved_s filled in: simulate_orders at the lead choose_moe_order(q) runs
+// `q` with sim_wave_s / sim_interleaved_s / sim_wave_lag_s filled in: simulate_orders at the lead choose_moe_order(q) runs
 // (q.lead, else D_knee of q's L1 tile width) -- what `auto` takes at P = 1.
 OrderQuery with_simulated_orders(const model::Platform& platform, OrderQuery q, int staging, std::uint64_t seed,
                                  double rate_per_sm);

@@ -110,6 +110,13 @@ class MoeInterleavedScheduler {
 // L1, ... -- and instance g takes positions k = g, g + S, g + 2S, ... (the usual persistent-kernel
 // rotation), so the work of consecutive waves is balanced across instances and no instance restarts.
 // Wave w starts at position O_{w * experts_per_wave} * (P1 + P2) because waves hold contiguous rows.
+// Params::wave_lag 1 lags each wave's L2 tiles by one wave: wave 0 L1, wave 1 L1, wave 0 L2, wave 2 L1, wave 1 L2, ...,
+// the last wave's L2. An L2 tile then waits on Linear-1 rows a whole wave earlier instead of the ones just issued: with
+// few rows per wave (DiT-MoE-XL at 8K: one expert of 8 rows a wave) the first L2 tiles of a wave otherwise start
+// while the CTAs still run the wave's last L1 tiles, and wait for them (docs/MOE.md, "Session 54"). Segment s of the
+// lagged order is wave s's L1 tiles then wave s - 1's L2 tiles; it starts at position O_s P1 + O_{s-1} P2 (O_w: the
+// first row of wave w, O_{-1} = 0). Every L2 tile still follows all L1 tiles of its row, so the deadlock argument
+// (an L2 tile waits only on earlier positions) holds as for wave_lag 0.
 // Experts per wave so that a wave's Linear-1 tiles cover `ctas` CTAs: ceil(ctas / max(1, rows * l1_ntiles / experts))
 // in exact integer arithmetic, clamped to [1, experts] (rows: the layout's rows over all its experts). The host picks
 // it from a host plan's layout; a device plan's layout exists only in device memory, so its scheduler computes the
@@ -132,6 +139,8 @@ class MoeExpertWaveScheduler {
     // experts_per_wave 0 and wave_ctas > 0: auto_experts_per_wave(layout rows, ..., wave_ctas), resolved when a
     // scheduler is constructed (on the device for a layout in device memory).
     int wave_ctas = 0;
+    // 0: a wave's L2 tiles right after its L1 tiles (the paper's Expert-Wave); 1: after the next wave's L1 tiles.
+    int wave_lag = 0;
   };
   using WorkTileInfo = sched::WorkTileInfo<MoeTile>;  // cursor[0] = position k in the global wave order
 
@@ -147,6 +156,8 @@ class MoeExpertWaveScheduler {
     XSTAGE_REQUIRE(p.experts_per_wave > 0 || (p.experts_per_wave == 0 && p.wave_ctas > 0),
                    "expert-wave scheduler: experts per wave must be positive (or 0 with wave_ctas > 0: sized from the "
                    "layout), got ", p.experts_per_wave, " (wave_ctas ", p.wave_ctas, ")");
+    XSTAGE_REQUIRE(p.wave_lag == 0 || p.wave_lag == 1, "expert-wave scheduler: wave lag must be 0 or 1, got ",
+                   p.wave_lag);
   }
 #endif
 
@@ -173,6 +184,27 @@ class MoeExpertWaveScheduler {
     WorkTileInfo w;
     w.cursor[0] = k;
     if (k >= l.rows() * (P1 + P2)) return w;  // invalid: past the last wave
+    if (p_.wave_lag != 0) {
+      // The segment holding k: the largest s in [0, waves] with O_s P1 + O_{s-1} P2 <= k (non-decreasing in s).
+      auto start = [&](int s) { return wave_first_row(s) * P1 + (s > 0 ? wave_first_row(s - 1) : 0) * P2; };
+      int lo = 0, hi = num_waves();
+      while (lo < hi) {
+        const int mid = lo + (hi - lo + 1) / 2;
+        if (start(mid) <= k)
+          lo = mid;
+        else
+          hi = mid - 1;
+      }
+      const int first = wave_first_row(lo), l1_tiles = (wave_first_row(lo + 1) - first) * P1;
+      const int local = k - start(lo);
+      if (local < l1_tiles) {
+        w.tile = l.tile(MoeTileKind::L1, first + local / P1, p_.roles * (local % P1) + r_);
+      } else {
+        const int l2 = local - l1_tiles;  // wave lo - 1's L2 tiles (lo >= 1 here: segment 0 holds no L2 tile)
+        w.tile = l.tile(MoeTileKind::L2, wave_first_row(lo - 1) + l2 / P2, p_.roles * (l2 % P2) + r_);
+      }
+      return w;
+    }
     // The wave holding position k: the largest w with first_row(w) * (P1 + P2) <= k (empty waves have
     // an empty range, so the largest such w is the one that holds k).
     int lo = 0, hi = num_waves() - 1;

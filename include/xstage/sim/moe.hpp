@@ -33,7 +33,9 @@ struct MoeLayerConfig {
   std::uint64_t seed = 1;            // skewed routing: popularity order and sampling
   int b_m = 128, b_n = 128;          // tile shape
   // Output columns of one L1 / L2 tile; 0: b_n (SPEC §5's tiles). The xstage kernel (src/kernels/moe): L1 tiles
-  // of 2 b_n (b_n gate + b_n up columns), L2 tiles of moe_kernel::moe_l2_cols (256 where hidden % 512 == 0).
+  // of 2 b_n (b_n gate + b_n up columns), L2 tiles of moe_kernel::moe_l2_cols (256 where hidden % 512 == 0 or
+  // hidden / 128 is odd; l2_cols a multiple of b_n, ceil(hidden / l2_cols) tiles per row, the last one ragged: a
+  // whole tile's mainloop; its combine burst is counted at l2_cols columns too, an overestimate of one tile per row).
   int l1_cols = 0, l2_cols = 0;
   int dtype_bytes = 1;               // MMA operand bytes: 1 -> the platform's fp8 rate, 2 -> bf16
   int out_bytes = 2;                 // combine output element bytes (bf16)
@@ -43,6 +45,7 @@ struct MoeLayerConfig {
   int roles = 1;                     // CTAs per scheduler instance (1 or 2)
   int lead = -1;                     // D for the interleaved scheduler; -1: D_knee
   int experts_per_wave = 0;          // Expert-Wave grouping; 0: enough experts that L1 fills every instance
+  int wave_lag = 0;                  // Expert-Wave: 1 = a wave's L2 tiles after the next wave's L1 tiles
   int staging = 2;                   // local staging depth (double buffer)
   double epi_time = 0;               // fixed per-tile epilogue staging cost, s
   // Memory guard: refuse (UsageError, before simulating) a layer whose simulation would need more than

@@ -55,9 +55,10 @@ int forward(xstage_moe layer, const int* tokens, const int32_t* topk_index_all, 
             const float* w1_scale, const void* w2, const float* w2_scale, int order, void* stream) {
   if (x == nullptr || topk_weight == nullptr || out == nullptr)
     return set_error(XSTAGE_ERR_INVALID, "the x / topk_weight / out arrays are null (x_scale's may be: bf16)");
-  if (order != XSTAGE_MOE_EXPERT_WAVE && order != XSTAGE_MOE_INTERLEAVED)
-    return set_error(XSTAGE_ERR_INVALID,
-                     "order = " + std::to_string(order) + " is neither expert-wave (0) nor interleaved (1)");
+  if (order != XSTAGE_MOE_EXPERT_WAVE && order != XSTAGE_MOE_INTERLEAVED && order != XSTAGE_MOE_EXPERT_WAVE_LAGGED)
+    return set_error(XSTAGE_ERR_INVALID, "order = " + std::to_string(order) +
+                                             " is none of expert-wave (0), interleaved (1), expert-wave with lagged "
+                                             "waves (2)");
   return guarded([&] {
     auto& t = *layer->team->team;
     mk::MoeLayerParams p;
@@ -77,6 +78,7 @@ int forward(xstage_moe layer, const int* tokens, const int32_t* topk_index_all, 
     p.w2 = w2;
     p.w2_scale = w2_scale;
     p.order = order == XSTAGE_MOE_INTERLEAVED ? mk::MoeOrder::kInterleaved : mk::MoeOrder::kExpertWave;
+    p.wave_lag = order == XSTAGE_MOE_EXPERT_WAVE_LAGGED ? 1 : 0;
     mk::run_moe_layer(t, *layer->ws, p, static_cast<cudaStream_t>(stream));  // validates the rest (named values)
     return int(XSTAGE_OK);
   });
@@ -133,7 +135,9 @@ extern "C" int xstage_moe_auto_order(xstage_moe layer, int tokens, int skewed, c
                              skewed ? xstage::moe::RoutingKind::Skewed : xstage::moe::RoutingKind::Balanced, 1,
                              mx.tc_fp8 / mx.sm_count);
     const xstage::moe::OrderChoice& ch = adv.choice;
-    *order = ch.order == xstage::moe::OrderChoice::Order::kInterleaved ? XSTAGE_MOE_INTERLEAVED : XSTAGE_MOE_EXPERT_WAVE;
+    *order = ch.order == xstage::moe::OrderChoice::Order::kInterleaved ? XSTAGE_MOE_INTERLEAVED
+             : ch.wave_lag                                             ? XSTAGE_MOE_EXPERT_WAVE_LAGGED
+                                                                       : XSTAGE_MOE_EXPERT_WAVE;
     if (lead) *lead = ch.lead;
     if (reason && reason_bytes > 0) {
       const size_t n = std::min(ch.reason.size(), size_t(reason_bytes - 1));

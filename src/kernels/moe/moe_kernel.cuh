@@ -1347,6 +1347,9 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
           if (kTrace && trs) c0 = ptx::clock_cycles();
           for (int b = 0; b < blocks; ++b) {
             const int blk = borrow ? 1 - b : b;  // the N block of this hand-off
+            // A ragged last tile's block 1 (past the hidden size) is read from nowhere and stored nowhere: its
+            // hand-off keeps the slot protocol only.
+            const bool store = (t.n * blocks + blk) * kBlockN < p.hidden;
             if (borrow) {  // block 1 from the borrowed stage (waited for above), then block 0 from the slot
               if (b > 0) wait(&sh.stage_full[es.stage], es.phase);
               st = b == 0 ? reinterpret_cast<uint8_t*>(sh.b) + sh.borrow_off : sh.stage[es.stage];
@@ -1356,7 +1359,7 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
               st = sh.stage[es.stage];
             }
 #pragma unroll 4
-            for (int i = 0; lo + 2 * i < hi; ++i) {
+            for (int i = 0; store && lo + 2 * i < hi; ++i) {
               const int li = 2 * i + half, r = lo + li;  // li < 64; both halves of the warp use the same dst[li / 32]
               const uint64_t d = __shfl_sync(0xffffffffu, li < 32 ? dst[0] : dst[1], li % 32) + blk * kBlockN * 2;
               if (r < hi) {
@@ -1578,13 +1581,17 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
           // block 0 into the slot: the MMA warpgroups no longer wait for the epilogue's stores of block 0 (~3.5 us
           // per tile, s26 trace) before the next tile; the producer runs one stage short until the release.
           const float* s2 = p.w2_scale + (int64_t(ex) * (p.hidden / kBlockN) + 2 * t.n) * KB2;
+          // A ragged last tile (hidden / 128 odd): block 1 lies past the hidden size. Its weights are the next
+          // expert's rows (or the map's zero fill) and its outputs are never stored (the epilogue skips them), but its
+          // scales must be read in bounds: block 0's stand in.
+          const float* s2b = (2 * t.n + 1) * kBlockN < p.hidden ? s2 + KB2 : s2;
           const bool borrow = kLean || p.l2_borrow != 0;
           if (!half) {
             // Linear-1's structure: per K block two batches (blocks 0 and 1) into one scratch, promoted into f0, f1.
             float f0[64], f1[64];
 #pragma unroll
             for (int i = 0; i < 64; ++i) f0[i] = f1[i] = 0.f;
-            const int kept = l1_mainloop<C>(sh, ps, f0, f1, pt, s2, s2 + KB2, KB2, tid, p.cluster, pp, wait_full, early, borrow);
+            const int kept = l1_mainloop<C>(sh, ps, f0, f1, pt, s2, s2b, KB2, tid, p.cluster, pp, wait_full, early, borrow);
             mma_done();
             if (borrow) {
               uint8_t* st0 = wait_slot();
@@ -1603,7 +1610,7 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
             float fa[64];
 #pragma unroll
             for (int i = 0; i < 64; ++i) fa[i] = 0.f;
-            const int kept = l2_loop(fa, TilePart{0, kBlockN * wg}, s2 + wg * KB2, borrow);
+            const int kept = l2_loop(fa, TilePart{0, kBlockN * wg}, wg == 0 ? s2 : s2b, borrow);
             mma_done();
             if (borrow) {
               uint8_t* st0 = wait_slot();

@@ -170,7 +170,10 @@ void pack_int4_weights(const void* twos, void* out, int matrices, int rows, int 
 
 int moe_l2_cols(const MoeLayerParams& prm) {
   if (prm.l2_cols != 0) return prm.l2_cols;
-  // 256 only where CTA pairs stay possible (an even count of 256-column tiles): the shapes it was measured on.
+  // 256 only where CTA pairs stay possible (an even count of 256-column tiles): the shapes it was measured on (s24).
+  // Where hidden / 128 is odd (DiT-MoE-XL's 1152) 256 runs with a ragged last tile, measured slower than 128 at 2K-16K
+  // tokens and with W4A8 or the Interleaved order, faster only for W8A8 Expert-Wave from ~24K tokens (docs/MOE.md,
+  // "Session 54"): there an explicit l2_cols 256.
   return prm.weights != MoeWeightFormat::kBf16 && prm.shape.hidden % 512 == 0 ? 256 : 128;
 }
 
@@ -197,13 +200,13 @@ int resolve_pair_share(runtime::Team& team, const MoeLayerParams& prm) {
 LaunchShape launch_shape(runtime::Team& team, const MoeLayerParams& prm) {
   const int ranks = team.local_ranks();
   const int l2_cols = moe_l2_cols(prm);
-  const int n1 = prm.shape.inter / kBlockN, n2 = prm.shape.hidden / l2_cols;  // N tiles (l2_cols: validated)
+  const int n1 = prm.shape.inter / kBlockN, n2 = moe_l2_tiles(prm.shape.hidden, l2_cols);  // N tiles
   XSTAGE_REQUIRE(prm.cluster >= 0 && prm.cluster <= 2, "moe layer: cluster must be 0 (auto), 1 or 2 CTAs, got ",
                  prm.cluster);
   if (prm.cluster == 2)
     XSTAGE_REQUIRE(n1 % 2 == 0 && n2 % 2 == 0, "moe layer: CTA pairs take N tiles 2j and 2j + 1: they need even N-tile counts, but "
                    "Linear-1 has ", n1, " (inter ", prm.shape.inter, " / 128) and Linear-2 ", n2, " (hidden ",
-                   prm.shape.hidden, " / ", l2_cols, ")");
+                   prm.shape.hidden, " in tiles of ", l2_cols, " columns)");
   LaunchShape ls;
   // auto = CTA pairs wherever both N-tile counts are even (and a given ctas_per_rank is even), else single CTAs
   // (DiT-MoE-XL: H / 128 = 9). Once the mainloop no longer bound itself by its instruction issue (uniform wgmma
@@ -467,6 +470,7 @@ void MoeWorkspace::check_params(runtime::Team& team, const MoeLayerParams& prm) 
                  "moe layer: unknown tile order ", int(prm.order));
   XSTAGE_REQUIRE(prm.experts_per_wave >= 0, "moe layer: experts_per_wave must be >= 0 (0: waves that fill the SMs), got ",
                  prm.experts_per_wave);
+  XSTAGE_REQUIRE(prm.wave_lag == 0 || prm.wave_lag == 1, "moe layer: wave_lag must be 0 or 1, got ", prm.wave_lag);
   XSTAGE_REQUIRE(prm.lead >= 0, "moe layer: the interleaved lead D must be >= 1 (the kernel waits on Linear-1 rows in "
                  "order), or 0 for D_knee; got ", prm.lead);
   XSTAGE_REQUIRE(prm.l2_prefetch >= 0 && prm.l2_prefetch <= 64,
@@ -492,8 +496,6 @@ void MoeWorkspace::check_params(runtime::Team& team, const MoeLayerParams& prm) 
   const int l2_cols = moe_l2_cols(prm);
   XSTAGE_REQUIRE(l2_cols == 128 || prm.weights != MoeWeightFormat::kBf16,
                  "moe layer: l2_cols 256 is for W8A8 and W4A8 (bf16 reference runs use 128-column Linear-2 tiles)");
-  XSTAGE_REQUIRE(prm.shape.hidden % l2_cols == 0, "moe layer: l2_cols ", l2_cols,
-                 " needs hidden a multiple of it, got hidden ", prm.shape.hidden);
   XSTAGE_REQUIRE(prm.l2_hints >= 0 && prm.l2_hints <= kHintAll, "moe layer: l2_hints must be a set of MoeL2Hint bits in [0, ",
                  int(kHintAll), "], got ", prm.l2_hints);
   const LaunchShape ls = launch_shape(team, prm);  // CTAs and pairs: named errors
@@ -698,6 +700,7 @@ MoeOrderAdvice advise_moe_order(const model::Platform& mx, const MoeLayerParams&
                                                    prm.weights == MoeWeightFormat::kInt4 ? 2 : 1, seed, rate_per_sm);
     q.sim_wave_s = so.wave_us * 1e-6;
     q.sim_interleaved_s = so.interleaved_us * 1e-6;
+    q.sim_wave_lag_s = so.wave_lag_us * 1e-6;
   } catch (const std::exception& e) {
     a.sim_error = e.what();
   }
@@ -719,7 +722,7 @@ void launch_moe_layer(runtime::Team& team, MoeWorkspace& ws, const MoeLayerParam
   const MoeShape& s = prm.shape;
   const int P = team.world(), ranks = team.local_ranks(), first = team.first_rank();
   const int K = s.topk, El = s.experts / P, H = s.hidden, I = s.inter;
-  const int n2 = H / moe_l2_cols(prm);  // L2 tiles per row (one L2 tile = 128 or 256 output columns)
+  const int n2 = moe_l2_tiles(H, moe_l2_cols(prm));  // L2 tiles per row (128 or 256 output columns; the last ragged)
   const MoeWorkspace::Prepared& pr = *ws.prepared_;
   // The tables are the prepared call's: its token counts, which this launch's tensors must hold.
   const std::vector<int> tokens = call_tokens(team, prm);
@@ -842,6 +845,7 @@ void launch_moe_layer(runtime::Team& team, MoeWorkspace& ws, const MoeLayerParam
         // 0: waves sized to fill the CTAs (enough experts that a wave's Linear-1 tiles cover every CTA), from the
         // rows of the layout in device memory (sched::auto_experts_per_wave; the same value for either plan).
         sp.experts_per_wave = prm.experts_per_wave;  // check_params: >= 0
+        sp.wave_lag = prm.wave_lag;
         sp.wave_ctas = ctas;
       }
       sp.instances = ctas / ls.cluster;  // a pair is one scheduler instance with two roles

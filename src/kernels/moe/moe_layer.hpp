@@ -115,6 +115,13 @@ struct MoeLayerParams {
   const float* w2_scale = nullptr;
   MoeOrder order = MoeOrder::kExpertWave;
   int experts_per_wave = 0;  // Expert-Wave: local experts per wave; 0: waves sized to fill the CTAs
+  // Expert-Wave: 1 = each wave's Linear-2 tiles after the next wave's Linear-1 tiles (sched::MoeExpertWaveScheduler's
+  // wave_lag), so they wait on rows a wave old, not on the wave's last Linear-1 tiles still running; 0 = right after
+  // the wave's own (the paper's Expert-Wave, the default). On the W8A8 grid at P = 1, 1 took 0.71-0.86x the time of 0
+  // on DiT-MoE-XL at 2K / 8K, 0.87-0.98x on most other points and 1.02-1.08x on balanced hidden-4096 layers at 8K / 32K
+  // (docs/MOE.md "Session 54"); `auto` (moe::choose_moe_order) picks it where the simulator says it pays clearly.
+  // Bit-identical either way.
+  int wave_lag = 0;
   int lead = 0;              // Interleaved: D >= 1 (the kernel waits on L1 rows in order); 0: moe_lead_knee
   int ctas_per_rank = 0;     // 0: team.sms_per_rank() (even with CTA pairs, and as many as can be resident)
   // CTA pairs: 2 = clusters of two CTAs that take the same rows and neighbouring N tiles and load the shared A
@@ -161,12 +168,15 @@ struct MoeLayerParams {
   // take no hint (since s47: its TMA maps of the int4 fragment layout); its combine stores do.
   int l2_hints = 0;
   // Columns of a Linear-2 tile: 0 = auto (the default: 256 for W8A8 / W4A8 where hidden is a multiple of 512, else
-  // 128; moe_l2_cols), 128, or 256 (W8A8 / W4A8, hidden a multiple of 256, and of 512 with CTA pairs). A 256-column
+  // 128; moe_l2_cols), 128, or 256 (W8A8 / W4A8; where 256 does not divide hidden the last tile is ragged: its second
+  // 128-column block is computed on whatever the weight box holds and never stored; CTA pairs need an even count of
+  // tiles, the ragged one included). On DiT-MoE-XL (hidden 1152, ragged) 256 took 0.92-0.96x the time of 128 with W8A8
+  // Expert-Wave from 24K tokens per rank, but 0.98-1.16x at 2K-16K, 1.08-1.34x with W4A8 below 24K and 1.28-1.46x with
+  // the Interleaved order (docs/MOE.md, "Session 54"), so auto keeps 128 there. A 256-column
   // tile computes two 128-column blocks from one A operand per K block, two batches per 48 KB stage as a Linear-1
   // tile does (128-column tiles run one batch per stage, at 0.44-0.47 of the tensor rate against Linear-1's 0.68,
   // s23), and hands its output to the epilogue as two 128-column halves. Measured 1.01-1.11x faster than 128 at
-  // every W8A8 / W4A8 point of the grid with hidden % 512 == 0 (s24, docs/MOE.md). Bit-identical either way (every
-  // element's promotion sequence is the same).
+  // every W8A8 / W4A8 point of the grid with hidden % 512 == 0 (s24, docs/MOE.md). Bit-identical either way (every element's promotion sequence is the same).
   int l2_cols = 0;
   // A rows loaded per tile (W8A8, W4A8; bf16 ignores it): 1 = the valid rows rounded up to 16, 0 = all 128 (64 for a
   // half tile; the default). An expert's last row tile holds fewer tokens than 128 rows; its A operand's padding rows
@@ -218,7 +228,7 @@ struct MoeLayerParams {
   int half_wide = 1;
   // W8A8 and W4A8 untraced launches: 1 = where pingpong, l2_scratches, early_release, l2_prefetch, a_trim,
   // merge_loads, l2_hints and half_together are at their defaults and Linear-2 tiles are 256 columns staged through the
-  // borrowed stage (l2_cols, l2_borrow: hidden a multiple of 512), run the kernel compiled without the other paths'
+  // borrowed stage (l2_cols 256, l2_borrow), run the kernel compiled without the other paths'
   // code (a second instantiation, the same computation bit for bit; W8A8 SASS 112 KB against 181 KB); 0 = always the
   // kernel that holds them all. A build with 20 KB more code that never ran was 8-11 % slower on every shape, and the
   // lean kernel is 2-8 % faster than the full one (docs/MOE.md, "Session 30"): code a launch does not use is not free.
@@ -245,6 +255,9 @@ int moe_pair_share(runtime::Team& team, const MoeLayerParams& prm);
 // MoeLayerParams::l2_cols resolved: 0 (auto) -> 256 for W8A8 / W4A8 with hidden % 512 == 0, else 128; any other
 // value as given (run_moe_layer validates it).
 int moe_l2_cols(const MoeLayerParams& prm);
+// Linear-2 tiles per row of l2_cols columns over `hidden` (a multiple of 128): the last one ragged where l2_cols does
+// not divide hidden (a 256-column tile whose second 128-column block lies past hidden: computed, never stored).
+constexpr int moe_l2_tiles(int hidden, int l2_cols) { return (hidden + l2_cols - 1) / l2_cols; }
 
 // One traced tile. Stamps are %globaltimer ns (common to all SMs); spans are clock64 cycles of one SM.
 struct MoeTileTrace {
