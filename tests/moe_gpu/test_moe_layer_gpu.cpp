@@ -671,11 +671,15 @@ TEST(MoeLayerGpu, EmptyExpertsAndIdleRanks) {
 // as quarter tiles, N = 32: tile_edges' 1-row tails) beside full ones in one
 // layer, every format and both orders, P = 1 and emulated P = 2 (the same rows per expert: tile_edges' counts
 // are over the global batch), with CTA pairs checked against single CTAs and the warpgroups' ping-pong against free-running ones.
-TEST(MoeLayerGpu, HalfAndFullTiles) {
-  NEED_SM90();
+// tile_edges' layer of 642 rows (64+65+1+129+0+192+63+128) with `hidden` in both orders: W8A8 at P = 1 and emulated
+// P = 2, W4A8 at P = 2, then `more` (a last edit of the case) at P = 2; every run with its load, batch-timing and width
+// variants (check_loads, check_batch_timing) and, with `single`, single CTAs beside the first run's launch.
+template <class More>
+void run_tile_edges(int hidden, int l2_cols, bool single, More more) {
   for (MoeOrder o : {MoeOrder::kExpertWave, MoeOrder::kInterleaved}) {
-    Case c{1, 642, 512, 256, 8, 1, Route::kTileEdges, o};  // 64+65+1+129+0+192+63+128 = 642 rows
-    c.check_single = true;
+    Case c{1, 642, hidden, 256, 8, 1, Route::kTileEdges, o};
+    c.l2_cols = l2_cols;
+    c.check_single = single;
     c.check_batch_timing = true;
     c.check_loads = true;
     run_case(c);
@@ -685,9 +689,16 @@ TEST(MoeLayerGpu, HalfAndFullTiles) {
     c.int4 = true;
     run_case(c);
     c.int4 = false;
-    c.bf16 = true;  // bf16 keeps full tiles: the same layer as a reference
-    run_case(c);
+    if (more(c)) run_case(c);
   }
+}
+
+TEST(MoeLayerGpu, HalfAndFullTiles) {
+  NEED_SM90();
+  run_tile_edges(512, 0, true, [](Case& c) {
+    c.bf16 = true;  // bf16 keeps full tiles: the same layer as a reference
+    return true;
+  });
 }
 
 // Ragged 256-column Linear-2 tiles (hidden / 128 odd, DiT-MoE-XL's case): the last tile's second block lies past the
@@ -697,18 +708,9 @@ TEST(MoeLayerGpu, HalfAndFullTiles) {
 // an even count of wide tiles with a ragged one (hidden 1408: 6 tiles), sharing A or the weights.
 TEST(MoeLayerGpu, RaggedLinear2Tiles) {
   NEED_SM90();
-  for (MoeOrder o : {MoeOrder::kExpertWave, MoeOrder::kInterleaved}) {
-    Case c{1, 642, 640, 256, 8, 1, Route::kTileEdges, o};  // 5 blocks of 128: wide tiles 0, 1 and ragged 2
-    c.l2_cols = 256;  // (auto: 128) every variant below ragged but the 128-column one
-    c.check_batch_timing = true;
-    c.check_loads = true;
-    run_case(c);
-    c.world = 2;
-    c.tokens = 321;
-    run_case(c);
-    c.int4 = true;
-    run_case(c);
-  }
+  // hidden 640, 5 blocks of 128: wide tiles 0, 1 and ragged 2 (auto: 128 columns; every variant ragged but the
+  // 128-column one)
+  run_tile_edges(640, 256, false, [](Case&) { return false; });
   for (bool int4 : {false, true}) {
     Case p{1, 160, 1408, 256, 8, 2, Route::kSkewed, MoeOrder::kExpertWave};  // 11 blocks: 6 wide tiles, pairs
     p.int4 = int4;

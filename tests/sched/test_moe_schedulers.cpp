@@ -348,41 +348,50 @@ std::vector<MoeTile> reference_wave(const MoeLayoutStorage& st, int S, int roles
   return out;
 }
 
-TEST(MoeExpertWave, RandomLayoutsExactlyOnceWaveOrderAndNoDeadlock) {
-  std::mt19937 rng(99);
+// Both Expert-Wave orders on random layouts x experts per wave {1, 2, 3, E, E + 4}: every tile exactly once, two walks
+// identical, each CTA's sequence equal to `reference` (an independent list of the order dealt round-robin), the
+// order-specific program-order property `order_ok` per CTA, and no cyclic wait.
+template <class Reference, class OrderOk>
+void check_random_waves(unsigned seed, int wave_lag, Reference reference, OrderOk order_ok) {
+  std::mt19937 rng(seed);
   for (int it = 0; it < kRandomCases; ++it) {
     const Case c = random_case(rng);
     MoeLayoutStorage st(c.tokens, c.b_m, c.l1_ntiles, c.l2_ntiles);
     const int E = int(c.tokens.size());
     for (int epw : {1, 2, 3, E, E + 4}) {
-      SCOPED_TRACE(::testing::Message() << "case " << it << " experts/wave " << epw);
-      MoeExpertWaveScheduler::Params p{st.view(), c.instances, c.roles, epw};
+      SCOPED_TRACE(::testing::Message() << "case " << it << " experts/wave " << epw << " lag " << wave_lag);
+      MoeExpertWaveScheduler::Params p{st.view(), c.instances, c.roles, epw, 0, wave_lag};
       MoeExpertWaveScheduler::validate(p);
       const auto seqs = sequences<MoeExpertWaveScheduler>(p);
       expect_exactly_once(st, seqs);
       const auto again = sequences<MoeExpertWaveScheduler>(p);
       for (size_t cta = 0; cta < seqs.size(); ++cta) {
         ASSERT_EQ(again[cta].size(), seqs[cta].size());
-        const auto ref = reference_wave(st, c.instances, c.roles, epw, int(cta) / c.roles, int(cta) % c.roles);
+        const auto ref = reference(st, c.instances, c.roles, epw, int(cta) / c.roles, int(cta) % c.roles);
         ASSERT_EQ(ref.size(), seqs[cta].size());
         for (size_t i = 0; i < seqs[cta].size(); ++i) {
           ASSERT_TRUE(same(again[cta][i], seqs[cta][i]));
           ASSERT_TRUE(same(ref[i], seqs[cta][i])) << "differs from reference at " << i;
         }
-        // Program order: (wave, phase) non-decreasing; within a phase rows non-decreasing.
-        for (size_t i = 1; i < seqs[cta].size(); ++i) {
-          const MoeTile &a = seqs[cta][i - 1], &b = seqs[cta][i];
-          const int wa = a.expert / epw, wb = b.expert / epw;
-          ASSERT_TRUE(wa < wb || (wa == wb && int(a.kind) <= int(b.kind)))
-              << "wave order broken at " << i;
-          if (wa == wb && a.kind == b.kind) {
-            ASSERT_LE(a.row, b.row);
-          }
-        }
+        order_ok(seqs[cta], epw);
       }
       ASSERT_TRUE(executes_without_deadlock(st.view(), seqs));
     }
   }
+}
+
+TEST(MoeExpertWave, RandomLayoutsExactlyOnceWaveOrderAndNoDeadlock) {
+  // Program order: (wave, phase) non-decreasing; within a phase rows non-decreasing.
+  check_random_waves(99, 0, reference_wave, [](const std::vector<MoeTile>& seq, int epw) {
+    for (size_t i = 1; i < seq.size(); ++i) {
+      const MoeTile &a = seq[i - 1], &b = seq[i];
+      const int wa = a.expert / epw, wb = b.expert / epw;
+      ASSERT_TRUE(wa < wb || (wa == wb && int(a.kind) <= int(b.kind))) << "wave order broken at " << i;
+      if (wa == wb && a.kind == b.kind) {
+        ASSERT_LE(a.row, b.row);
+      }
+    }
+  });
 }
 
 // The lagged Expert-Wave order (Params::wave_lag 1), written independently: wave 0's L1 pairs, then for each later
@@ -411,38 +420,21 @@ std::vector<MoeTile> reference_lagged_wave(const MoeLayoutStorage& st, int S, in
 }
 
 TEST(MoeExpertWave, LaggedWavesExactlyOnceInOrderAndNoDeadlock) {
-  std::mt19937 rng(314);
-  for (int it = 0; it < kRandomCases; ++it) {
-    const Case c = random_case(rng);
-    MoeLayoutStorage st(c.tokens, c.b_m, c.l1_ntiles, c.l2_ntiles);
-    const int E = int(c.tokens.size());
-    for (int epw : {1, 2, 3, E, E + 4}) {
-      SCOPED_TRACE(::testing::Message() << "case " << it << " experts/wave " << epw);
-      MoeExpertWaveScheduler::Params p{st.view(), c.instances, c.roles, epw, 0, 1};
-      MoeExpertWaveScheduler::validate(p);
-      const auto seqs = sequences<MoeExpertWaveScheduler>(p);
-      expect_exactly_once(st, seqs);
-      for (size_t cta = 0; cta < seqs.size(); ++cta) {
-        const auto ref = reference_lagged_wave(st, c.instances, c.roles, epw, int(cta) / c.roles, int(cta) % c.roles);
-        ASSERT_EQ(ref.size(), seqs[cta].size());
-        for (size_t i = 0; i < seqs[cta].size(); ++i) ASSERT_TRUE(same(ref[i], seqs[cta][i])) << "differs at " << i;
-        // Program order: an L1 tile of wave w comes after every L2 tile of waves up to w - 2 only, an L2 tile of
-        // wave w after L1 tiles of waves up to w + 1 only.
-        int max_l1 = -1, max_l2 = -1;
-        for (const MoeTile& t : seqs[cta]) {
-          const int w = t.expert / epw;
-          if (t.kind == MoeTileKind::L1) {
-            if (max_l2 >= 0) ASSERT_GE(w, max_l2 + 2);
-            max_l1 = std::max(max_l1, w);
-          } else {
-            if (max_l1 >= 0) ASSERT_GE(w, max_l1 - 1);
-            max_l2 = std::max(max_l2, w);
-          }
-        }
+  // Program order: an L1 tile of wave w comes after L2 tiles of waves up to w - 2 only, an L2 tile of wave w after L1
+  // tiles of waves up to w + 1 only.
+  check_random_waves(314, 1, reference_lagged_wave, [](const std::vector<MoeTile>& seq, int epw) {
+    int max_l1 = -1, max_l2 = -1;
+    for (const MoeTile& t : seq) {
+      const int w = t.expert / epw;
+      if (t.kind == MoeTileKind::L1) {
+        if (max_l2 >= 0) ASSERT_GE(w, max_l2 + 2);
+        max_l1 = std::max(max_l1, w);
+      } else {
+        if (max_l1 >= 0) ASSERT_GE(w, max_l1 - 1);
+        max_l2 = std::max(max_l2, w);
       }
-      ASSERT_TRUE(executes_without_deadlock(st.view(), seqs));
     }
-  }
+  });
   MoeLayoutStorage st({3, 5}, 4, 2, 2);
   EXPECT_THROW(MoeExpertWaveScheduler::validate({st.view(), 2, 1, 1, 0, 2}), xstage::UsageError);
 }
