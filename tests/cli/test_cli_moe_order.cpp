@@ -53,7 +53,8 @@ TEST(CliMoeOrder, AtP1FollowsTheSimulatorAndExpertWaveWhenTheWorkingSetOverflows
   r = xstage(kCmd + "--shape dit-moe-xl -P 1 --tokens 8192 --l1-cols 256");
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("simulated layer (P = 1, discrete-event simulator): expert-wave "), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("choice: expert-wave, lead 4"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(" us, expert-wave with lagged waves "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("choice: expert-wave with lagged waves, lead 4"), std::string::npos) << r.out;
   r = xstage(kQwen + "-P 1 --tokens 8192 --no-sim --json");
   ASSERT_EQ(r.code, 0) << r.err;
   j = nlohmann::json::parse(r.out);
