@@ -826,8 +826,11 @@ int main(int argc, char** argv) try {
               fns.push_back([&, i](int) { moe_kernel::launch_moe_layer(*team1, ws, lead_prm[i], st); });
             }
             // the same orders with one launch option changed (backend fused_<order><suffix>)
-            auto add_variants = [&](const std::string& suffix, const std::function<void(moe_kernel::MoeLayerParams&)>& set) {
+            // (wave_only: an Expert-Wave option, which Interleaved ignores)
+            auto add_variants = [&](const std::string& suffix, const std::function<void(moe_kernel::MoeLayerParams&)>& set,
+                                    bool wave_only = false) {
               for (size_t i = 0; i < order_prm.size(); ++i) {
+                if (wave_only && order_prm[i].order != MoeOrder::kExpertWave) continue;
                 moe_kernel::MoeLayerParams p2 = order_prm[i];
                 set(p2);
                 variant_prm.push_back(p2);
@@ -862,16 +865,9 @@ int main(int argc, char** argv) try {
             if (a.compare_borrow) add_variants("_b0", [](moe_kernel::MoeLayerParams& q) { q.l2_borrow = 0; });
             if (a.compare_early)
               add_variants(prm.early_release ? "_e0" : "_e1", [](moe_kernel::MoeLayerParams& q) { q.early_release = 1 - q.early_release; });
-            if (a.compare_wave_lag)  // Expert-Wave only (Interleaved ignores it): backend fused_wave_g0 / _g1
-              for (size_t i = 0; i < order_prm.size(); ++i)
-                if (order_prm[i].order == MoeOrder::kExpertWave) {
-                  moe_kernel::MoeLayerParams p2 = order_prm[i];
-                  p2.wave_lag = 1 - p2.wave_lag;
-                  variant_prm.push_back(p2);
-                  names.push_back("fused_wave" + std::string(p2.wave_lag ? "_g1" : "_g0"));
-                  const size_t j = variant_prm.size() - 1;
-                  fns.push_back([&, j](int) { moe_kernel::launch_moe_layer(*team1, ws, variant_prm[j], st); });
-                }
+            if (a.compare_wave_lag)  // backend fused_wave_g1 beside --wave-lag 0, fused_wave_g0 beside 1
+              add_variants(a.wave_lag ? "_g0" : "_g1", [](moe_kernel::MoeLayerParams& q) { q.wave_lag = 1 - q.wave_lag; },
+                           true);
             if (a.compare_row_order && !int4)
               add_variants(prm.row_order ? "_o0" : "_o1", [](moe_kernel::MoeLayerParams& q) { q.row_order = 1 - q.row_order; });
             if (a.compare_half && !int4)

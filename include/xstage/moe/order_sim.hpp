@@ -16,7 +16,7 @@ namespace xstage::moe {
 struct SimOrders {
   double wave_us = 0, interleaved_us = 0;  // predicted layer time of the most loaded rank
   double speedup = 0;                      // wave / interleaved
-  double wave_lag_us = 0;                  // Expert-Wave with lagged waves (sched::MoeExpertWaveScheduler wave_lag)
+  double wave_lag_us = 0;  // Expert-Wave with lagged waves (sched::MoeExpertWaveScheduler wave_lag); P = 1 only, else 0
 };
 
 // The layer of `q` (shape, tokens, world, routing kind, q.sms CTAs) at lead `lead` with `staging` epilogue
