@@ -29,6 +29,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "python"))
 
+# --order: xstage.moe.ORDERS and "auto" (written out: argument parsing imports neither torch nor the library)
+ORDER_CHOICES = ["interleaved", "expert-wave", "expert-wave-lagged", "auto"]
+
 SHAPES = {  # hidden, inter, experts, topk (include/xstage/moe/shapes.hpp has the sources)
     "dit-moe-xl": (1152, 4608, 16, 2), "qwen3-30b-a3b": (2048, 768, 128, 8), "qwen3-235b-a22b": (4096, 1536, 128, 8),
     "deepseek-v3": (7168, 2048, 256, 8), "deepseek-v4-flash": (4096, 2048, 256, 6),
@@ -140,7 +143,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--shapes", default="deepseek-v4-flash,qwen3-30b-a3b,dit-moe-xl")
     ap.add_argument("--tokens", type=int, default=8192)
-    ap.add_argument("--order", default="interleaved", choices=["interleaved", "expert-wave", "auto"],
+    ap.add_argument("--order", default="interleaved", choices=ORDER_CHOICES,
                     help="the layer's tile order (auto: MoeLayer.auto_order, the platform model's choice)")
     ap.add_argument("--backends", default="xstage,xstage-hostplan,xstage-fp8in,torch-bf16,torch-fp8",
                     help="a subset, in this order")

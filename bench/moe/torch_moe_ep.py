@@ -82,7 +82,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--shapes", default="qwen3-30b-a3b,deepseek-v4-flash,dit-moe-xl")
     ap.add_argument("--tokens", type=int, default=8192, help="tokens per rank")
-    ap.add_argument("--order", default="interleaved", choices=["interleaved", "expert-wave", "auto"])
+    ap.add_argument("--order", default="interleaved", choices=tm.ORDER_CHOICES)
     ap.add_argument("--routing", default="balanced", choices=["balanced", "skewed"])
     ap.add_argument("--backends", default="xstage,torch-bf16,torch-fp8", help="a subset, in this order")
     ap.add_argument("--sets", type=int, default=4, help="routings / activations rotated over the calls")
