@@ -8,7 +8,11 @@ the layer's span, the CTAs, the SM clock over the mainloops (cycles / ns), and p
 tiles, their SM-ms and mean mainloop time, the share of the mainloop spent waiting for full stages (data), the mean
 wait for the first stage and the mean time from the mainloop's end to the CTA's next mainloop; then the half-tile
 concurrency table: each tile's mainloop time grouped by how many half tiles ran beside it on average (bins of
---bin-us), which says whether the half tiles slow each other down (a shared HBM) or not.
+--bin-us), which says whether the half tiles slow each other down (a shared HBM) or not; then the layer's tail: how long
+the CTAs wait after their last mainloop for the last one to end (mean and max, and its share of the layer's SM-time),
+the CTAs inside a mainloop per tenth of the span, and the (kind, expert, row) groups whose mainloops end last (the
+layer's closing dependency chain: a row's Linear-1 tiles, then its Linear-2 tiles). Session 55 read a short layer's
+tail this way (docs/MOE.md).
 """
 import argparse
 import collections
@@ -102,6 +106,35 @@ def main():
                 cells = " ".join(f"{b}+: {len(v)} x {sum(v) / len(v):.1f}"
                                  for (k0, k1, b), v in sorted(bands.items()) if (k0, k1) == (kind, half))
                 print(f"    {kind} {'half' if half == '1' else 'full'}: {cells}")
+            tail(R, t0)
+
+
+def tail(R, t0):
+    """The layer's end: idle CTAs after their last mainloop, mainloop occupancy per tenth, the last groups."""
+    t1 = max(int(r["mma_end_ns"]) for r in R)
+    span = t1 - t0
+    last = collections.defaultdict(int)
+    for r in R:
+        last[r["cta"]] = max(last[r["cta"]], int(r["mma_end_ns"]))
+    idle = [t1 - e for e in last.values()]
+    print(f"  tail: CTAs idle after their last mainloop {sum(idle) / len(idle) / 1e3:.1f} us on average, "
+          f"{max(idle) / 1e3:.1f} max: {sum(idle) / (len(idle) * span):.1%} of the SM-time to the last mainloop's end")
+    occ = [0.0] * 10
+    for r in R:
+        s, e = int(r["mma_start_ns"]) - t0, int(r["mma_end_ns"]) - t0
+        for b in range(10):
+            lo, hi = b * span / 10, (b + 1) * span / 10
+            occ[b] += max(0.0, min(e, hi) - max(s, lo)) / (span / 10)
+    print("  CTAs in a mainloop per tenth of the span: " + " ".join(f"{o:.0f}" for o in occ))
+    first = collections.defaultdict(lambda: 1 << 62)
+    end = collections.defaultdict(int)
+    for r in R:
+        g = (r["kind"], int(r["expert"]), int(r["row"]), "half" if r["half"] == "1" else "full")
+        first[g] = min(first[g], int(r["mma_start_ns"]))
+        end[g] = max(end[g], int(r["mma_end_ns"]))
+    print("  groups ending last (kind expert row: first mainloop start .. last end, us from the first tile):")
+    for g in sorted(end, key=lambda g: end[g])[-6:]:
+        print(f"    {g[0]} e{g[1]} row {g[2]} ({g[3]}): {(first[g] - t0) / 1e3:.1f} .. {(end[g] - t0) / 1e3:.1f}")
 
 
 if __name__ == "__main__":
