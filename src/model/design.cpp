@@ -7,21 +7,14 @@
 #include <sstream>
 
 #include "xstage/common/error.hpp"
+#include "xstage/common/format.hpp"
 #include "xstage/model/burst_gap.hpp"
 
 namespace xstage::model {
 namespace {
-
-std::string num(double v, int digits) {
-  std::ostringstream os;
-  os.setf(std::ios::fixed);
-  os.precision(digits);
-  os << v;
-  return os.str();
-}
-std::string gbps(double r) { return num(r / 1e9, 1) + " GB/s"; }
-std::string mb(double b) { return num(b / 1e6, 2) + " MB"; }
-std::string us(double s) { return num(s * 1e6, 2) + " us"; }
+using units::gbps;
+using units::mb;
+using units::us;
 
 int resolve_P(const Platform& p, int P) {
   int w = P > 0 ? P : p.world_size;

@@ -7,23 +7,16 @@
 #include <sstream>
 
 #include "xstage/common/error.hpp"
+#include "xstage/common/format.hpp"
 #include "xstage/model/burst_gap.hpp"
 
 namespace xstage::moe {
 namespace {
 
 namespace bg = model::bg;
-
-std::string num(double v, int digits) {
-  std::ostringstream os;
-  os.setf(std::ios::fixed);
-  os.precision(digits);
-  os << v;
-  return os.str();
-}
-std::string us(double s) { return num(s * 1e6, 2) + " us"; }
-std::string mb(double b) { return num(b / 1e6, 2) + " MB"; }
-std::string gbps(double r) { return num(r / 1e9, 1) + " GB/s"; }
+using units::gbps;
+using units::mb;
+using units::us;
 
 bool finite_pos(double v) { return std::isfinite(v) && v > 0; }
 
@@ -154,7 +147,7 @@ OrderChoice choose_moe_order(const model::Platform& mx, const OrderQuery& query)
     if (q.sim_wave_s > 0) {
       const std::string sim = "the discrete-event simulator (row-dependency slack; not L2 locality) predicts " +
                               us(q.sim_interleaved_s) + " interleaved (D = " + std::to_string(c.lead) + ") vs " +
-                              us(q.sim_wave_s) + " expert-wave (" + num(q.sim_wave_s / q.sim_interleaved_s, 3) + "x)";
+                              us(q.sim_wave_s) + " expert-wave (" + fmt(q.sim_wave_s / q.sim_interleaved_s, 3) + "x)";
       // A tie (the same simulated time, to the simulator's rounding) leaves the order's other effect to decide: the
       // L2 locality of the expert weights. With at most kTieInterleavedMaxRows rows per expert every expert's weights
       // stream from DRAM about once in either order, so Expert-Wave's waves keep nothing in L2 for a next row, and
@@ -180,9 +173,9 @@ OrderChoice choose_moe_order(const model::Platform& mx, const OrderQuery& query)
         c.wave_lag = 1;
         c.reason = "expert-wave-lagged: " + head + "the discrete-event simulator predicts " + us(q.sim_wave_lag_s) +
                    " for Expert-Wave with lagged waves (each wave's L2 tiles after the next wave's L1 tiles), " +
-                   num(q.sim_wave_lag_s / best, 3) + "x the better of " + us(q.sim_wave_s) + " expert-wave and " +
+                   fmt(q.sim_wave_lag_s / best, 3) + "x the better of " + us(q.sim_wave_s) + " expert-wave and " +
                    us(q.sim_interleaved_s) + " interleaved (D = " + std::to_string(c.lead) + "; taken at <= " +
-                   num(1 - kLagMinGain, 2) + "x) (" + ws + ")";
+                   fmt(1 - kLagMinGain, 2) + "x) (" + ws + ")";
       }
     } else {
       c.order = OrderChoice::Order::kExpertWave;
@@ -220,7 +213,7 @@ OrderChoice choose_moe_order(const model::Platform& mx, const OrderQuery& query)
   if (!(c.gain >= c.margin && c.gain > 0)) {
     c.order = OrderChoice::Order::kExpertWave;
     c.reason = std::string("expert-wave: ") + (c.drain_dominated ? "" : "not ") + "drain-dominated (" + rate + cap +
-               (c.drain_dominated ? ") but " : "); ") + stalls + ": gain " + us(c.gain) + " < margin " + us(c.margin) + " (" + num(q.min_gain, 2) +
+               (c.drain_dominated ? ") but " : "); ") + stalls + ": gain " + us(c.gain) + " < margin " + us(c.margin) + " (" + fmt(q.min_gain, 2) +
                " x T_L2)";
   } else if (!c.fits_l2) {
     c.order = OrderChoice::Order::kExpertWave;

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "xstage/common/format.hpp"  // fmt, for the cells
+
 namespace xstage {
 
 class Table {
@@ -37,12 +39,5 @@ class Table {
   std::vector<std::string> header_;
   std::vector<std::vector<std::string>> rows_;
 };
-
-// fmt(3.14159, 2) -> "3.14"
-inline std::string fmt(double v, int digits = 2) {
-  std::ostringstream os;
-  os << std::fixed << std::setprecision(digits) << v;
-  return os.str();
-}
 
 }  // namespace xstage
