@@ -8,12 +8,14 @@
 # Then the SwiGLU's silu by one MUFU op (tanh.approx: sigmoid(g) = (1 + tanh(g / 2)) / 2; bench_moe_t, T, built with
 # XSTAGE_MOE_SILU_TANH) against N in processes N T T N on DiT-MoE-XL, whose short Linear-1 tiles (9 K blocks) end in
 # a SwiGLU of 2 x 64 MUFU ops per thread while the tensor cores idle (call 1's trace: 12.7 us per tile).
-# build/s55c2.tar.xz: bench_moe (N), bench_moe_o (O), bench_moe_t (T), test_moe_layer_gpu, stripped.
+# Then the weight block scales one K block ahead (bench_moe_s, S, XSTAGE_MOE_SCALE_AHEAD; bit-identical to N) against N
+# in processes N S S N on DiT-MoE-XL and the V4 layers at 8K.
+# build/s55c2.tar.xz: bench_moe (N), bench_moe_o (O), bench_moe_t (T), bench_moe_s (S), test_moe_layer_gpu, stripped.
 set -uo pipefail
 cd "$(dirname "$0")/../../../.."
 mkdir -p build/pk && tar xJf build/s55c2.tar.xz -C build/pk
 mkdir -p build/tests/moe_gpu build/bench/moe
-mv build/pk/test_moe_layer_gpu build/tests/moe_gpu/ && mv build/pk/bench_moe build/pk/bench_moe_o build/pk/bench_moe_t build/bench/moe/
+mv build/pk/test_moe_layer_gpu build/tests/moe_gpu/ && mv build/pk/bench_moe build/pk/bench_moe_o build/pk/bench_moe_t build/pk/bench_moe_s build/bench/moe/
 source scripts/moe-env.sh
 O=$OUT/c2 && mkdir -p $O/runs
 STEPS=${STEPS:-"tests bench"}  # STEPS=tests or STEPS=bench to split the call (the whole one may near the 600 s limit)
@@ -49,6 +51,14 @@ for b in bench_moe bench_moe_t bench_moe_t bench_moe; do
     --precision w8a8,w4a8 --orders wave --wave-lag 1 --worlds 1 --check-tokens 4 --block-s 0.04 --warmup-s 0.02 \
     > $O/runs/nt$i.log 2>&1
   echo "$i $b rc=$?"; row $O/runs/nt$i/moe.csv; grep -i "rel\|err" $O/runs/nt$i.log | head -3
+done
+i=0
+for b in bench_moe bench_moe_s bench_moe_s bench_moe; do
+  i=$((i+1))
+  timeout 60 build/bench/moe/$b --out $O/runs/ns$i --shapes dit-moe-xl,deepseek-v4-flash --tokens 2048,8192 --routing balanced,skewed \
+    --precision w8a8 --orders wave,interleaved --wave-lag 1 --worlds 1 --check-tokens 4 --block-s 0.04 --warmup-s 0.02 \
+    > $O/runs/ns$i.log 2>&1
+  echo "$i $b rc=$?"; row $O/runs/ns$i/moe.csv
 done
 # The tail (call 1: at 2K the CTAs idle 26 us on average after their last tile, 11 % of the layer): Interleaved at
 # leads up to every row (all Linear-1 tiles first) beside lagged Expert-Wave, DiT-MoE-XL W8A8 1K-8K.
