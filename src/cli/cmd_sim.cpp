@@ -50,6 +50,7 @@ struct SimMoeOpts {
   std::string platform = "h200-nvlink4";
   std::string hidden, inter, tokens = "4096", tile = "128x128", dtype = "fp8", routing = "balanced";
   std::string staging = "0", lead;  // lead empty: D_knee
+  std::string l1_time = "0", l2_time = "0";  // measured tile times (0: from the rate)
   std::string l1_cols, l2_cols;     // empty: b_n
   int experts = 0, topk = 0, out_bytes = 2, roles = 1, depth = 2, experts_per_wave = 0, wave_lag = 0;
   int K = 0, P = 0;
@@ -69,12 +70,15 @@ void print_report(std::ostream& os, const sim::MoeSimReport& r) {
      << c.experts / c.world << " local, P = " << c.world << "), top-" << c.topk << ", " << c.tokens_per_rank
      << " tokens/rank, routing " << c.routing;
   if (c.routing == "skewed") os << " (Zipf " << fmt(c.skew, 2) << ", seed " << c.seed << ")";
+  if (c.routing == "uniform") os << " (seed " << c.seed << ")";
   os << "\n";
   os << "rank " << r.rank << " (most loaded): " << rank_pairs << " token-expert pairs (mean "
      << fmt(r.mean_rank_tokens, 0) << "), " << r.rows << " rows of " << c.b_m << ", N-tiles per row L1 "
      << r.l1_ntiles << " / L2 " << r.l2_ntiles << " (" << c.l1_cols << " / " << c.l2_cols << " columns)\n";
-  os << "tiles: T_mma L1 " << us(r.t_l1) << " us, L2 " << us(r.t_l2) << " us at " << fmt(c.tc_rate / 1e12, 0)
-     << " TFLOP/s; L2 remote bytes " << fmt(r.l2_bytes / 1024, 1) << " KB per full tile (remote fraction "
+  os << "tiles: T_mma L1 " << us(r.t_l1) << " us" << (c.t_l1 > 0 ? " (measured)" : "") << ", L2 " << us(r.t_l2)
+     << " us" << (c.t_l2 > 0 ? " (measured)" : "");
+  if (c.t_l1 == 0 || c.t_l2 == 0) os << " at " << fmt(c.tc_rate / 1e12, 0) << " TFLOP/s";
+  os << "; L2 remote bytes " << fmt(r.l2_bytes / 1024, 1) << " KB per full tile (remote fraction "
      << fmt(double(c.world - 1) / c.world, 2) << "); K = " << c.sms << " producers, " << c.roles
      << " per instance, staging depth " << c.staging << ", epilogue staging " << us(c.epi_time) << " us\n";
   Table t({"schedule", "setting", "total us", "L2 T_iss us", "L2 T_RS us", "T_RS max us", "stall/tile us",
@@ -103,9 +107,10 @@ void add_simulate_moe(CLI::App* sim) {
   c->add_option("--experts", o->experts, "Number of experts (all ranks)")->required();
   c->add_option("--topk", o->topk, "Experts per token")->required();
   c->add_option("--tokens", o->tokens, "Tokens per rank")->capture_default_str();
-  c->add_option("--routing", o->routing, "balanced | skewed")->capture_default_str();
+  c->add_option("--routing", o->routing, "balanced (exactly even) | uniform (bench_moe's balanced draw) | skewed")
+      ->capture_default_str();
   c->add_option("--skew", o->skew, "Zipf exponent of expert popularity (skewed routing)")->capture_default_str();
-  c->add_option("--seed", o->seed, "Seed of the skewed routing (0 .. 2^64-1)")->capture_default_str();
+  c->add_option("--seed", o->seed, "Seed of the skewed or uniform routing (0 .. 2^64-1)")->capture_default_str();
   c->add_option("--tile", o->tile, "Tile b_m x b_n")->capture_default_str();
   c->add_option("--l1-cols", o->l1_cols, "Output columns of one L1 tile (default b_n; the xstage kernel: 2*b_n)");
   c->add_option("--l2-cols", o->l2_cols, "Output columns of one L2 tile (default b_n; the xstage kernel: 2*b_n where "
@@ -126,6 +131,10 @@ void add_simulate_moe(CLI::App* sim) {
   c->add_option("--depth", o->depth, "Local staging depth between MMA and epilogue")->capture_default_str();
   c->add_option("--staging", o->staging, "Fixed epilogue staging cost per tile (ns|us; plain = us)")
       ->capture_default_str();
+  c->add_option("--l1-time", o->l1_time, "Measured MMA-side time of one L1 tile, e.g. a trace's us/tile + gap to the "
+                "next (ns|us; plain = us; 0: from the tensor-core rate)")->capture_default_str();
+  c->add_option("--l2-time", o->l2_time, "Measured MMA-side time of one L2 tile (ns|us; plain = us; 0: from the "
+                "tensor-core rate)")->capture_default_str();
   c->add_flag("--json", o->json, "Print JSON");
   c->add_flag("--tiles", o->tiles, "With --json: every tile's timeline (mainloop, waits, epilogue, issue span)");
   c->callback([o, tflops, Kopt, Popt, epw] {
@@ -171,6 +180,8 @@ void add_simulate_moe(CLI::App* sim) {
     m.wave_lag = o->wave_lag;  // (0 or 1: sim::simulate_moe names another value)
     m.staging = o->depth;
     m.epi_time = model::parse_time(o->staging, "--staging");
+    m.t_l1 = model::parse_time(o->l1_time, "--l1-time");
+    m.t_l2 = model::parse_time(o->l2_time, "--l2-time");
     m.memory_limit = memory_limit();
     m.json_tiles = o->tiles;
     const sim::MoeSimReport r = sim::simulate_moe(p, m);

@@ -21,8 +21,8 @@ void validate_routing(const MoeLayerConfig& c) {
   XSTAGE_REQUIRE(c.tokens_per_rank > 0, "tokens per rank must be positive, got ", c.tokens_per_rank);
   XSTAGE_REQUIRE(c.topk > 0, "top-k must be positive, got ", c.topk);
   XSTAGE_REQUIRE(c.topk <= c.experts, "top-k (", c.topk, ") exceeds the expert count (", c.experts, ")");
-  XSTAGE_REQUIRE(c.routing == "balanced" || c.routing == "skewed", "routing must be balanced or skewed, got '",
-                 c.routing, "'");
+  XSTAGE_REQUIRE(c.routing == "balanced" || c.routing == "uniform" || c.routing == "skewed",
+                 "routing must be balanced, uniform or skewed, got '", c.routing, "'");
   XSTAGE_REQUIRE(std::isfinite(c.skew) && c.skew > 0, "skew (Zipf exponent) must be positive, got ", c.skew);
   XSTAGE_REQUIRE(c.world >= 1, "world size P must be >= 1, got ", c.world);
   XSTAGE_REQUIRE(c.experts % c.world == 0, "expert count ", c.experts, " is not divisible by the world size ",
@@ -31,7 +31,7 @@ void validate_routing(const MoeLayerConfig& c) {
   const long long pairs = 1LL * c.world * c.tokens_per_rank * c.topk;
   XSTAGE_REQUIRE(pairs <= (1LL << 28), "world * tokens per rank * top-k = ", pairs, " is too large to simulate");
   const long long draws = 1LL * c.world * c.tokens_per_rank * c.experts;
-  XSTAGE_REQUIRE(c.routing == "balanced" || draws <= (1LL << 28), "skewed routing of world * tokens per rank = ",
+  XSTAGE_REQUIRE(c.routing != "skewed" || draws <= (1LL << 28), "skewed routing of world * tokens per rank = ",
                  1LL * c.world * c.tokens_per_rank, " tokens over ", c.experts, " experts is too large to sample");
 }
 
@@ -71,10 +71,23 @@ void validate(const MoeLayerConfig& c) {
   XSTAGE_REQUIRE(c.staging >= 1, "staging depth must be >= 1, got ", c.staging);
   XSTAGE_REQUIRE(std::isfinite(c.epi_time) && c.epi_time >= 0, "epilogue staging time must be >= 0, got ",
                  c.epi_time);
+  XSTAGE_REQUIRE(std::isfinite(c.t_l1) && c.t_l1 >= 0 && c.t_l1 < 1, "L1 tile time must be in [0, 1) s (0: from "
+                 "the tensor-core rate), got ", c.t_l1);
+  XSTAGE_REQUIRE(std::isfinite(c.t_l2) && c.t_l2 >= 0 && c.t_l2 < 1, "L2 tile time must be in [0, 1) s (0: from "
+                 "the tensor-core rate), got ", c.t_l2);
 }
 
 // Uniform double in (0, 1) from mt19937_64 bits: identical on every standard library.
 double uniform01(std::mt19937_64& g) { return (double((g() >> 11)) + 0.5) * (1.0 / 9007199254740992.0); }
+
+// Unbiased integer in [0, n), n >= 1 (rejection below 2^64 mod n): moe::generate_routing's, for the same stream.
+std::uint64_t bounded(std::mt19937_64& g, std::uint64_t n) {
+  const std::uint64_t threshold = (0 - n) % n;
+  for (;;) {
+    const std::uint64_t r = g();
+    if (r >= threshold) return r % n;
+  }
+}
 
 }  // namespace
 
@@ -88,6 +101,19 @@ std::vector<int> route_tokens(const MoeLayerConfig& c) {
     return count;
   }
   std::mt19937_64 gen(c.seed);
+  if (c.routing == "uniform") {
+    // Every token's experts a uniform k-subset: moe::generate_routing's balanced routing (the harness's), the same
+    // stream, so a seed gives the per-expert counts (and rows) of the run it came from.
+    std::vector<int> perm(c.experts);
+    std::iota(perm.begin(), perm.end(), 0);
+    for (long long t = 0; t < tokens; ++t)
+      for (int j = 0; j < c.topk; ++j) {
+        const int i = j + int(bounded(gen, std::uint64_t(c.experts - j)));
+        std::swap(perm[j], perm[i]);
+        count[perm[j]]++;
+      }
+    return count;
+  }
   std::vector<int> order(c.experts);
   std::iota(order.begin(), order.end(), 0);
   for (int i = c.experts - 1; i > 0; --i) std::swap(order[i], order[gen() % (unsigned long long)(i + 1)]);
@@ -142,10 +168,10 @@ MoeSimReport simulate_moe(const model::Platform& platform, MoeLayerConfig c) {
                    "simulate fewer tokens");
   }
 
-  // Mainloops from the per-SM share of the GPU's dense rate (measured with every SM busy).
+  // Mainloops from the per-SM share of the GPU's dense rate (measured with every SM busy), or as measured.
   const double per_sm = c.tc_rate / platform.sm_count;
-  rep.t_l1 = 2.0 * c.b_m * c.l1_cols * c.hidden / per_sm;
-  rep.t_l2 = 2.0 * c.b_m * c.l2_cols * c.h_inter / per_sm;
+  rep.t_l1 = c.t_l1 > 0 ? c.t_l1 : 2.0 * c.b_m * c.l1_cols * c.hidden / per_sm;
+  rep.t_l2 = c.t_l2 > 0 ? c.t_l2 : 2.0 * c.b_m * c.l2_cols * c.h_inter / per_sm;
   const double remote_fraction = double(c.world - 1) / c.world;
   const double bytes_per_token = double(c.l2_cols) * c.out_bytes * remote_fraction;
   rep.l2_bytes = bytes_per_token * c.b_m;
@@ -204,7 +230,8 @@ nlohmann::json MoeSimReport::to_json(bool with_tiles) const {
                  {"tc_tflops", c.tc_rate / 1e12}, {"world", c.world},
                  {"sms", c.sms},               {"roles", c.roles},
                  {"lead", c.lead},             {"experts_per_wave", c.experts_per_wave},
-                 {"staging", c.staging},       {"epi_us", c.epi_time * us}};
+                 {"staging", c.staging},       {"epi_us", c.epi_time * us},
+                 {"l1_time_us", c.t_l1 * us},  {"l2_time_us", c.t_l2 * us}};
   j["rank"] = rank;
   j["local_tokens"] = local_tokens;
   j["rank_tokens"] = std::accumulate(local_tokens.begin(), local_tokens.end(), 0LL);

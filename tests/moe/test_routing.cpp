@@ -84,6 +84,28 @@ TEST(MoeRouting, BalancedIsUniform) {
   EXPECT_NEAR(first, 1250, 6 * 34.2);
 }
 
+TEST(MoeRouting, BalancedIsTheSimulatorsUniform) {
+  // The harness's balanced routing (a uniform k-subset per token) is the simulator's "uniform" one, stream for
+  // stream: a run's seed gives the simulator its per-expert counts, hence its rows.
+  const std::uint64_t seed = test_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  for (int P : {1, 2, 4})
+    for (auto [E, k] : {std::pair{16, 2}, std::pair{64, 8}, std::pair{32, 6}}) {
+      const Routing r = generate_routing({P, 300, E, k, RoutingKind::Balanced, 1.0, seed});
+      xstage::sim::MoeLayerConfig c;
+      c.world = P;
+      c.tokens_per_rank = 300;
+      c.experts = E;
+      c.topk = k;
+      c.routing = "uniform";
+      c.seed = seed;
+      const std::vector<int> counts = xstage::sim::route_tokens(c);
+      EXPECT_EQ(expert_counts(r), counts) << "P " << P << " E " << E << " k " << k;
+      c.routing = "balanced";  // the simulator's exactly even routing is another one
+      EXPECT_NE(xstage::sim::route_tokens(c), counts) << "P " << P << " E " << E << " k " << k;
+    }
+}
+
 TEST(MoeRouting, SkewedFollowsZipfAndMatchesTheSimulator) {
   const std::uint64_t seed = test_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));

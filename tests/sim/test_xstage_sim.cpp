@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <limits>
+#include <numeric>
 #include <random>
 
 #include "xstage/model/burst_gap.hpp"
@@ -331,6 +332,15 @@ TEST(MoeRouting, BalancedExactSkewedSeeded) {
   for (int x : s1) EXPECT_LE(x, 4 * 1000);  // top-k without replacement: one pick per token at most
   c.seed = 4;
   EXPECT_NE(route_tokens(c), s1);
+  // uniform: a random k-subset per token, seeded, one pick per token and expert at most
+  c.routing = "uniform";
+  const auto u1 = route_tokens(c);
+  EXPECT_EQ(route_tokens(c), u1);
+  EXPECT_EQ(std::accumulate(u1.begin(), u1.end(), 0LL), 4LL * 1000 * 4);
+  for (int x : u1) EXPECT_LE(x, 4 * 1000);
+  EXPECT_NE(u1, bal);  // not exactly even
+  c.seed = 5;
+  EXPECT_NE(route_tokens(c), u1);
 }
 
 // Fine-grained experts on the preset's 132 SMs: T_L2 + T_iss^0 < V/R, so Expert-Wave is drain-dominated,
@@ -398,6 +408,29 @@ TEST(MoeSimulate, KernelTileWidths) {
   for (const auto* run : {&r.wave, &r.interleaved}) EXPECT_EQ(run->sim.kinds.at(1).tiles, r.rows * 5);
 }
 
+TEST(MoeSimulate, MeasuredTileTimes) {
+  // t_l1 / t_l2 replace the rate's mainloops: the same simulation as a rate that gives those times, and each alone.
+  const H200 h;
+  MoeLayerConfig c = small_moe();
+  const MoeSimReport rated = simulate_moe(h.p, c);
+  c.t_l1 = rated.t_l1;
+  c.t_l2 = rated.t_l2;
+  c.tc_rate = 1e12;  // unused for the mainloops once both times are given
+  const MoeSimReport given = simulate_moe(h.p, c);
+  EXPECT_DOUBLE_EQ(given.t_l1, rated.t_l1);
+  EXPECT_DOUBLE_EQ(given.t_l2, rated.t_l2);
+  EXPECT_DOUBLE_EQ(given.wave.sim.total_time, rated.wave.sim.total_time);
+  EXPECT_DOUBLE_EQ(given.interleaved.sim.total_time, rated.interleaved.sim.total_time);
+  EXPECT_NEAR(given.to_json()["config"]["l1_time_us"].get<double>(), rated.t_l1 * 1e6, 1e-9);
+  c = small_moe();
+  c.t_l2 = 3 * rated.t_l2;
+  const MoeSimReport slow = simulate_moe(h.p, c);
+  EXPECT_DOUBLE_EQ(slow.t_l1, rated.t_l1);
+  EXPECT_DOUBLE_EQ(slow.t_l2, 3 * rated.t_l2);
+  EXPECT_GT(slow.wave.sim.total_time, rated.wave.sim.total_time);
+  EXPECT_EQ(rated.to_json()["config"]["l2_time_us"].get<double>(), 0.0);  // 0: from the rate
+}
+
 TEST(MoeSimulate, RejectsImpossibleShapes) {
   const H200 h;
   auto expect_bad = [&](auto&& edit) {
@@ -417,6 +450,9 @@ TEST(MoeSimulate, RejectsImpossibleShapes) {
   expect_bad([](MoeLayerConfig& c) { c.dtype_bytes = 4; });
   expect_bad([](MoeLayerConfig& c) { c.l2_cols = 192; });  // not a multiple of b_n
   expect_bad([](MoeLayerConfig& c) { c.l1_cols = -1; });
+  expect_bad([](MoeLayerConfig& c) { c.t_l1 = -1e-6; });
+  expect_bad([](MoeLayerConfig& c) { c.t_l2 = std::nan(""); });
+  expect_bad([](MoeLayerConfig& c) { c.t_l2 = 2; });  // seconds: past any tile
 }
 
 }  // namespace

@@ -28,7 +28,7 @@ struct MoeLayerConfig {
   int experts = 0;          // total experts (E; E/P local experts per rank)
   int tokens_per_rank = 0;  // tokens each rank routes
   int topk = 0;
-  std::string routing = "balanced";  // balanced | skewed
+  std::string routing = "balanced";  // balanced (exactly even) | uniform | skewed (route_tokens)
   double skew = 1.0;                 // Zipf exponent of expert popularity for skewed routing
   std::uint64_t seed = 1;            // skewed routing: popularity order and sampling
   int b_m = 128, b_n = 128;          // tile shape
@@ -48,6 +48,10 @@ struct MoeLayerConfig {
   int wave_lag = 0;                  // Expert-Wave: 1 = a wave's L2 tiles after the next wave's L1 tiles
   int staging = 2;                   // local staging depth (double buffer)
   double epi_time = 0;               // fixed per-tile epilogue staging cost, s
+  // Measured MMA-side time of one L1 / L2 tile, s (0: its FLOPs at tc_rate): a kernel's own mainloop plus whatever
+  // holds its MMA side before the next tile (bench_moe --trace: a kind's us/tile plus its gap to the next mainloop,
+  // scripts/moe-trace-kinds.py), so the simulation runs on a measured kernel's tile times, not the dense rate.
+  double t_l1 = 0, t_l2 = 0;
   // Memory guard: refuse (UsageError, before simulating) a layer whose simulation would need more than
   // memory_limit bytes (0: no limit); json_tiles: the caller will also print every tile as JSON.
   double memory_limit = 0;
@@ -60,6 +64,8 @@ double moe_sim_bytes(long long tiles_per_schedule, bool json_tiles);
 
 // Tokens per expert (all E experts) after top-k routing of world * tokens_per_rank tokens.
 // balanced: token t takes experts (t*topk + j) mod E, j < topk (exactly even up to one token);
+// uniform: each token's experts a uniform random k-subset (moe::generate_routing's "balanced", the benchmark
+// harness's, from the same seeded stream: same seed -> same counts);
 // skewed: popularity w_e = 1/(rank_e + 1)^skew over a seeded permutation, top-k sampled without
 // replacement (Efraimidis-Spirakis keys from mt19937_64, so results are identical on every platform).
 std::vector<int> route_tokens(const MoeLayerConfig& c);
