@@ -9,21 +9,12 @@
 #include <utility>
 
 #include "xstage/common/error.hpp"
+#include "xstage/common/rng.hpp"
 
 namespace xstage::moe {
 namespace {
 
-// Uniform double in (0, 1) from mt19937_64 bits (the simulator's formula: identical streams).
-double uniform01(std::mt19937_64& g) { return (double(g() >> 11) + 0.5) * (1.0 / 9007199254740992.0); }
-
-// Unbiased integer in [0, n), n >= 1 (rejection below 2^64 mod n).
-std::uint64_t bounded(std::mt19937_64& g, std::uint64_t n) {
-  const std::uint64_t threshold = (0 - n) % n;
-  for (;;) {
-    const std::uint64_t r = g();
-    if (r >= threshold) return r % n;
-  }
-}
+using rng::uniform01;
 
 std::uint64_t splitmix64(std::uint64_t x) {
   x += 0x9E3779B97F4A7C15ULL;
@@ -67,16 +58,10 @@ Routing generate_routing(const RoutingConfig& c) {
 
   std::mt19937_64 gen(c.seed);
   if (c.kind == RoutingKind::Balanced) {
-    // Partial Fisher-Yates on a persistent permutation: k steps from any permutation give a uniform
-    // k-subset in uniform order, so the array never needs resetting.
-    std::vector<int> perm(c.experts);
-    std::iota(perm.begin(), perm.end(), 0);
+    // A uniform k-subset per token (the simulator's "uniform" routing draws the same stream).
+    rng::UniformSubsets subsets(c.experts);
     for (long long t = 0; t < tokens; ++t)
-      for (int j = 0; j < c.topk; ++j) {
-        const int i = j + int(bounded(gen, std::uint64_t(c.experts - j)));
-        std::swap(perm[j], perm[i]);
-        r.index[std::size_t(t) * c.topk + j] = perm[j];
-      }
+      subsets.draw(gen, c.topk, [&](int j, int e) { r.index[std::size_t(t) * c.topk + j] = e; });
   } else {
     // Same stream as sim::route_tokens: popularity order first, then E keys per token.
     std::vector<int> order(c.experts);

@@ -7,6 +7,7 @@
 #include <random>
 
 #include "xstage/common/error.hpp"
+#include "xstage/common/rng.hpp"
 #include "xstage/model/burst_gap.hpp"
 #include "xstage/model/platform.hpp"
 #include "xstage/sched/moe_scheduler.hpp"
@@ -77,17 +78,7 @@ void validate(const MoeLayerConfig& c) {
                  "the tensor-core rate), got ", c.t_l2);
 }
 
-// Uniform double in (0, 1) from mt19937_64 bits: identical on every standard library.
-double uniform01(std::mt19937_64& g) { return (double((g() >> 11)) + 0.5) * (1.0 / 9007199254740992.0); }
-
-// Unbiased integer in [0, n), n >= 1 (rejection below 2^64 mod n): moe::generate_routing's, for the same stream.
-std::uint64_t bounded(std::mt19937_64& g, std::uint64_t n) {
-  const std::uint64_t threshold = (0 - n) % n;
-  for (;;) {
-    const std::uint64_t r = g();
-    if (r >= threshold) return r % n;
-  }
-}
+using rng::uniform01;
 
 }  // namespace
 
@@ -104,14 +95,8 @@ std::vector<int> route_tokens(const MoeLayerConfig& c) {
   if (c.routing == "uniform") {
     // Every token's experts a uniform k-subset: moe::generate_routing's balanced routing (the harness's), the same
     // stream, so a seed gives the per-expert counts (and rows) of the run it came from.
-    std::vector<int> perm(c.experts);
-    std::iota(perm.begin(), perm.end(), 0);
-    for (long long t = 0; t < tokens; ++t)
-      for (int j = 0; j < c.topk; ++j) {
-        const int i = j + int(bounded(gen, std::uint64_t(c.experts - j)));
-        std::swap(perm[j], perm[i]);
-        count[perm[j]]++;
-      }
+    rng::UniformSubsets subsets(c.experts);
+    for (long long t = 0; t < tokens; ++t) subsets.draw(gen, c.topk, [&](int, int e) { count[e]++; });
     return count;
   }
   std::vector<int> order(c.experts);
