@@ -84,45 +84,47 @@ TEST(MoeRouting, BalancedIsUniform) {
   EXPECT_NEAR(first, 1250, 6 * 34.2);
 }
 
-TEST(MoeRouting, BalancedIsTheSimulatorsUniform) {
-  // The harness's balanced routing (a uniform k-subset per token) is the simulator's "uniform" one, stream for
-  // stream: a run's seed gives the simulator its per-expert counts, hence its rows.
-  const std::uint64_t seed = test_seed();
-  SCOPED_TRACE("seed " + std::to_string(seed));
+// generate_routing's expert stream against the simulator's routing `sim_routing` (sim::route_tokens): the same
+// per-expert counts for the same seed, over a few worlds and shapes; returns the sets of counts compared.
+std::vector<std::vector<int>> expect_simulators_counts(RoutingKind kind, const std::string& sim_routing,
+                                                       std::uint64_t seed) {
+  std::vector<std::vector<int>> all;
   for (int P : {1, 2, 4})
     for (auto [E, k] : {std::pair{16, 2}, std::pair{64, 8}, std::pair{32, 6}}) {
-      const Routing r = generate_routing({P, 300, E, k, RoutingKind::Balanced, 1.0, seed});
+      const Routing r = generate_routing({P, 300, E, k, kind, 1.0, seed});
       xstage::sim::MoeLayerConfig c;
       c.world = P;
       c.tokens_per_rank = 300;
       c.experts = E;
       c.topk = k;
-      c.routing = "uniform";
+      c.routing = sim_routing;
+      c.skew = 1.0;
       c.seed = seed;
-      const std::vector<int> counts = xstage::sim::route_tokens(c);
-      EXPECT_EQ(expert_counts(r), counts) << "P " << P << " E " << E << " k " << k;
-      c.routing = "balanced";  // the simulator's exactly even routing is another one
-      EXPECT_NE(xstage::sim::route_tokens(c), counts) << "P " << P << " E " << E << " k " << k;
+      all.push_back(xstage::sim::route_tokens(c));
+      EXPECT_EQ(expert_counts(r), all.back()) << sim_routing << ", P " << P << " E " << E << " k " << k;
     }
+  return all;
+}
+
+TEST(MoeRouting, BalancedIsTheSimulatorsUniform) {
+  // The harness's balanced routing (a uniform k-subset per token) is the simulator's "uniform" one, stream for
+  // stream: a run's seed gives the simulator its per-expert counts, hence its rows.
+  const std::uint64_t seed = test_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  const auto uniform = expect_simulators_counts(RoutingKind::Balanced, "uniform", seed);
+  xstage::sim::MoeLayerConfig even;  // the helper's first shape (P = 1, E = 16, top-2) with the default routing
+  even.world = 1;
+  even.tokens_per_rank = 300;
+  even.experts = 16;
+  even.topk = 2;
+  EXPECT_NE(xstage::sim::route_tokens(even), uniform.front()) << "the simulator's exactly even routing is another one";
 }
 
 TEST(MoeRouting, SkewedFollowsZipfAndMatchesTheSimulator) {
   const std::uint64_t seed = test_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   // The expert stream is the simulator's: the same per-expert counts for the same seed.
-  for (int P : {1, 2, 4})
-    for (auto [E, k] : {std::pair{16, 2}, std::pair{64, 8}, std::pair{32, 6}}) {
-      const Routing r = generate_routing({P, 300, E, k, RoutingKind::Skewed, 1.0, seed});
-      xstage::sim::MoeLayerConfig c;
-      c.world = P;
-      c.tokens_per_rank = 300;
-      c.experts = E;
-      c.topk = k;
-      c.routing = "skewed";
-      c.skew = 1.0;
-      c.seed = seed;
-      EXPECT_EQ(expert_counts(r), xstage::sim::route_tokens(c)) << "P " << P << " E " << E << " k " << k;
-    }
+  expect_simulators_counts(RoutingKind::Skewed, "skewed", seed);
   // Popularity: with k = 1 (no without-replacement distortion) expert counts ~ 1/(rank+1) / H_E.
   const int E = 8, T = 40000;
   const Routing r = generate_routing({1, T, E, 1, RoutingKind::Skewed, 1.0, seed});
