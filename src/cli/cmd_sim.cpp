@@ -50,7 +50,7 @@ struct SimMoeOpts {
   std::string platform = "h200-nvlink4";
   std::string hidden, inter, tokens = "4096", tile = "128x128", dtype = "fp8", routing = "balanced";
   std::string staging = "0", lead;  // lead empty: D_knee
-  std::string l1_time = "0", l2_time = "0";  // measured tile times (0: from the rate)
+  std::string t_l1 = "0", t_l2 = "0";  // measured tile times (0: from the rate)
   std::string l1_cols, l2_cols;     // empty: b_n
   int experts = 0, topk = 0, out_bytes = 2, roles = 1, depth = 2, experts_per_wave = 0, wave_lag = 0;
   int K = 0, P = 0;
@@ -131,9 +131,9 @@ void add_simulate_moe(CLI::App* sim) {
   c->add_option("--depth", o->depth, "Local staging depth between MMA and epilogue")->capture_default_str();
   c->add_option("--staging", o->staging, "Fixed epilogue staging cost per tile (ns|us; plain = us)")
       ->capture_default_str();
-  c->add_option("--l1-time", o->l1_time, "Measured MMA-side time of one L1 tile, e.g. a trace's us/tile + gap to the "
+  c->add_option("--t-l1", o->t_l1, "Measured MMA-side time of one L1 tile, e.g. a trace's us/tile + gap to the "
                 "next (ns|us; plain = us; 0: from the tensor-core rate)")->capture_default_str();
-  c->add_option("--l2-time", o->l2_time, "Measured MMA-side time of one L2 tile (ns|us; plain = us; 0: from the "
+  c->add_option("--t-l2", o->t_l2, "Measured MMA-side time of one L2 tile (ns|us; plain = us; 0: from the "
                 "tensor-core rate)")->capture_default_str();
   c->add_flag("--json", o->json, "Print JSON");
   c->add_flag("--tiles", o->tiles, "With --json: every tile's timeline (mainloop, waits, epilogue, issue span)");
@@ -180,8 +180,8 @@ void add_simulate_moe(CLI::App* sim) {
     m.wave_lag = o->wave_lag;  // (0 or 1: sim::simulate_moe names another value)
     m.staging = o->depth;
     m.epi_time = model::parse_time(o->staging, "--staging");
-    m.t_l1 = model::parse_time(o->l1_time, "--l1-time");
-    m.t_l2 = model::parse_time(o->l2_time, "--l2-time");
+    m.t_l1 = model::parse_time(o->t_l1, "--t-l1");
+    m.t_l2 = model::parse_time(o->t_l2, "--t-l2");
     m.memory_limit = memory_limit();
     m.json_tiles = o->tiles;
     const sim::MoeSimReport r = sim::simulate_moe(p, m);

@@ -216,7 +216,7 @@ nlohmann::json MoeSimReport::to_json(bool with_tiles) const {
                  {"sms", c.sms},               {"roles", c.roles},
                  {"lead", c.lead},             {"experts_per_wave", c.experts_per_wave},
                  {"staging", c.staging},       {"epi_us", c.epi_time * us},
-                 {"l1_time_us", c.t_l1 * us},  {"l2_time_us", c.t_l2 * us}};
+                 {"t_l1_us", c.t_l1 * us},     {"t_l2_us", c.t_l2 * us}};
   j["rank"] = rank;
   j["local_tokens"] = local_tokens;
   j["rank_tokens"] = std::accumulate(local_tokens.begin(), local_tokens.end(), 0LL);

@@ -86,13 +86,13 @@ TEST(CliSimulate, ExplicitSettingsAreUsed) {
   ASSERT_EQ(w.code, 0) << w.err;
   EXPECT_NE(w.out.find("N-tiles per row L1 8 / L2 16 (256 / 256 columns)"), std::string::npos) << w.out;
   // Measured tile times and the harness's routing (a uniform draw from the seed).
-  const CliRun m = xstage(kMoe + " --l1-time 14 --l2-time 23000ns --routing uniform --seed 71407 --json");
+  const CliRun m = xstage(kMoe + " --t-l1 14 --t-l2 23000ns --routing uniform --seed 71407 --json");
   ASSERT_EQ(m.code, 0) << m.err;
   const auto mj = nlohmann::json::parse(m.out);
-  EXPECT_NEAR(mj["config"]["l1_time_us"].get<double>(), 14.0, 1e-9);
+  EXPECT_NEAR(mj["config"]["t_l1_us"].get<double>(), 14.0, 1e-9);
   EXPECT_NEAR(mj["t_l2_mma_us"].get<double>(), 23.0, 1e-9);
   EXPECT_EQ(mj["config"]["routing"], "uniform");
-  const CliRun mt = xstage(kMoe + " --l1-time 14 --l2-time 23us --routing uniform");
+  const CliRun mt = xstage(kMoe + " --t-l1 14 --t-l2 23us --routing uniform");
   ASSERT_EQ(mt.code, 0) << mt.err;
   EXPECT_NE(mt.out.find("T_mma L1 14.00 us (measured), L2 23.00 us (measured);"), std::string::npos) << mt.out;
   EXPECT_NE(mt.out.find("routing uniform (seed 1)"), std::string::npos) << mt.out;
@@ -104,8 +104,8 @@ TEST(CliSimulate, BadInputIsOneErrorLineAndExitTwo) {
   expect_usage(base + " --hidden 4000 --inter 1024", "not a multiple of b_n");
   expect_usage(base + " --hidden 4096 --inter 1024 -P 3", "not divisible by the world size");
   expect_usage(base + " --hidden 4096 --inter 1024 --routing zipf", "routing must be balanced, uniform or skewed");
-  expect_usage(base + " --hidden 4096 --inter 1024 --l1-time -2", "--l1-time must be >= 0");
-  expect_usage(base + " --hidden 4096 --inter 1024 --l2-time 3parsecs", "--l2-time: unknown unit");
+  expect_usage(base + " --hidden 4096 --inter 1024 --t-l1 -2", "--t-l1 must be >= 0");
+  expect_usage(base + " --hidden 4096 --inter 1024 --t-l2 3parsecs", "--t-l2: unknown unit");
   expect_usage(base + " --hidden 4096 --inter 1024 --lead 0", "--lead must be >= 1");
   expect_usage(base + " --hidden 4096 --inter 1024 --lead 2x", "--lead must be an integer");
   expect_usage(base + " --hidden 4096 --inter 1024 --platform no-such-machine", "no-such-machine");

@@ -421,14 +421,14 @@ TEST(MoeSimulate, MeasuredTileTimes) {
   EXPECT_DOUBLE_EQ(given.t_l2, rated.t_l2);
   EXPECT_DOUBLE_EQ(given.wave.sim.total_time, rated.wave.sim.total_time);
   EXPECT_DOUBLE_EQ(given.interleaved.sim.total_time, rated.interleaved.sim.total_time);
-  EXPECT_NEAR(given.to_json()["config"]["l1_time_us"].get<double>(), rated.t_l1 * 1e6, 1e-9);
+  EXPECT_NEAR(given.to_json()["config"]["t_l1_us"].get<double>(), rated.t_l1 * 1e6, 1e-9);
   c = small_moe();
   c.t_l2 = 3 * rated.t_l2;
   const MoeSimReport slow = simulate_moe(h.p, c);
   EXPECT_DOUBLE_EQ(slow.t_l1, rated.t_l1);
   EXPECT_DOUBLE_EQ(slow.t_l2, 3 * rated.t_l2);
   EXPECT_GT(slow.wave.sim.total_time, rated.wave.sim.total_time);
-  EXPECT_EQ(rated.to_json()["config"]["l2_time_us"].get<double>(), 0.0);  // 0: from the rate
+  EXPECT_EQ(rated.to_json()["config"]["t_l2_us"].get<double>(), 0.0);  // 0: from the rate
 }
 
 TEST(MoeSimulate, RejectsImpossibleShapes) {
