@@ -12,7 +12,7 @@ concurrency table: each tile's mainloop time grouped by how many half tiles ran 
 the CTAs wait after their last mainloop for the last one to end (mean and max, and its share of the layer's SM-time),
 the CTAs inside a mainloop per tenth of the span, and the (kind, expert, row) groups whose mainloops end last (the
 layer's closing dependency chain: a row's Linear-1 tiles, then its Linear-2 tiles). Session 55 read a short layer's
-tail this way (docs/MOE.md).
+tail this way (docs/MOE.md). Last, the tile times `xstage simulate moe --t-l1 --t-l2` takes (docs/SIMULATOR.md).
 """
 import argparse
 import collections
@@ -106,6 +106,17 @@ def main():
                 cells = " ".join(f"{b}+: {len(v)} x {sum(v) / len(v):.1f}"
                                  for (k0, k1, b), v in sorted(bands.items()) if (k0, k1) == (kind, half))
                 print(f"    {kind} {'half' if half == '1' else 'full'}: {cells}")
+            # What `xstage simulate moe --t-l1 --t-l2` takes: per kind, the mean time from a tile's mainloop start to
+            # the CTA's next mainloop start (its mainloop, its tile end and the gap; a CTA's last tile has no next).
+            step = collections.defaultdict(list)
+            for rs in by_cta.values():
+                for r, nxt in zip(rs, rs[1:]):
+                    step[r["kind"]].append(int(nxt["mma_start_ns"]) - int(r["mma_start_ns"]))
+            if step.get("L1") and step.get("L2"):
+                mean = {k: sum(v) / len(v) / 1e3 for k, v in step.items()}
+                rows = len({(r["expert"], r["row"]) for r in R})
+                print(f"  simulator tile times: --t-l1 {mean['L1']:.2f} --t-l2 {mean['L2']:.2f} (us; {rows} rows of "
+                      "tiles; with --routing uniform --seed <the harness's seed> the simulator sees the same rows)")
             tail(R, t0)
 
 
