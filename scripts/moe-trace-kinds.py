@@ -63,6 +63,9 @@ def main():
             waited = collections.Counter()  # cycles waiting for full stages (data), all K blocks
             first = collections.Counter()   # cycles until the first stage was full
             gap = collections.defaultdict(float)  # ns from this tile's mainloop end to the CTA's next mainloop start
+            # What `xstage simulate moe --t-l1 --t-l2` takes: per L1 / L2, the ns from a tile's mainloop start to the
+            # CTA's next one (its mainloop, its tile end and the gap; a CTA's last tile has no next).
+            step = collections.defaultdict(list)
             by_cta = collections.defaultdict(list)
             for r in R:
                 k = tile_kind(r)
@@ -76,6 +79,7 @@ def main():
                 rs.sort(key=lambda r: int(r["mma_start_ns"]))
                 for r, nxt in zip(rs, rs[1:]):
                     gap[tile_kind(r)] += int(nxt["mma_start_ns"]) - int(r["mma_end_ns"])
+                    step[r["kind"]].append(int(nxt["mma_start_ns"]) - int(r["mma_start_ns"]))
             ghz = cyc / ns if ns else 1.0
             print("  kind      tiles      SM-ms  us/tile  data wait  first wait us  gap to next us")
             for k in sorted(busy):
@@ -85,16 +89,8 @@ def main():
             print(f"  other (outside mainloops) {sm_ms - sum(busy.values()):8.1f} SM-ms")
             # half tiles running, averaged per bin
             B = int(a.bin_us * 1000)
-            nb = (max(int(r["mma_end_ns"]) for r in R) - t0) // B + 2
-            occ = [0.0] * nb
-            for r in R:
-                if r["half"] != "1":
-                    continue
-                s, e = int(r["mma_start_ns"]) - t0, int(r["mma_end_ns"]) - t0
-                b = s // B
-                while b * B < e:
-                    occ[b] += (min(e, (b + 1) * B) - max(s, b * B)) / B
-                    b += 1
+            occ = in_mainloop([r for r in R if r["half"] == "1"], t0, B,
+                              (max(int(r["mma_end_ns"]) for r in R) - t0) // B + 2)
             bands = collections.defaultdict(list)
             for r in R:
                 s, e = int(r["mma_start_ns"]) - t0, int(r["mma_end_ns"]) - t0
@@ -106,18 +102,24 @@ def main():
                 cells = " ".join(f"{b}+: {len(v)} x {sum(v) / len(v):.1f}"
                                  for (k0, k1, b), v in sorted(bands.items()) if (k0, k1) == (kind, half))
                 print(f"    {kind} {'half' if half == '1' else 'full'}: {cells}")
-            # What `xstage simulate moe --t-l1 --t-l2` takes: per kind, the mean time from a tile's mainloop start to
-            # the CTA's next mainloop start (its mainloop, its tile end and the gap; a CTA's last tile has no next).
-            step = collections.defaultdict(list)
-            for rs in by_cta.values():
-                for r, nxt in zip(rs, rs[1:]):
-                    step[r["kind"]].append(int(nxt["mma_start_ns"]) - int(r["mma_start_ns"]))
             if step.get("L1") and step.get("L2"):
                 mean = {k: sum(v) / len(v) / 1e3 for k, v in step.items()}
                 rows = len({(r["expert"], r["row"]) for r in R})
                 print(f"  simulator tile times: --t-l1 {mean['L1']:.2f} --t-l2 {mean['L2']:.2f} (us; {rows} rows of "
                       "tiles; with --routing uniform --seed <the harness's seed> the simulator sees the same rows)")
             tail(R, t0)
+
+
+def in_mainloop(R, t0, width, bins):
+    """Per bin of `width` ns from t0: how many of the tiles R were inside their mainloop, on average."""
+    occ = [0.0] * bins
+    for r in R:
+        s, e = int(r["mma_start_ns"]) - t0, int(r["mma_end_ns"]) - t0
+        b = int(s // width)
+        while b < bins and b * width < e:
+            occ[b] += (min(e, (b + 1) * width) - max(s, b * width)) / width
+            b += 1
+    return occ
 
 
 def tail(R, t0):
@@ -130,12 +132,7 @@ def tail(R, t0):
     idle = [t1 - e for e in last.values()]
     print(f"  tail: CTAs idle after their last mainloop {sum(idle) / len(idle) / 1e3:.1f} us on average, "
           f"{max(idle) / 1e3:.1f} max: {sum(idle) / (len(idle) * span):.1%} of the SM-time to the last mainloop's end")
-    occ = [0.0] * 10
-    for r in R:
-        s, e = int(r["mma_start_ns"]) - t0, int(r["mma_end_ns"]) - t0
-        for b in range(10):
-            lo, hi = b * span / 10, (b + 1) * span / 10
-            occ[b] += max(0.0, min(e, hi) - max(s, lo)) / (span / 10)
+    occ = in_mainloop(R, t0, span / 10, 10)
     print("  CTAs in a mainloop per tenth of the span: " + " ".join(f"{o:.0f}" for o in occ))
     first = collections.defaultdict(lambda: 1 << 62)
     end = collections.defaultdict(int)

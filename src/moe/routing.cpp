@@ -64,18 +64,9 @@ Routing generate_routing(const RoutingConfig& c) {
       subsets.draw(gen, c.topk, [&](int j, int e) { r.index[std::size_t(t) * c.topk + j] = e; });
   } else {
     // Same stream as sim::route_tokens: popularity order first, then E keys per token.
-    std::vector<int> order(c.experts);
-    std::iota(order.begin(), order.end(), 0);
-    for (int i = c.experts - 1; i > 0; --i) std::swap(order[i], order[gen() % (unsigned long long)(i + 1)]);
-    std::vector<double> inv_w(c.experts);  // 1 / w_e for the log-key form log(u) / w_e
-    for (int rk = 0; rk < c.experts; ++rk) inv_w[order[rk]] = std::pow(double(rk + 1), c.zipf_alpha);
-    std::vector<std::pair<double, int>> keys(c.experts);
-    const auto before = [](const auto& a, const auto& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); };
-    for (long long t = 0; t < tokens; ++t) {
-      for (int e = 0; e < c.experts; ++e) keys[e] = {std::log(uniform01(gen)) * inv_w[e], e};
-      std::partial_sort(keys.begin(), keys.begin() + c.topk, keys.end(), before);
-      for (int j = 0; j < c.topk; ++j) r.index[std::size_t(t) * c.topk + j] = keys[j].second;
-    }
+    rng::ZipfSubsets zipf(gen, c.experts, c.zipf_alpha);
+    for (long long t = 0; t < tokens; ++t)
+      zipf.draw(gen, c.topk, true, [&](int j, int e) { r.index[std::size_t(t) * c.topk + j] = e; });
   }
 
   std::mt19937_64 wgen(splitmix64(c.seed));

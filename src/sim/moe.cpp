@@ -78,7 +78,6 @@ void validate(const MoeLayerConfig& c) {
                  "the tensor-core rate), got ", c.t_l2);
 }
 
-using rng::uniform01;
 
 }  // namespace
 
@@ -99,19 +98,8 @@ std::vector<int> route_tokens(const MoeLayerConfig& c) {
     for (long long t = 0; t < tokens; ++t) subsets.draw(gen, c.topk, [&](int, int e) { count[e]++; });
     return count;
   }
-  std::vector<int> order(c.experts);
-  std::iota(order.begin(), order.end(), 0);
-  for (int i = c.experts - 1; i > 0; --i) std::swap(order[i], order[gen() % (unsigned long long)(i + 1)]);
-  std::vector<double> inv_w(c.experts);  // 1 / w_e for the log-key form log(u) / w_e
-  for (int r = 0; r < c.experts; ++r) inv_w[order[r]] = std::pow(double(r + 1), c.skew);
-  std::vector<std::pair<double, int>> keys(c.experts);
-  for (long long t = 0; t < tokens; ++t) {
-    // Efraimidis-Spirakis: the top-k of u^(1/w) is a weighted sample without replacement.
-    for (int e = 0; e < c.experts; ++e) keys[e] = {std::log(uniform01(gen)) * inv_w[e], e};
-    std::nth_element(keys.begin(), keys.begin() + (c.topk - 1), keys.end(),
-                     [](const auto& a, const auto& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); });
-    for (int j = 0; j < c.topk; ++j) count[keys[j].second]++;
-  }
+  rng::ZipfSubsets zipf(gen, c.experts, c.skew);
+  for (long long t = 0; t < tokens; ++t) zipf.draw(gen, c.topk, false, [&](int, int e) { count[e]++; });
   return count;
 }
 

@@ -2,6 +2,8 @@
 // Seeded draws from mt19937_64 bits through integer and IEEE arithmetic only, so a seed gives the same numbers on
 // every platform and standard library: the synthetic routings (moe::generate_routing) and the simulator's
 // (sim::route_tokens) share them, stream for stream.
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <numeric>
 #include <random>
@@ -40,6 +42,34 @@ class UniformSubsets {
 
  private:
   std::vector<int> perm_;
+};
+
+// Weighted k-subsets of [0, n) without replacement, Zipf popularity w_e = 1 / (rank_e + 1)^alpha over a permutation
+// drawn from g first (the constructor), then per draw one key log(u) / w_e per element (Efraimidis-Spirakis: the k
+// largest keys are the weighted sample).
+class ZipfSubsets {
+ public:
+  ZipfSubsets(std::mt19937_64& g, int n, double alpha) : inv_w_(n), keys_(n) {
+    std::vector<int> order(n);
+    std::iota(order.begin(), order.end(), 0);
+    for (int i = n - 1; i > 0; --i) std::swap(order[i], order[g() % (unsigned long long)(i + 1)]);
+    for (int r = 0; r < n; ++r) inv_w_[order[r]] = std::pow(double(r + 1), alpha);
+  }
+  // take(j, element) for j = 0 .. k-1: by decreasing key if `sorted`, else in no particular order (cheaper).
+  template <class Take>
+  void draw(std::mt19937_64& g, int k, bool sorted, Take&& take) {
+    for (size_t e = 0; e < keys_.size(); ++e) keys_[e] = {std::log(uniform01(g)) * inv_w_[e], int(e)};
+    const auto before = [](const auto& a, const auto& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); };
+    if (sorted)
+      std::partial_sort(keys_.begin(), keys_.begin() + k, keys_.end(), before);
+    else
+      std::nth_element(keys_.begin(), keys_.begin() + (k - 1), keys_.end(), before);
+    for (int j = 0; j < k; ++j) take(j, keys_[j].second);
+  }
+
+ private:
+  std::vector<double> inv_w_;  // 1 / w_e
+  std::vector<std::pair<double, int>> keys_;
 };
 
 }  // namespace xstage::rng
