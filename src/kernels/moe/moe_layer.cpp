@@ -265,6 +265,14 @@ int moe_lead_knee(int ctas, int inter) {
   return std::max(1, (ctas * kBlockN + inter - 1) / inter);
 }
 
+const char* moe_kernel_build() {
+#ifdef XSTAGE_MOE_FFMA_YIELD
+  return "ffma-yield " XSTAGE_MOE_FFMA_YIELD;
+#else
+  return "";
+#endif
+}
+
 std::string check_moe_shape(const MoeShape& s, int world) {
   if (world < 1 || world > runtime::kMaxRanks)
     return detail::concat("world size ", world, " is outside [1, ", runtime::kMaxRanks, "]");

@@ -383,4 +383,8 @@ MoeOrderAdvice advise_moe_order(const model::Platform& mx, const MoeLayerParams&
 // Why the shape cannot run ("" if it can), for callers that want to check before allocating.
 std::string check_moe_shape(const MoeShape& s, int world);
 
+// How this library's kernels were post-processed at build time ("" for none), for benchmark records:
+// "ffma-yield F" when the build ran scripts/sass-ffma-yield.py with fraction F (CMake XSTAGE_MOE_FFMA_YIELD).
+const char* moe_kernel_build();
+
 }  // namespace xstage::moe_kernel
