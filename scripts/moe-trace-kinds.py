@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Where a traced fused-MoE layer's SM-time goes, by tile kind (docs/MOE.md, "Session 29").
+"""Where a traced fused-MoE layer's SM-time goes, by tile kind (docs/MOE-NOTEBOOK.md, "Session 29").
 
     python3 scripts/moe-trace-kinds.py TILES.csv[.gz] [...] [--bin-us 20]
 

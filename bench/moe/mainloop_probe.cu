@@ -32,7 +32,7 @@
 //   half-wide-ip  half-wide with both warpgroups meeting at a named barrier before every K block (as in the kernel,
 //             where both wait for the same stage)
 //   half-pipe half-wide with two scratches in turn: block kb + 1's batch issued before block kb's is waited for and
-//             promoted (two_scratch_loop; tried in the kernel in s30 call 1, not kept: docs/MOE.md "Session 30")
+//             promoted (two_scratch_loop; tried in the kernel in s30 call 1, not kept: docs/MOE-NOTEBOOK.md "Session 30")
 //   half-pipe-ip  half-pipe with the in-phase meeting before every batch
 //   half-tog-pipe half-tog with two scratches in turn
 // and with the operands streamed through the kernel's pipeline instead (4 stages of 48 KB, one producer thread,
@@ -133,7 +133,7 @@ __device__ __forceinline__ void two_scratch_loop(int KB, Launch&& launch, Retire
 // before it is waited for and promoted, nothing is in flight across K blocks (carrying batch 3 into the next block
 // made ptxas serialize every wgmma, C7514). The same 192 registers as one m64n128 scratch. Built into the fused kernel
 // in s31 (MoeLayerParams::l1_ring, results/moe/runs/s31/l1-ring.patch) and measured 4-8 % slower there: an m64n64
-// batch reads as many A bytes from shared memory as B bytes (docs/MOE.md "Session 31"). begin(kb) waits for block
+// batch reads as many A bytes from shared memory as B bytes (docs/MOE-NOTEBOOK.md "Session 31"). begin(kb) waits for block
 // kb's operands and returns them with their scales; release(kb) follows block kb's last batch.
 struct RingBlock {
   const uint8_t* a;   // the warpgroup's 64 A rows
@@ -600,7 +600,7 @@ __global__ void __launch_bounds__(C::kThreads, 1) tma_kernel(const __grid_consta
 // Exact: every integer in [-8, 7] is an e4m3 value. Two 8-entry byte tables indexed by the low 3 bits (prmt), one for
 // the non-negative nibbles 0..7 and one for 8..15 (= -8..-1), then a third prmt picks per byte by bit 3. prmt reads
 // only the low 16 bits of its selector, so one mask and one pick computation serve both halves of the word (the
-// expansion runs on the integer pipes, which bound it: docs/MOE.md "Session 45").
+// expansion runs on the integer pipes, which bound it: docs/MOE-NOTEBOOK.md "Session 45").
 __device__ __forceinline__ void int4x8_to_e4m3x8(uint32_t w, uint32_t& lo, uint32_t& hi) {
   // e4m3 of 0..7: 00 38 40 44 48 4A 4C 4E; of -8..-1: D0 CE CC CA C8 C4 C0 B8
   constexpr uint32_t kPosLo = 0x44403800u, kPosHi = 0x4E4C4A48u, kNegLo = 0xCACCCED0u, kNegHi = 0xB8C0C4C8u;

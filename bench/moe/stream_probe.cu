@@ -1,4 +1,4 @@
-// How fast can one SM's TMA pipeline stream a Linear-1 tile's weights, and what bounds it? (docs/MOE.md, "Session
+// How fast can one SM's TMA pipeline stream a Linear-1 tile's weights, and what bounds it? (docs/MOE-NOTEBOOK.md, "Session
 // 29": at 8192 tokens every fused-MoE tile ingests ~40-42 GB/s per SM whatever its kind, and half tiles, bound by
 // that stream, take 31-41 % of V4-Pro's SM-time.)
 //

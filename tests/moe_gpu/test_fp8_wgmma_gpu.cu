@@ -1,4 +1,4 @@
-// The FP8 tensor-core arithmetic the fused MoE kernel's W4A8 path relies on (docs/MOE.md "Session 46"): the packed
+// The FP8 tensor-core arithmetic the fused MoE kernel's W4A8 path relies on (docs/MOE-NOTEBOOK.md "Session 46"): the packed
 // int4 weights expand to e4m3 subnormals (v x 2^-9), so every Linear-1 / Linear-2 product is an activation code times a
 // subnormal weight code. Through the kernel's own mma_block (wgmma m64n128k32 x 4, one warpgroup, operands in shared
 // memory), a normal e4m3 code times any subnormal code must come out exactly. The first tests use row-uniform

@@ -137,7 +137,7 @@ struct Int4Tensor {
 
 Int4Tensor quantize_int4(const float* w, int rows, int cols, int group = kQuantBlock);
 
-// The fused kernel's packed int4 form (MoeWeightFormat::kInt4 inputs; docs/MOE.md "Session 46"): the same values,
+// The fused kernel's packed int4 form (MoeWeightFormat::kInt4 inputs; docs/MOE-NOTEBOOK.md "Session 46"): the same values,
 // stored as sign and magnitude, so in [-7, 7] (two's complement's -8 has no code; quantize_int4 never gives it, its
 // scale is amax / 7). Each little-endian 32-bit word holds the eight values v0..v7 of the two's complement form's
 // same four bytes (elements 8j .. 8j + 7 of a row) so that a mask and a rotation by one nibble put every value's
@@ -174,7 +174,7 @@ XSTAGE_HD inline bool int4_sm_pack_word(std::uint32_t twos, std::uint32_t& out) 
 void pack_int4_sm(const std::uint8_t* twos, std::size_t bytes, std::uint8_t* out);
 
 // The register-fragment layout of int4 weights for wgmma's RS form, where the weights are the A operand and expand in
-// registers (docs/MOE.md "Session 46" item 9, "Session 47": the fused kernel's W4A8 weights, pack_int4_weights).
+// registers (docs/MOE-NOTEBOOK.md "Session 46" item 9, "Session 47": the fused kernel's W4A8 weights, pack_int4_weights).
 // Blocks of 64 weight rows x 128 K (4 KB), each the A operand of one m64 batch over one K block. Thread t (0-127) of
 // the warpgroup reads words [4 t, 4 t + 4) and [512 + 4 t, +4) of its block, w[0..7]; word w[2 s + h] holds, in the
 // packed sign-magnitude form above, k step s's values of row 16 (t / 32) + (t % 32) / 4 + 8 h: values 0-3 its bytes

@@ -171,7 +171,7 @@ class MoeLayoutStorage {
 // are spread evenly between the other rows, which keep their order and stay in pairs (rows 2i, 2i + 1 of an expert
 // adjacent: the fused MoE kernel's weight-sharing pairs compute them together). In index order those rows come in
 // runs, between runs of a large expert's rows that need no DRAM at all, so the layer alternates between saturating
-// the DRAM with few tensor cores busy and leaving it idle (docs/MOE.md, "Session 29"). Returns the identity where
+// the DRAM with few tensor cores busy and leaving it idle (docs/MOE-NOTEBOOK.md, "Session 29"). Returns the identity where
 // there is nothing to spread (no streamed rows, or nothing else).
 inline std::vector<int> spread_row_order(const MoeLayout& l) {
   std::vector<int> streamed, unit_row, unit_len;  // units: a pair (or an expert's odd last row) of the other rows

@@ -113,7 +113,7 @@ class MoeInterleavedScheduler {
 // Params::wave_lag 1 lags each wave's L2 tiles by one wave: wave 0 L1, wave 1 L1, wave 0 L2, wave 2 L1, wave 1 L2, ...,
 // the last wave's L2. An L2 tile then waits on Linear-1 rows a whole wave earlier instead of the ones just issued: with
 // few rows per wave (DiT-MoE-XL at 8K: one expert of 8 rows a wave) the first L2 tiles of a wave otherwise start
-// while the CTAs still run the wave's last L1 tiles, and wait for them (docs/MOE.md, "Session 54"). Segment s of the
+// while the CTAs still run the wave's last L1 tiles, and wait for them (docs/MOE-NOTEBOOK.md, "Session 54"). Segment s of the
 // lagged order is wave s's L1 tiles then wave s - 1's L2 tiles; it starts at position O_s P1 + O_{s-1} P2 (O_w: the
 // first row of wave w, O_{-1} = 0). Every L2 tile still follows all L1 tiles of its row, so the deadlock argument
 // (an L2 tile waits only on earlier positions) holds as for wave_lag 0.

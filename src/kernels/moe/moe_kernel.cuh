@@ -316,7 +316,7 @@ __device__ __forceinline__ void promote_cols(float (&fin)[kAcc], const float (&a
 // activation code by a subnormal weight code exactly (tests/moe_gpu/test_fp8_wgmma_gpu.cu); the 2^-9 goes back in
 // with the row scales the mainloops pass to promote_cols (kInt4SmUnit). The layer's outputs are not bit-identical to
 // the two's complement form's: where activation codes are subnormal too the tensor cores round differently
-// (docs/MOE.md "Session 46"; the error against the reference moved by -2 % to +2 %).
+// (docs/MOE-NOTEBOOK.md "Session 46"; the error against the reference moved by -2 % to +2 %).
 __device__ __forceinline__ void int4sm_x8_to_e4m3x8(uint32_t w, uint32_t& lo, uint32_t& hi) {
   lo = w & 0x87878787u;
   hi = __funnelshift_r(w, w, 4) & 0x87878787u;
@@ -326,7 +326,7 @@ __device__ __forceinline__ void int4sm_x8_to_e4m3x8(uint32_t w, uint32_t& lo, ui
 // registers (the RS form), and its token rows the B operand, straight from the stage's A box (the same 128 B swizzled
 // rows, N = 128 tokens for a full tile, 64 for a half tile, 32 for a quarter tile). Nothing writes expanded weights
 // anywhere: a stage carries half a byte per weight, and no shared-memory stores sit beside the tensor cores' reads
-// (docs/MOE.md "Session 46", items 8-9, "Session 47"). The weights are in the fragment layout (moe::pack_int4_frag,
+// (docs/MOE-NOTEBOOK.md "Session 46", items 8-9, "Session 47"). The weights are in the fragment layout (moe::pack_int4_frag,
 // pack_int4_weights): 4 KB blocks of 64 rows x 128 K, a K block's row blocks adjacent, from which each thread's 32
 // bytes are its A fragments.
 // A stage holds four blocks: [gate rows 0-63, 64-127, up rows 0-63, 64-127] of a Linear-1 tile, or output columns
@@ -632,7 +632,7 @@ __device__ __forceinline__ bool next_stage_late(S& sh, kernel::PipeState<C::kSta
 // the stage being read in flight instead of one fewer).
 // together (W8A8 half tiles, kAcc = 32, KernelParams::half_together): the gate and up batches go out back to back
 // into two scratches and are waited for once, so a K block's chain is one batch latency instead of two (a half
-// tile's m64n64 batches are short: its K block is bound by that chain and the data, docs/MOE.md "Session 29"). The
+// tile's m64n64 batches are short: its K block is bound by that chain and the data, docs/MOE-NOTEBOOK.md "Session 29"). The
 // promotion sequence of every element is the same, so the results are bit-identical.
 // interleaved (W8A8 half tiles whose producer loaded the weight boxes gate-up interleaved, KernelParams::half_wide):
 // one m64n128 batch per warpgroup and K block over its gate and up columns instead of two m64n64 ones: an m64n64

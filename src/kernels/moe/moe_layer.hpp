@@ -119,7 +119,7 @@ struct MoeLayerParams {
   // wave_lag), so they wait on rows a wave old, not on the wave's last Linear-1 tiles still running; 0 = right after
   // the wave's own (the paper's Expert-Wave, the default). On the W8A8 grid at P = 1, 1 took 0.71-0.86x the time of 0
   // on DiT-MoE-XL at 2K / 8K, 0.87-0.98x on most other points and 1.02-1.08x on balanced hidden-4096 layers at 8K / 32K
-  // (docs/MOE.md "Session 54"); `auto` (moe::choose_moe_order) picks it where the simulator says it pays clearly.
+  // (docs/MOE-NOTEBOOK.md "Session 54"); `auto` (moe::choose_moe_order) picks it where the simulator says it pays clearly.
   // Bit-identical either way.
   int wave_lag = 0;
   int lead = 0;              // Interleaved: D >= 1 (the kernel waits on L1 rows in order); 0: moe_lead_knee
@@ -137,7 +137,7 @@ struct MoeLayerParams {
   // default): 3 where one expert's Linear-1 weights (2 inter x hidden bytes) exceed kPairShareWeightsL2Fraction of
   // the GPU's L2, so that the expert's concurrent row tiles cannot count on L2 to read them once, else 1
   // (moe_pair_share). Weight sharing needs W8A8 / W4A8 and, with Interleaved, a lead D >= 2 (an L2 tile may compute
-  // the next row). Bit-identical either way. Measured (docs/MOE.md, "Session 26", "Session 28"): DeepSeek-V4-Pro at
+  // the next row). Bit-identical either way. Measured (docs/MOE-NOTEBOOK.md, "Session 26", "Session 28"): DeepSeek-V4-Pro at
   // 8K tokens, 3 reads 26.4 GB from DRAM against 35.0 GB with 1 (the ~25.9 GB minimum), 0.95-0.97x the time; V4-Pro
   // at 32K 0.93-0.99x; DeepSeek-V3 (W1 at 47 % of the H200's L2) and three layers with W1 at 33-42 %: Interleaved
   // 0.957-0.979x (geomean), Expert-Wave 0.99-1.01x; experts at 27 % (V4-Flash, GLM-Flash) and below 0.99-1.04x.
@@ -148,7 +148,7 @@ struct MoeLayerParams {
   int l2_prefetch = 0;
   // Which tiles prefetch (with l2_prefetch > 0): 0 = every tile; 1 = only the tiles of experts with one row of at most
   // 64 tokens ("streamed" rows, sched::spread_row_order's): their weights serve that row alone and always come from
-  // HBM, where a half tile's few stages in flight do not cover the latency (docs/MOE.md, "Session 29"). Bit-identical
+  // HBM, where a half tile's few stages in flight do not cover the latency (docs/MOE-NOTEBOOK.md, "Session 29"). Bit-identical
   // either way.
   int l2_prefetch_streamed = 0;
   // The two MMA warpgroups' wgmma batches strictly alternate (FA3's ping-pong, named barriers): a warpgroup issues
@@ -172,7 +172,7 @@ struct MoeLayerParams {
   // 128-column block is computed on whatever the weight box holds and never stored; CTA pairs need an even count of
   // tiles, the ragged one included). On DiT-MoE-XL (hidden 1152, ragged) 256 took 0.92-0.96x the time of 128 with W8A8
   // Expert-Wave from 24K tokens per rank, but 0.98-1.16x at 2K-16K, 1.08-1.34x with W4A8 below 24K and 1.28-1.46x with
-  // the Interleaved order (docs/MOE.md, "Session 54"), so auto keeps 128 there. A 256-column
+  // the Interleaved order (docs/MOE-NOTEBOOK.md, "Session 54"), so auto keeps 128 there. A 256-column
   // tile computes two 128-column blocks from one A operand per K block, two batches per 48 KB stage as a Linear-1
   // tile does (128-column tiles run one batch per stage, at 0.44-0.47 of the tensor rate against Linear-1's 0.68,
   // s23), and hands its output to the epilogue as two 128-column halves. Measured 1.01-1.11x faster than 128 at
@@ -181,21 +181,21 @@ struct MoeLayerParams {
   // A rows loaded per tile (W8A8, W4A8; bf16 ignores it): 1 = the valid rows rounded up to 16, 0 = all 128 (64 for a
   // half tile; the default). An expert's last row tile holds fewer tokens than 128 rows; its A operand's padding rows
   // are then not loaded (boxes of 16 rows), which only shortens what the stage streams: the rows past the valid ones
-  // feed only their own outputs, which nothing stores. Bit-identical either way (docs/MOE.md, "Session 27").
+  // feed only their own outputs, which nothing stores. Bit-identical either way (docs/MOE-NOTEBOOK.md, "Session 27").
   int a_trim = 0;
   // TMA loads per stage (W8A8, W4A8; bf16 ignores it): 1 = one load where a stage's boxes are adjacent in memory (a
   // CTA's whole 128-row A operand; an N tile's gate and up boxes through a 3-d view of W1; a 256-column Linear-2 tile's
   // two weight blocks), 0 = a load per 64-row A half and per 128-row weight box. CTA pairs keep their per-half
-  // multicasts. Bit-identical either way (docs/MOE.md, "Session 27").
+  // multicasts. Bit-identical either way (docs/MOE-NOTEBOOK.md, "Session 27").
   int merge_loads = 1;
   // Where a 256-column Linear-2 tile stages its second 128-column output block for the epilogue warps (W8A8, W4A8
   // with l2_scratches 1; others ignore it): 1 = in the B buffer of the tile's last pipeline stage, which the MMA
   // warpgroups keep instead of releasing and the epilogue warps hand back to the producer once they have read it,
   // so the warpgroups go on to the next tile at once; 0 = through the one staging slot after the first block, which
   // the warpgroups wait for while the epilogue warps store the first block (~3.5 us per tile on DeepSeek-V4-Pro at
-  // 8K, docs/MOE.md "Session 26"). Measured with 0 against 1 (s28, same process, W8A8 on six shapes at 8K and 32K):
+  // 8K, docs/MOE-NOTEBOOK.md "Session 26"). Measured with 0 against 1 (s28, same process, W8A8 on six shapes at 8K and 32K):
   // Interleaved 1.008-1.015x the time (geomean), Expert-Wave 1.025-1.037x; W4A8 0.99-1.01x. Bit-identical either
-  // way (docs/MOE.md, "Session 28").
+  // way (docs/MOE-NOTEBOOK.md, "Session 28").
   int l2_borrow = 1;
   // When an MMA warp hands a K block's stage back to the producer (W8A8; W4A8 and bf16 ignore it): 1 = as soon as the
   // block's last batch is done where the next block's stage is not full yet (tested in that batch's shadow), so a
@@ -209,13 +209,13 @@ struct MoeLayerParams {
   // expert order (the default), 1 = sched::spread_row_order: the rows of experts with one row of at most 64 tokens,
   // whose weights stream from DRAM for that row alone, spread evenly between the other rows (kept in order and in
   // pairs), so that the DRAM stream and the tensor work overlap instead of alternating in runs (skewed routing,
-  // docs/MOE.md "Session 29"). W8A8 only (W4A8 and bf16 ignore it: not measured there). Bit-identical either way (a
+  // docs/MOE-NOTEBOOK.md "Session 29"). W8A8 only (W4A8 and bf16 ignore it: not measured there). Bit-identical either way (a
   // row's tiles compute the same values wherever they run).
   int row_order = 0;
   // A half Linear-1 tile's K block (W8A8; W4A8 and bf16 ignore it): 1 = its gate and up batches (m64n64 per
   // warpgroup) issued back to back into two scratch accumulators and waited for once; 0 = one batch at a time, each
   // waited for and promoted before the next is issued (the full tile's structure, whose 192 accumulators leave no
-  // room for a second scratch). Bit-identical either way (docs/MOE.md, "Session 29").
+  // room for a second scratch). Bit-identical either way (docs/MOE-NOTEBOOK.md, "Session 29").
   int half_together = 1;
   // A half Linear-1 tile's weight boxes (W8A8; W4A8 and bf16 ignore it): 1 = where the tile loads its own weights
   // (single CTAs, A-sharing pairs; not a weight-sharing pair, whose boxes are multicast as a full tile's), the producer
@@ -223,7 +223,7 @@ struct MoeLayerParams {
   // K block over its 64 gate and 64 up columns; 0 = two m64n64 batches over the gate and up boxes as loaded for a full
   // tile (half_together). An m64n64 batch reads as many shared-memory bytes of A as of B (~128 B per cycle at the
   // tensor rate): on V4-Pro at 2K (every tile a half tile) on 32 CTAs the half tiles' K block took ~1200 cycles
-  // against 512 of tensor work, with the data there 85 % of the time (docs/MOE.md, "Session 29"). Bit-identical
+  // against 512 of tensor work, with the data there 85 % of the time (docs/MOE-NOTEBOOK.md, "Session 29"). Bit-identical
   // either way.
   int half_wide = 1;
   // W8A8 and W4A8 untraced launches: 1 = where pingpong, l2_scratches, early_release, l2_prefetch, a_trim,
@@ -231,7 +231,7 @@ struct MoeLayerParams {
   // borrowed stage (l2_cols 256, l2_borrow), run the kernel compiled without the other paths'
   // code (a second instantiation, the same computation bit for bit; W8A8 SASS 112 KB against 181 KB); 0 = always the
   // kernel that holds them all. A build with 20 KB more code that never ran was 8-11 % slower on every shape, and the
-  // lean kernel is 2-8 % faster than the full one (docs/MOE.md, "Session 30"): code a launch does not use is not free.
+  // lean kernel is 2-8 % faster than the full one (docs/MOE-NOTEBOOK.md, "Session 30"): code a launch does not use is not free.
   int lean = 1;
   // Per-tile instrumentation (W8A8 only): runs the traced instantiation and records every tile of the launch
   // in the workspace (MoeWorkspace::read_trace). The untraced kernels contain no trace code at all.
