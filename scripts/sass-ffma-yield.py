@@ -2,9 +2,9 @@
 """Lets the warp scheduler switch warps inside long FFMA runs of sm_90 code (a post-build pass).
 
 Why: the W8A8 consumers promote each K block's wgmma accumulators into fp32 finals with a run of
-55-64 FFMAs per thread (docs/MOE-NOTEBOOK.md, "Session 56"). ptxas marks every other FFMA of such a run with a
+up to 64 FFMAs per thread (docs/MOE-NOTEBOOK.md, "Session 56"). ptxas marks every other FFMA of such a run with a
 register-reuse flag on the scale operand and, with it, the control bit that keeps the warp from yielding
-(a reuse cache entry only survives if the same warp issues next). While one warpgroup promotes, the
+(by DeepGEMM's reading, a reused operand does not survive a warp switch). While one warpgroup promotes, the
 other warpgroup's warps on the same SM sub-partitions wait for issue slots to start their next wgmma
 batch. Clearing the reuse flag and that bit on the first part of the run lets the scheduler switch
 after any FFMA there. The idea is DeepGEMM's (its FFMA interleaving pass); this is our own code.
