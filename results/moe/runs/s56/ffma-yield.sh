@@ -9,6 +9,8 @@
 #                Interleaved, traced: fused/unfused per process and the traced L1 / L2 mainloop FLOP per cycle per SM
 #                (per cycle: the clock drops out)
 #   STEPS=ab32k  the same at 32K (compute-bound tiles: where the promotion's overlap with the tensor work shows most)
+#   STEPS=dit    the same on DiT-MoE-XL (the project's own model) at 2K and 8K, lagged Expert-Wave (auto's order there),
+#                whose 9-block Linear-1 tiles took ~2.1k cycles per K block against 1.0k of tensor work (s55)
 set -uo pipefail
 cd "$(dirname "$0")/../../../.."
 mkdir -p build/pk && tar xJf build/s56fy.tar.xz -C build/pk
@@ -36,6 +38,10 @@ ab() {  # $1: out folder, rest: bench_moe arguments
 if [[ " $STEPS " == *" ab8k "* ]]; then
   ab $O/ab8k --shapes deepseek-v4-pro,deepseek-v4-flash,deepseek-v3 --tokens 8192 --routing balanced,skewed \
     --precision w8a8 --orders interleaved --worlds 1 --check-tokens 1 --trace --block-s 0.04 --warmup-s 0.02
+fi
+if [[ " $STEPS " == *" dit "* ]]; then
+  ab $O/dit --shapes dit-moe-xl --tokens 2048,8192 --routing balanced,skewed --precision w8a8 --orders wave --wave-lag 1 \
+    --worlds 1 --check-tokens 1 --trace --block-s 0.04 --warmup-s 0.02
 fi
 if [[ " $STEPS " == *" ab32k "* ]]; then
   ab $O/ab32k --shapes deepseek-v4-pro,deepseek-v3,qwen3-235b-a22b --tokens 32768 --routing balanced \
