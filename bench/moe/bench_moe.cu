@@ -690,10 +690,11 @@ int main(int argc, char** argv) try {
   const std::string ranks_label =
       real ? detail::concat("P = ", P, " real ranks (one process per GPU, NCCL ", NCCL_MAJOR, ".", NCCL_MINOR, ")")
            : std::string("P = 1 (one GPU; no NVLink traffic)");
+  const std::string kernel_build = moe_kernel::moe_kernel_build();
   if (lead_rank)
     std::printf("# %s, %d SMs; %s; protocol %s, block %.2f s, warm-up %.2f s, %d round(s)%s%s\n", prop.name,
                 prop.multiProcessorCount, ranks_label.c_str(), bench::kProtocolName, a.block_s, a.warmup_s, a.rounds,
-                *moe_kernel::moe_kernel_build() ? "; kernel build: " : "", moe_kernel::moe_kernel_build());
+                kernel_build.empty() ? "" : "; kernel build: ", kernel_build.c_str());
   cudaStream_t st = team1->stream();
   bench::Params bp;
   bp.block_s = a.block_s;
@@ -1345,7 +1346,7 @@ int main(int argc, char** argv) try {
                   {"ceiling_fraction_v4_w8a8_32k", v4frac.count("32768") ? json(v4frac["32768"]) : json()},
                   {"emulated_ranks_tested", emulated_ok},
                   {"machine", machine},
-                  {"kernel_build", moe_kernel::moe_kernel_build()},
+                  {"kernel_build", kernel_build},
                   {"command", real ? detail::concat("xstage launch -n ", P, " -- ", a.command) : a.command},
                   {"protocol", {{"name", bench::kProtocolName}, {"block_s", a.block_s}, {"warmup_s", a.warmup_s},
                                 {"rounds", a.rounds}, {"fixed_warmup_calls", real ? 5 : 0}}},
