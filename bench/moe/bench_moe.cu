@@ -7,7 +7,7 @@
 //             [--precision w8a8,w4a8] [--orders wave[,interleaved]] [--worlds 1,2,4,8] [--emulated-tokens 2048]
 //             [--block-s 0.1] [--warmup-s 0.05] [--rounds 1] [--min-calls 3] [--check-tokens 4] [--seed 1] [--no-time]
 //             [--trace] [--trace-csv FILE] [--ctas N] [--leads D1,D2,...] [--platform FILE]
-//             [--cluster 0|1|2] [--pair-share 0|1|2|3] [--row-order 0|1] [--l2-cols 0|128|256] [--compare-control] [--compare-single] [--compare-pingpong] [--compare-l2-scratch]
+//             [--cluster 0|1|2] [--pair-share 0|1|2|3] [--row-order 0|1] [--l2-cols 0|128|256] [--compare-control] [--compare-padding] [--compare-single] [--compare-pingpong] [--compare-l2-scratch]
 //             [--compare-l2-cols] [--compare-hints M1,M2,...]
 //             [--compare-pair-share] [--compare-a-trim] [--compare-merge] [--compare-borrow] [--compare-early]
 //             [--compare-row-order] [--compare-half] [--compare-half-wide] [--prefetch-streamed]
@@ -25,6 +25,13 @@
 // the same kernel forced to single CTAs (backend fused_<order>_c1), checked bit-identical and timed beside it.
 // --compare-control adds, per order, the same launch unchanged (backend fused_<order>_ctl): its ratio is what a
 // variant's slot in the ABBA blocks does alone, the yardstick for any other variant's few percent.
+// --compare-padding adds, per order, the same launch on three workspaces of its own, each prepared with the same
+// routing, which differ in what the receive rows hold where an expert's last row tile loads padding rows (rows that
+// reach the tensor cores and nothing else): fused_<order>_pn 0xFF bytes, as the default workspace after its
+// poison (the control: the same content on other memory); _ps random finite values, the rows an earlier call left
+// there (what a padding row holds in use, where the routing changes from call to call); _pz the same stale rows
+// with MoeLayerParams::zero_padding = 1 (the launch's prologue zeroes them, its cost included). Each checked
+// bit-identical and timed beside the default.
 // --compare-pingpong adds, per order, the kernel with its MMA warpgroups' batches alternating
 // (MoeLayerParams::pingpong = 1; backend fused_<order>_pp), checked bit-identical and timed beside it.
 // --compare-l2-scratch adds, per order, the kernel with two scratch accumulators in the W8A8 Linear-2 mainloop
@@ -331,6 +338,7 @@ struct Args {
   int pair_share = 0;  // --pair-share: MoeLayerParams::pair_share of the fused kernel (0 = auto)
   bool compare_single = false;
   bool compare_control = false;     // --compare-control: also the orders again, unchanged (the slot bias)
+  bool compare_padding = false;     // --compare-padding: also the orders on other receive-row contents (zero_padding)
   bool compare_pingpong = false;  // --compare-pingpong: also the orders with pingpong = 1
   bool compare_l2_scratch = false;  // --compare-l2-scratch: also the orders with l2_scratches = 2
   std::vector<int> compare_hints;   // --compare-hints: also the orders with these l2_hints masks
@@ -459,6 +467,7 @@ Args parse(int argc, char** argv) {
     }
     else if (k == "--compare-single") a.compare_single = true;
     else if (k == "--compare-control") a.compare_control = true;
+    else if (k == "--compare-padding") a.compare_padding = true;
     else if (k == "--compare-pingpong") a.compare_pingpong = true;
     else if (k == "--compare-l2-scratch") a.compare_l2_scratch = true;
     else if (k == "--compare-hints") a.compare_hints = split_int(val(), k.c_str());
@@ -891,18 +900,44 @@ int main(int argc, char** argv) try {
                   const size_t j = variant_prm.size() - 1;
                   fns.push_back([&, j](int) { moe_kernel::launch_moe_layer(*team1, ws, variant_prm[j], st); });
                 }
+            // --compare-padding: the orders on workspaces of their own, whose receive rows hold other values where
+            // the tiles load padding rows (MoeLayerParams::zero_padding; moe::loaded_padding_rows): _pn 0xFF, as the
+            // default's after its poison, on other memory (the control); _ps random finite values (an earlier call's
+            // rows: what a padding row holds when the routing changes between calls); _pz the same with zero_padding 1.
+            struct PadVariant {
+              std::unique_ptr<moe_kernel::MoeWorkspace> ws;
+              std::vector<moe_kernel::MoeLayerParams> prm;  // per order
+            };
+            std::vector<PadVariant> pad;
+            if (a.compare_padding) {
+              const char* suffix[] = {"_pn", "_ps", "_pz"};
+              for (int v = 0; v < 3; ++v) {
+                pad.push_back({std::make_unique<moe_kernel::MoeWorkspace>(*team1, ms), {}});
+                moe_kernel::prepare_moe_layer(*team1, *pad[v].ws, prm, st);
+                pad[v].ws->poison(st);
+                if (v > 0) pad[v].ws->fill_receive(moe_kernel::MoeReceiveFill::kStale, st, cseed + 13);
+                for (size_t i = 0; i < order_prm.size(); ++i) {
+                  pad[v].prm.push_back(order_prm[i]);
+                  pad[v].prm.back().zero_padding = v == 2 ? 1 : 0;
+                  names.push_back("fused_" + a.orders[i] + suffix[v]);
+                  fns.push_back([&, v, i](int) { moe_kernel::launch_moe_layer(*team1, *pad[v].ws, pad[v].prm[i], st); });
+                }
+              }
+            }
             // correctness: poisoned output, first order; other orders bit-identical
             ok(cudaMemsetAsync(out.p, 0xFF, out.n * 4, st), "poison");
             ws.poison(st);
             moe_kernel::launch_moe_layer(*team1, ws, order_prm[0], st);
             ws.check(*team1, "fused MoE (" + key + ")");
             // the same layer with other parameters (orders, single CTAs): bit-identical to the first run
-            auto same_bits = [&](const moe_kernel::MoeLayerParams& pv, const char* what) {
+            auto same_bits = [&](const moe_kernel::MoeLayerParams& pv, const char* what,
+                                 moe_kernel::MoeWorkspace* on = nullptr) {
+              moe_kernel::MoeWorkspace& w = on ? *on : ws;
               ok(cudaMemsetAsync(out2.p, 0xFF, out2.n * 4, st), "poison");
               moe_kernel::MoeLayerParams p2 = pv;
               p2.rank[0].out = out2.p;
-              moe_kernel::launch_moe_layer(*team1, ws, p2, st);
-              ws.check(*team1, std::string("fused MoE") + what + " (" + key + ")");
+              moe_kernel::launch_moe_layer(*team1, w, p2, st);
+              w.check(*team1, std::string("fused MoE") + what + " (" + key + ")");
               const Diff d = diff(out2.p, out.p, out.n, st);
               return d.unequal == 0 && d.nonfinite == 0;
             };
@@ -914,7 +949,10 @@ int main(int argc, char** argv) try {
             bool variants_equal = true;
             for (const moe_kernel::MoeLayerParams& pv : variant_prm)
               variants_equal = same_bits(pv, ", other launch options") && variants_equal;
-            if (!variant_prm.empty()) row["variants_bitwise_equal"] = variants_equal;  // single CTAs, L2 prefetch
+            for (PadVariant& pv : pad)  // each workspace's receive rows as filled above: the padding check first
+              for (const moe_kernel::MoeLayerParams& q : pv.prm)
+                variants_equal = same_bits(q, ", other receive-row contents", pv.ws.get()) && variants_equal;
+            if (!variant_prm.empty() || !pad.empty()) row["variants_bitwise_equal"] = variants_equal;  // single CTAs, L2 prefetch
             good = good && variants_equal;
             // reference on sampled tokens (spread over the batch), in parallel on the host
             const int nt = std::min(a.check_tokens, T);

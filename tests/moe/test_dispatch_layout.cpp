@@ -7,6 +7,8 @@
 #include <numeric>
 #include <string>
 #include <tuple>
+#include <vector>
+#include <algorithm>
 
 #include "../model/test_seed.hpp"
 #include "xstage/common/error.hpp"
@@ -258,6 +260,41 @@ TEST(MoeDispatchLayout, MovedPlanWithoutCombineMap) {
   EXPECT_EQ(usage_error([&] { moved.combine_map(0); }),
             "dispatch layout: this plan was built without its combine map (combine_map = false)");
   EXPECT_NE(usage_error([&] { full.combine_map(3); }).find("rank 3 is outside [0, 3)"), std::string::npos);
+}
+
+// loaded_padding_rows against the tiles walked one by one: each row tile of an expert of n tokens holds
+// min(n - 128 m, 128) of them and loads 128 A rows (bf16, or more than 64 tokens) or 64, and always a 128-row scale
+// box; the padding rows loaded are the loaded rows at or past n.
+TEST(MoeDispatchLayout, LoadedPaddingRowsAreWhatTheTilesLoad) {
+  for (bool whole : {false, true})
+    for (int n = 0; n <= 520; ++n) {
+      std::vector<int> codes, scales;  // loaded rows >= n, in order
+      for (int m = 0; 128 * m < n; ++m) {
+        const int valid = std::min(n - 128 * m, 128), a_rows = whole || valid > 64 ? 128 : 64;
+        for (int r = 128 * m; r < 128 * m + a_rows; ++r)
+          if (r >= n) codes.push_back(r);
+        for (int r = 128 * m; r < 128 * m + 128; ++r)
+          if (r >= n) scales.push_back(r);
+      }
+      const PaddingRows p = loaded_padding_rows(n, 128, whole);
+      SCOPED_TRACE("n = " + std::to_string(n) + (whole ? " whole" : ""));
+      EXPECT_EQ(p.begin, n);
+      EXPECT_EQ(p.end - p.begin, int(codes.size()));
+      EXPECT_EQ(p.scale_end - p.begin, int(scales.size()));
+      if (!codes.empty()) {
+        EXPECT_EQ(codes.front(), p.begin);
+        EXPECT_EQ(codes.back(), p.end - 1);
+      }
+      if (!scales.empty()) {
+        EXPECT_EQ(scales.back(), p.scale_end - 1);
+      }
+    }
+  // hand-checked: a 1-token expert loads 63 padding rows (a half tile), 65 tokens 63 (a full tile), 129 tokens 63
+  EXPECT_EQ(loaded_padding_rows(1, 128, false).end, 64);
+  EXPECT_EQ(loaded_padding_rows(65, 128, false).end, 128);
+  EXPECT_EQ(loaded_padding_rows(129, 128, false).end, 192);
+  EXPECT_EQ(loaded_padding_rows(129, 128, true).end, 256);
+  EXPECT_EQ(loaded_padding_rows(128, 128, false).end, 128);
 }
 
 TEST(MoeDispatchLayout, BadInputIsAUsageError) {

@@ -79,6 +79,11 @@ struct Case {
   // Also run every call with the routing in device memory (MoeRankInputs::topk_index: the plan made on the device,
   // the counts exchanged by peer stores) and require its tables equal to the host plan's and its output bit-identical.
   bool check_device_plan = true;
+  // Also run every call on receive rows that hold an earlier call's values (MoeWorkspace::fill_receive kStale), with
+  // zero_padding 0 and 1, and require the output bit-identical to the first run; read the receive rows back and
+  // require that the launch wrote no row but its dispatched ones and, with zero_padding, zeros into exactly the
+  // padding rows (and row scales) its tiles load (moe::loaded_padding_rows).
+  bool check_padding = false;
 };
 
 std::string name(const Case& c) {
@@ -87,6 +92,74 @@ std::string name(const Case& c) {
                 c.hidden, c.inter, c.experts, c.topk, int(c.route), int(c.order),
                 c.bf16 ? "bf16" : c.int4 ? "w4a8" : "w8a8", c.cluster);
   return b;
+}
+
+// Case::check_padding for one call: prm on stale receive rows, with zero_padding 0 and 1 (run_case's prose).
+void check_padding_rows(runtime::Team& team, moe_kernel::MoeWorkspace& ws, const moe_kernel::MoeLayerParams& prm,
+                        cudaStream_t st, int T, int H, const std::vector<std::vector<float>>& outs,
+                        const std::vector<std::unique_ptr<DevBuf>>& d_out, uint32_t seed) {
+  const int P = team.world(), El = prm.shape.experts / P, R = ws.rows_capacity();
+  const bool bf16 = ws.bf16_rows();
+  const size_t row_bytes = size_t(H) * (bf16 ? 2 : 1), KB = bf16 ? 0 : size_t(H / 128);
+  const moe_kernel::MoeWorkspace::PlanTables tab = ws.read_plan_tables(st);
+  long long padding_rows = 0;
+  for (int zero : {0, 1}) {
+    const std::string what = "stale receive rows, zero_padding " + std::to_string(zero);
+    SCOPED_TRACE(what);
+    moe_kernel::MoeLayerParams pv = prm;
+    pv.zero_padding = zero;
+    for (int r = 0; r < P; ++r) fill_now(d_out[size_t(r)]->p, 0xFF, size_t(T) * H * 4);
+    ws.poison(st);
+    ws.fill_receive(moe_kernel::MoeReceiveFill::kStale, st, seed + 5u + uint32_t(zero));
+    const moe_kernel::MoeWorkspace::ReceiveRows before = ws.read_receive(st);
+    moe_kernel::run_moe_layer(team, ws, pv, st);
+    ws.check(team, "moe layer test, " + what, st);
+    for (int r = 0; r < P; ++r) {
+      std::vector<float> out(size_t(T) * H);
+      CUDA_CHECK(cudaMemcpy(out.data(), d_out[size_t(r)]->p, out.size() * 4, cudaMemcpyDeviceToHost));
+      ASSERT_EQ(std::memcmp(out.data(), outs[size_t(r)].data(), out.size() * 4), 0)
+          << "rank " << r << ": " << what << " differs from the first run";
+    }
+    const moe_kernel::MoeWorkspace::ReceiveRows after = ws.read_receive(st);
+    ASSERT_EQ(after.codes.size(), size_t(P) * R * row_bytes);
+    ASSERT_EQ(after.scales.size(), size_t(P) * R * KB);
+    const std::vector<uint8_t> zeros(row_bytes, 0);
+    for (int g = 0; g < P; ++g) {
+      // each row of rank g: 0 = nothing of this call, 1 = dispatched, 2 = loaded padding; scales: 2 up to scale_end
+      std::vector<int> code_kind(size_t(R), 0), scale_kind(size_t(R), 0);
+      for (int le = 0; le < El; ++le) {
+        const int n = tab.tokens[size_t(g) * El + le], row0 = tab.row_offset[size_t(g) * (El + 1) + le] * 128;
+        const moe::PaddingRows pad = moe::loaded_padding_rows(n, 128, bf16);
+        ASSERT_LE(row0 + pad.scale_end, R);
+        for (int i = 0; i < n; ++i) code_kind[size_t(row0 + i)] = scale_kind[size_t(row0 + i)] = 1;
+        for (int i = pad.begin; i < pad.end; ++i) code_kind[size_t(row0 + i)] = 2;
+        for (int i = pad.begin; i < pad.scale_end; ++i) scale_kind[size_t(row0 + i)] = 2;
+        if (zero) padding_rows += pad.end - pad.begin;
+      }
+      for (int row = 0; row < R; ++row) {
+        const size_t at = (size_t(g) * R + row) * row_bytes;
+        const uint8_t* got = after.codes.data() + at;
+        if (code_kind[size_t(row)] == 2 && zero) {
+          ASSERT_EQ(std::memcmp(got, zeros.data(), row_bytes), 0) << "rank " << g << " row " << row << ": not zeroed";
+        } else if (code_kind[size_t(row)] != 1) {
+          ASSERT_EQ(std::memcmp(got, before.codes.data() + at, row_bytes), 0)
+              << "rank " << g << " row " << row << " (" << (code_kind[size_t(row)] == 2 ? "padding" : "unused")
+              << "): written by the launch";
+        }
+        for (size_t kb = 0; kb < KB; ++kb) {
+          const size_t si = (size_t(g) * KB + kb) * R + row;
+          if (scale_kind[size_t(row)] == 2 && zero) {
+            ASSERT_EQ(after.scales[si], 0.0f) << "rank " << g << " row " << row << " K block " << kb << ": scale not zeroed";
+          } else if (scale_kind[size_t(row)] != 1) {
+            ASSERT_EQ(std::memcmp(&after.scales[si], &before.scales[si], 4), 0)
+                << "rank " << g << " row " << row << " K block " << kb << ": scale written by the launch";
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(padding_rows, 0) << "the case has no padding rows to zero";
+  std::printf("    padding rows zeroed: %lld\n", padding_rows);
 }
 
 // bf16 bit patterns of n floats (round to nearest even: moe::bf16_round, = __float2bfloat16_rn).
@@ -522,6 +595,7 @@ void run_case(const Case& c) {
             << "rank " << r << ": " << what << " differs from the first run";
       }
     }
+    if (c.check_padding) check_padding_rows(*team, ws, prm, st, T, H, outs, d_out, cs);
   }
 }
 
@@ -719,6 +793,31 @@ TEST(MoeLayerGpu, RaggedLinear2Tiles) {
     p.check_single = true;
     p.check_pair_share = true;
     run_case(p);
+  }
+}
+
+// What the receive rows hold where the tiles load padding rows reaches no result, and zero_padding zeroes exactly those
+// rows (check_padding): tile_edges' tails of every size (half and full last tiles) and skewed routing, W8A8, W4A8 and
+// bf16, both orders, P = 1 and emulated P = 2, 4, 8, with CTA pairs and single CTAs, and a second call on a new routing.
+TEST(MoeLayerGpu, PaddingRowsReachNoResult) {
+  NEED_SM90();
+  for (MoeOrder o : {MoeOrder::kExpertWave, MoeOrder::kInterleaved})
+    for (int fmt = 0; fmt < 3; ++fmt) {
+      Case c{1, 642, 512, 256, 8, 1, Route::kTileEdges, o};
+      c.int4 = fmt == 1;
+      c.bf16 = fmt == 2;
+      c.check_padding = true;
+      run_case(c);
+      c.world = 2;
+      c.tokens = 321;
+      c.cluster = 1;
+      run_case(c);
+    }
+  for (int P : {4, 8}) {
+    Case c{P, 96, 256, 256, 16, 4, Route::kSkewed, MoeOrder::kInterleaved};
+    c.check_padding = true;
+    c.calls = 2;
+    run_case(c);
   }
 }
 
@@ -1569,7 +1668,8 @@ TEST(MoeLayerGpu, RejectsBadClusters) {
                         {"half_wide", &moe_kernel::MoeLayerParams::half_wide},
                         {"lean", &moe_kernel::MoeLayerParams::lean},
                         {"a_trim", &moe_kernel::MoeLayerParams::a_trim},
-                        {"merge_loads", &moe_kernel::MoeLayerParams::merge_loads}};
+                        {"merge_loads", &moe_kernel::MoeLayerParams::merge_loads},
+                        {"zero_padding", &moe_kernel::MoeLayerParams::zero_padding}};
     for (const Opt& o : opts) {
       moe_kernel::MoeLayerParams b = params(even);
       b.*o.field = 2;

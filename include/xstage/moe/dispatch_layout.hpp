@@ -77,6 +77,23 @@ XSTAGE_HD inline long long max_recv_rows(int world, int tokens_per_rank, int top
   return (long long)world * tokens_per_rank * per_token + (long long)experts_per_rank * (b_m - 1);
 }
 
+// The padding rows of an expert's block that its last row tile loads from the receive buffer, in rows of the block:
+// codes [begin, end), row scales [begin, scale_end); empty where the expert's `tokens` fill whole b_m-row tiles (or
+// are 0). The fused kernel's producer loads a tile's A codes as: all b_m rows where `whole` (bf16 tiles), else
+// b_m / 2 rows for a half tile (the last tile holds at most b_m / 2 tokens) and b_m for a full one (moe_kernel.cuh,
+// `a_rows`; a_trim loads fewer rows still, and the stage keeps what it held in the others), and the row scales as one
+// b_m-row box per K block for any tile. These rows only feed padding outputs, which nothing stores, so what they hold
+// never reaches a result; it does reach the tensor cores (MoeLayerParams::zero_padding writes zeros there).
+struct PaddingRows {
+  int begin = 0, end = 0, scale_end = 0;
+};
+XSTAGE_HD inline PaddingRows loaded_padding_rows(int tokens, int b_m, bool whole) {
+  const int tail = tokens > 0 ? tokens % b_m : 0;
+  if (tail == 0) return PaddingRows{tokens, tokens, tokens};
+  const int last = tokens - tail;  // first row of the last row tile
+  return PaddingRows{tokens, last + (whole || tail > b_m / 2 ? b_m : b_m / 2), last + b_m};
+}
+
 // A trivially copyable view of the three tables (a kernel argument once rebased onto device copies).
 struct DispatchLayout {
   ExpertPlacement place;

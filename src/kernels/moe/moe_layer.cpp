@@ -416,6 +416,46 @@ void MoeWorkspace::poison(cudaStream_t stream) {
   }
 }
 
+void MoeWorkspace::fill_receive(MoeReceiveFill what, cudaStream_t stream, uint32_t seed) {
+  const int first = team_.first_rank(), ranks = team_.local_ranks();
+  const size_t rows = size_t(rows_cap_), H = size_t(shape_.hidden);
+  for (int g = 0; g < ranks; ++g) {
+    const uint32_t s = seed * 2654435761u + 2u * uint32_t(first + g);  // another stream of values per rank and buffer
+    if (what == MoeReceiveFill::kStale) {
+      ok(launch_fill_random(recv_x_->local(first + g), rows * H, bf16_ ? 2 : 1, s, stream), "fill_receive (codes)");
+      if (recv_sa_)
+        ok(launch_fill_random(recv_sa_->local(first + g), rows * (H / kBlockK), 4, s + 1, stream), "fill_receive (scales)");
+    } else {
+      const int byte = what == MoeReceiveFill::kNaN ? 0xFF : 0;
+      ok(cudaMemsetAsync(recv_x_->local(first + g), byte, recv_x_->bytes(), stream), "cudaMemsetAsync (fill_receive)");
+      if (recv_sa_) ok(cudaMemsetAsync(recv_sa_->local(first + g), byte, recv_sa_->bytes(), stream), "cudaMemsetAsync (fill_receive)");
+    }
+  }
+  if (!team_.is_emulated()) {  // as poison: peers dispatch into these buffers
+    ok(cudaStreamSynchronize(stream), "stream synchronize (fill_receive)");
+    team_.barrier();
+  }
+}
+
+MoeWorkspace::ReceiveRows MoeWorkspace::read_receive(cudaStream_t stream) const {
+  ok(cudaStreamSynchronize(stream), "stream synchronize");
+  const int first = team_.first_rank(), ranks = team_.local_ranks();
+  const size_t rows = size_t(rows_cap_), H = size_t(shape_.hidden), row_bytes = H * (bf16_ ? 2 : 1);
+  ReceiveRows r;
+  r.codes.resize(size_t(ranks) * rows * row_bytes);
+  if (recv_sa_) r.scales.resize(size_t(ranks) * rows * (H / kBlockK));
+  for (int g = 0; g < ranks; ++g) {
+    ok(cudaMemcpy(r.codes.data() + size_t(g) * rows * row_bytes, recv_x_->local(first + g), rows * row_bytes,
+                  cudaMemcpyDeviceToHost),
+       "cudaMemcpy (receive rows)");
+    if (recv_sa_)
+      ok(cudaMemcpy(r.scales.data() + size_t(g) * rows * (H / kBlockK), recv_sa_->local(first + g),
+                    rows * (H / kBlockK) * sizeof(float), cudaMemcpyDeviceToHost),
+         "cudaMemcpy (receive row scales)");
+  }
+  return r;
+}
+
 // Everything prepare and launch both need valid (the routing is prepare's).
 void MoeWorkspace::check_params(runtime::Team& team, const MoeLayerParams& prm) const {
   const MoeShape& s = prm.shape;
@@ -489,6 +529,8 @@ void MoeWorkspace::check_params(runtime::Team& team, const MoeLayerParams& prm) 
   XSTAGE_REQUIRE(prm.l2_borrow == 0 || prm.l2_borrow == 1, "moe layer: l2_borrow must be 0 or 1, got ", prm.l2_borrow);
   XSTAGE_REQUIRE(prm.early_release == 0 || prm.early_release == 1, "moe layer: early_release must be 0 or 1, got ",
                  prm.early_release);
+  XSTAGE_REQUIRE(prm.zero_padding == 0 || prm.zero_padding == 1, "moe layer: zero_padding must be 0 or 1, got ",
+                 prm.zero_padding);
   XSTAGE_REQUIRE(prm.row_order == 0 || prm.row_order == 1, "moe layer: row_order must be 0 or 1, got ", prm.row_order);
   XSTAGE_REQUIRE(prm.l2_prefetch_streamed == 0 || prm.l2_prefetch_streamed == 1,
                  "moe layer: l2_prefetch_streamed must be 0 or 1, got ", prm.l2_prefetch_streamed);
@@ -819,8 +861,22 @@ void launch_moe_layer(runtime::Team& team, MoeWorkspace& ws, const MoeLayerParam
 
   // ---- per-call state: row readiness from zero; epochs of the two signal slots
   uint32_t* epochs = plan_epochs(ws.plan_state_, ranks);
+  PaddingZero pz;  // MoeLayerParams::zero_padding: the padding rows this launch's tiles load, zeroed first
+  if (prm.zero_padding == 1) {
+    pz.ranks = ranks;
+    pz.experts = El;
+    pz.rows_cap = int(R);
+    pz.row_bytes = H * (bf16 ? 2 : 1);
+    pz.kblocks = bf16 ? 0 : H / kBlockK;
+    pz.b_m = kBlockM;
+    pz.whole = bf16;
+    pz.x = static_cast<uint8_t*>(ws.recv_x_->local(first));
+    pz.sa = bf16 ? nullptr : static_cast<float*>(ws.recv_sa_->local(first));
+    pz.row_offset = dt + o_off + size_t(first) * (El + 1);
+    pz.tokens = dt + o_tok;
+  }
   ok(launch_call_prologue(static_cast<uint32_t*>(ws.row_ready_->local(first)),
-                          ws.row_ready_->bytes() * ranks / sizeof(uint32_t), epochs, uint32_t(ctas), stream),
+                          ws.row_ready_->bytes() * ranks / sizeof(uint32_t), epochs, uint32_t(ctas), pz, stream),
      "call prologue launch");
 
   auto fill = [&](auto& kp) {

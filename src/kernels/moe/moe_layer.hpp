@@ -233,6 +233,13 @@ struct MoeLayerParams {
   // kernel that holds them all. A build with 20 KB more code that never ran was 8-11 % slower on every shape, and the
   // lean kernel is 2-8 % faster than the full one (docs/MOE-NOTEBOOK.md, "Session 30"): code a launch does not use is not free.
   int lean = 1;
+  // The padding rows of each expert's last row tile (moe::loaded_padding_rows: the rows past its tokens that the tile
+  // loads as its A operand, and their row scales): 1 = zeroed in the launch's prologue kernel, 0 (the default) = left
+  // as they are. They only feed padding outputs, which nothing stores, so the result is bit-identical either way. What
+  // they hold reaches the tensor cores, whose power depends on their operands' values, and these layers run at the
+  // H200's 700 W limit, where the power sets the clock. Left alone they hold an earlier call's rows where the routing
+  // changes between calls, or 0xFF after poison. Not measured yet (results/moe/runs/s57).
+  int zero_padding = 0;
   // Per-tile instrumentation (W8A8 only): runs the traced instantiation and records every tile of the launch
   // in the workspace (MoeWorkspace::read_trace). The untraced kernels contain no trace code at all.
   bool trace = false;
@@ -282,6 +289,10 @@ struct MoeDeviceError {
   uint32_t expected, got;
 };
 
+// What MoeWorkspace::fill_receive writes into the receive rows: 0xFF bytes (NaN codes and scales, as poison), zeros,
+// or random finite values (an earlier call's rows).
+enum class MoeReceiveFill { kNaN, kZero, kStale };
+
 // The symmetric and local buffers of one layer shape, the completion signals and the epoch. Sized for
 // the worst routing (moe::max_recv_rows), so any routing of this shape fits.
 class MoeWorkspace {
@@ -309,6 +320,18 @@ class MoeWorkspace {
   // metadata into this rank's buffers before the poison overwrites them (found with real ranks on two H200s:
   // poisoned (source, token, slot) entries sent the combine stores to wild addresses).
   void poison(cudaStream_t stream);
+  // Benchmarks and tests: fills the local ranks' receive rows (codes and row scales; nothing else) with `what`:
+  // MoeReceiveFill::kStale stands for the rows an earlier call left there, which is what a padding row holds when the
+  // routing changes from call to call (random finite codes, scales in [1/448, 2/448), bf16 values in (-4, 4); seeded).
+  // Collective in a real team, as poison.
+  void fill_receive(MoeReceiveFill what, cudaStream_t stream, uint32_t seed = 1);
+  // The local ranks' receive rows as they are now (synchronises `stream`): codes [local ranks][rows][row bytes] and
+  // row scales [local ranks][H/128][rows] (none in a bf16 workspace).
+  struct ReceiveRows {
+    std::vector<uint8_t> codes;
+    std::vector<float> scales;
+  };
+  ReceiveRows read_receive(cudaStream_t stream) const;
   // The tiles of the last traced launch (synchronises the team's stream), every local rank, in CTA order.
   std::vector<MoeTileTrace> read_trace(runtime::Team& team) const;
   // The tables of the last prepared routing as the kernel reads them (synchronises `stream`): tests compare a device

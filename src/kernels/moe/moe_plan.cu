@@ -1,6 +1,7 @@
 // The dispatch plan on the device (moe_plan.hpp says what each kernel does and in which order).
 #include "moe_plan.hpp"
 #include "xstage/kernel/signal.cuh"
+#include "xstage/moe/dispatch_layout.hpp"
 
 namespace xstage::moe_kernel {
 namespace {
@@ -195,22 +196,78 @@ __global__ void __launch_bounds__(kTablesThreads) plan_tables_kernel(const PlanP
   }
 }
 
-__global__ void call_prologue_kernel(uint32_t* row_ready, size_t words, uint32_t* epochs, uint32_t ctas) {
+// Zeroes local rank g's expert le's loaded padding rows (PaddingZero; blocks walk the (g, le) items).
+__device__ void zero_padding_item(const PaddingZero& pz, int item) {
+  const int g = item / pz.experts, le = item - g * pz.experts;
+  const int n = pz.tokens[size_t(g) * pz.experts + le];
+  const moe::PaddingRows pad = moe::loaded_padding_rows(n, pz.b_m, pz.whole);
+  if (pad.scale_end == pad.begin) return;
+  const size_t row0 = size_t(g) * pz.rows_cap + size_t(pz.row_offset[size_t(g) * (pz.experts + 1) + le]) * pz.b_m;
+  const size_t words = size_t(pz.row_bytes / 16);  // 16-byte words per row
+  uint4* x = reinterpret_cast<uint4*>(pz.x + (row0 + pad.begin) * pz.row_bytes);
+  const size_t nx = size_t(pad.end - pad.begin) * words;
+  for (size_t i = threadIdx.x; i < nx; i += blockDim.x) x[i] = make_uint4(0, 0, 0, 0);
+  const int ns = pad.scale_end - pad.begin;  // per K block, rows [begin, scale_end) of the tile's 128-row scale box
+  float* sa = pz.sa + size_t(g) * pz.kblocks * pz.rows_cap + size_t(pz.row_offset[size_t(g) * (pz.experts + 1) + le]) * pz.b_m;
+  for (int i = threadIdx.x; i < pz.kblocks * ns; i += blockDim.x) {
+    const int kb = i / ns, r = pad.begin + i - kb * ns;
+    sa[size_t(kb) * pz.rows_cap + r] = 0.f;
+  }
+}
+
+__global__ void call_prologue_kernel(uint32_t* row_ready, size_t words, uint32_t* epochs, uint32_t ctas,
+                                     const PaddingZero pz) {
   for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < words; i += size_t(gridDim.x) * blockDim.x)
     row_ready[i] = 0;
   if (blockIdx.x == 0 && threadIdx.x == 0) {
     epochs[0] += ctas;  // kSlotDispatch
     epochs[1] += ctas;  // kSlotCombine
   }
+  for (int item = blockIdx.x; item < pz.ranks * pz.experts; item += gridDim.x) zero_padding_item(pz, item);
+}
+
+// A counter-based hash (splitmix32-like): element i's bits for a seed, the same whatever the grid.
+__device__ __forceinline__ uint32_t mix32(uint32_t x) {
+  x ^= x >> 16;
+  x *= 0x7feb352dU;
+  x ^= x >> 15;
+  x *= 0x846ca68bU;
+  x ^= x >> 16;
+  return x;
+}
+
+__global__ void fill_random_kernel(void* p, size_t n, int elem, uint32_t seed) {
+  for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
+    const uint32_t h = mix32(uint32_t(i) * 0x9e3779b9U ^ mix32(seed + uint32_t(i >> 32)));
+    if (elem == 1) {
+      uint32_t c = h & 0xFFu;
+      if ((c & 0x7Fu) == 0x7Fu) c ^= 1u;  // e4m3's NaN codes -> the largest finite magnitude (0x7E / 0xFE, 448)
+      static_cast<uint8_t*>(p)[i] = uint8_t(c);
+    } else if (elem == 2) {  // bf16 of a float in (-4, 4)
+      const float v = (float(h >> 8) * (1.0f / 16777216.0f) - 0.5f) * 8.0f;
+      static_cast<uint16_t*>(p)[i] = uint16_t(__float_as_uint(v) >> 16);
+    } else {
+      static_cast<float*>(p)[i] = (1.0f + float(h >> 8) * (1.0f / 16777216.0f)) * (1.0f / 448.0f);
+    }
+  }
 }
 
 }  // namespace
 
 cudaError_t launch_call_prologue(uint32_t* row_ready, size_t words, uint32_t* epochs, uint32_t ctas,
-                                 cudaStream_t stream) {
-  const size_t blocks = (words + 255) / 256;
+                                 const PaddingZero& pz, cudaStream_t stream) {
+  size_t blocks = (words + 255) / 256;
+  blocks = blocks < size_t(pz.ranks) * pz.experts ? size_t(pz.ranks) * pz.experts : blocks;
   call_prologue_kernel<<<unsigned(blocks < 1 ? 1 : blocks > 1024 ? 1024 : blocks), 256, 0, stream>>>(row_ready, words,
-                                                                                                     epochs, ctas);
+                                                                                                     epochs, ctas, pz);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_fill_random(void* p, size_t n, int elem, uint32_t seed, cudaStream_t stream) {
+  if (elem != 1 && elem != 2 && elem != 4) return cudaErrorInvalidValue;
+  if (n == 0) return cudaSuccess;
+  const size_t blocks = (n + 255) / 256;
+  fill_random_kernel<<<unsigned(blocks > 4096 ? 4096 : blocks), 256, 0, stream>>>(p, n, elem, seed);
   return cudaGetLastError();
 }
 

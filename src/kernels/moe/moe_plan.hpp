@@ -79,10 +79,33 @@ struct PlanParams {
 cudaError_t launch_plan_counts(const PlanParams& pp, cudaStream_t stream);
 cudaError_t launch_plan_tables(const PlanParams& pp, cudaStream_t stream);
 
+// The padding rows a launch's tiles load (moe::loaded_padding_rows), to be zeroed in its prologue
+// (MoeLayerParams::zero_padding): the local ranks' receive buffers, back to back, and the call's tables.
+struct PaddingZero {
+  int ranks = 0;            // local ranks; 0: nothing to zero
+  int experts = 0;          // local experts per rank (E / P)
+  int rows_cap = 0;         // receive rows per rank
+  int row_bytes = 0;        // bytes per receive row (a multiple of 16)
+  int kblocks = 0;          // row scales per row (H / 128; 0: a bf16 workspace, no scales)
+  int b_m = 0;              // rows per row tile
+  bool whole = false;       // every tile loads all b_m rows (bf16)
+  uint8_t* x = nullptr;     // [ranks][rows_cap][row_bytes]
+  float* sa = nullptr;      // [ranks][kblocks][rows_cap]
+  const int32_t* row_offset = nullptr;  // local rank g's row_offset[E/P + 1] at row_offset + g * (experts + 1)
+  const int32_t* tokens = nullptr;      // local rank g's tokens per local expert at tokens + g * experts
+};
+
 // A launch's prologue on its stream, before the fused kernel: row_ready's `words` counters to zero, and this launch's
 // signals added to the epochs its waits read (epochs[kSlotDispatch] and [kSlotCombine] += ctas: one signal per CTA and
-// source). The epochs live on the device so that a captured call replays with fresh targets (MoeWorkspace).
+// source). The epochs live on the device so that a captured call replays with fresh targets (MoeWorkspace). With
+// pz.ranks > 0 also the padding rows of this call's tiles to zero (codes and row scales; a padding row is never a
+// row this call dispatches, so peers' dispatch stores into the same buffers do not race with it).
 cudaError_t launch_call_prologue(uint32_t* row_ready, size_t words, uint32_t* epochs, uint32_t ctas,
-                                 cudaStream_t stream);
+                                 const PaddingZero& pz, cudaStream_t stream);
+
+// What MoeWorkspace::fill_receive writes: kinds of moe_kernel::MoeReceiveFill (moe_layer.hpp).
+// Random finite values, seeded: FP8 e4m3 codes (never the NaN codes 0x7F / 0xFF), bf16 values in (-4, 4), or fp32
+// scales in [1/448, 2/448) (`elem` 1, 2 and 4; n elements).
+cudaError_t launch_fill_random(void* p, size_t n, int elem, uint32_t seed, cudaStream_t stream);
 
 }  // namespace xstage::moe_kernel
