@@ -238,7 +238,7 @@ struct MoeLayerParams {
   // as they are. They only feed padding outputs, which nothing stores, so the result is bit-identical either way. What
   // they hold reaches the tensor cores, whose power depends on their operands' values, and these layers run at the
   // H200's 700 W limit, where the power sets the clock. Left alone they hold an earlier call's rows where the routing
-  // changes between calls, or 0xFF after poison. Not measured yet (results/moe/runs/s57).
+  // changes between calls, or 0xFF after poison. Not measured yet (docs/MOE-NOTEBOOK.md "Session 57").
   int zero_padding = 0;
   // Per-tile instrumentation (W8A8 only): runs the traced instantiation and records every tile of the launch
   // in the workspace (MoeWorkspace::read_trace). The untraced kernels contain no trace code at all.
