@@ -815,6 +815,11 @@ int main(int argc, char** argv) try {
           std::vector<std::function<void(int)>> fns;
           // variant_prm: the same orders with other launch options (single CTAs, L2 prefetch), checked bit-identical
           std::vector<moe_kernel::MoeLayerParams> order_prm, lead_prm, variant_prm;
+          struct PadVariant {  // --compare-padding: a workspace of its own, prepared and filled below; launches per order
+            std::unique_ptr<moe_kernel::MoeWorkspace> ws;
+            std::vector<moe_kernel::MoeLayerParams> prm;
+          };
+          std::vector<PadVariant> pad;  // (outlives the timed blocks, as the parameter vectors above)
           if (fused_ok) {
             moe_kernel::prepare_moe_layer(*team1, ws, prm, st);
             for (const std::string& o : a.orders) {
@@ -904,11 +909,6 @@ int main(int argc, char** argv) try {
             // the tiles load padding rows (MoeLayerParams::zero_padding; moe::loaded_padding_rows): _pn 0xFF, as the
             // default's after its poison, on other memory (the control); _ps random finite values (an earlier call's
             // rows: what a padding row holds when the routing changes between calls); _pz the same with zero_padding 1.
-            struct PadVariant {
-              std::unique_ptr<moe_kernel::MoeWorkspace> ws;
-              std::vector<moe_kernel::MoeLayerParams> prm;  // per order
-            };
-            std::vector<PadVariant> pad;
             if (a.compare_padding) {
               const char* suffix[] = {"_pn", "_ps", "_pz"};
               for (int v = 0; v < 3; ++v) {
