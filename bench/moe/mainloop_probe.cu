@@ -6,6 +6,12 @@
 // What is left is the wgmma structure, so its rate is a ceiling for the kernel's mainloop.
 //
 //   mainloop_probe [--kblocks N] [--ctas N] [--reps N] [--src-mb MB] [--pipe-only] [--json FILE]
+//   mainloop_probe --power S [--kblocks N] [--ctas N] [--json FILE]
+//
+// --power S compares what the A operand holds instead (run_power): l1 and half-wide on random rows, zeros, 0xFF and
+// partly zero / 0xFF rows (a tile's padding rows), as backends of the benchmark protocol with blocks of S seconds, the
+// clock and power read by NVML: the tensor cores' power follows their operands, and at the 700 W limit the clock
+// follows the power (docs/MOE-NOTEBOOK.md "Session 57").
 //
 // --src-mb larger than the L2 (e.g. 16384) streams the pipeline variants from HBM; --pipe-only skips the variants on
 // shared-memory operands.
@@ -88,6 +94,7 @@
 
 #include "moe_kernel.cuh"
 #include "probe_common.hpp"
+#include "xstage/bench/protocol_cuda.cuh"
 
 namespace mk = xstage::moe_kernel;
 namespace ptx = xstage::ptx;
@@ -187,13 +194,55 @@ __device__ __forceinline__ void fill(uint8_t* p, int n, uint32_t seed) {
   }
 }
 
+// --power: what the A operand holds (AFill; kAPattern: the probe's own codes above, as every other run).
+enum AFill : int {
+  kAPattern = -1,
+  kARandom = 0,      // random finite e4m3 codes in every row (token rows; an earlier call's rows)
+  kAZero = 1,        // zeros
+  kANaN = 2,         // 0xFF (e4m3 NaN: what the fused kernel's padding rows hold after poison)
+  kAPadZero = 3,     // random rows [0, kPadRow), zeros from kPadRow: a full tile's padding
+  kAPadNaN = 4,      // the same with 0xFF
+  kAOneRowZero = 5,  // random row 0, zeros in every other row: a one-token expert's half tile
+  kAOneRowNaN = 6,   // the same with 0xFF
+};
+constexpr int kPadRow = 102;  // 26 of 128 rows (20 %): about the share of padding among the A rows V4-Pro's 8K layers
+                              // load (12032 of 61184, docs/MOE-NOTEBOOK.md "Session 57")
+
+// Random finite e4m3 codes (every bit pattern but the NaNs 0x7F / 0xFF, which become +-448).
+__device__ __forceinline__ uint8_t random_code(int i, uint32_t seed) {
+  uint32_t h = (uint32_t(i) * 0x9e3779b9u) ^ (seed * 0x85ebca6bu + 0x165667b1u);
+  h ^= h >> 16;
+  h *= 0x7feb352du;
+  h ^= h >> 15;
+  const uint32_t c = h & 0xFFu;
+  return uint8_t((c & 0x7Fu) == 0x7Fu ? c ^ 1u : c);
+}
+
+// A's 128 rows of 128 bytes (the 128-byte swizzle permutes 16-byte chunks within a row, so byte i is in row i / 128).
+__device__ __forceinline__ void fill_a(uint8_t* p, int fill, uint32_t seed) {
+  for (int i = threadIdx.x; i < kABytes; i += blockDim.x) {
+    const int row = i / 128;
+    const bool pad = (fill == kAPadZero || fill == kAPadNaN) ? row >= kPadRow
+                     : (fill == kAOneRowZero || fill == kAOneRowNaN) ? row != 0
+                                                                      : fill == kAZero || fill == kANaN;
+    const bool nan = fill == kANaN || fill == kAPadNaN || fill == kAOneRowNaN;
+    p[i] = pad ? (nan ? 0xFFu : 0u) : random_code(i, seed);
+  }
+}
+
 template <Variant kV>
-__global__ void __launch_bounds__(C::kThreads, 1) probe_kernel(int kblocks, float* sums, unsigned long long* cycles) {
+__global__ void __launch_bounds__(C::kThreads, 1) probe_kernel(int kblocks, float* sums, unsigned long long* cycles,
+                                                                int a_fill = kAPattern) {
   extern __shared__ __align__(1024) uint8_t smem[];
   uint8_t* a = smem;
   uint8_t* b = smem + kABytes;
-  fill(a, kABytes, blockIdx.x);
-  fill(b, kBBytes, blockIdx.x * 7 + 3);
+  if (a_fill == kAPattern) {
+    fill(a, kABytes, blockIdx.x);
+    fill(b, kBBytes, blockIdx.x * 7 + 3);
+  } else {  // --power: the weights random finite codes, A as asked
+    fill_a(a, a_fill, blockIdx.x);
+    for (int i = threadIdx.x; i < kBBytes; i += blockDim.x) b[i] = random_code(i, blockIdx.x * 7 + 3);
+  }
   ptx::fence_proxy_async_shared_cta();  // generic writes before the tensor cores' (async proxy) reads
   __syncthreads();
   const int warpgroup = ptx::warpgroup_idx_uniform(), tid = threadIdx.x % 128;
@@ -1461,12 +1510,95 @@ Row run_short_tma(const char* name, int kblocks, int ctas, int reps, const uint8
   return r;
 }
 
+// --power S: the l1 and half-wide variants on shared-memory operands with the A contents of AFill as backends of the
+// benchmark protocol (docs/BENCHMARKING.md: own warm-up of S / 2, ABBA blocks of S seconds, two rounds; NVML's SM
+// clock, power and energy beside each block). Every SM runs the tensor cores flat out, so at the 700 W limit the
+// clock, and with it the time per launch, follows the power their operands draw. Prints per backend the median time,
+// its spread, TFLOP/s, clock, power, joules per launch and the time against the random rows of its variant (with the
+// ABBA halves' flip); writes the same as JSON.
+int run_power(double seconds, int kblocks, int ctas, const std::string& json) {
+  struct Backend {
+    const char* name;
+    bool half;  // half-wide (one m64n128 batch per warpgroup on A rows [0, 64)) instead of l1
+    int fill;
+  };
+  const Backend backends[] = {
+      {"l1 random", false, kARandom},          {"l1 zero", false, kAZero},
+      {"l1 nan", false, kANaN},                {"l1 pad20 zero", false, kAPadZero},
+      {"l1 pad20 nan", false, kAPadNaN},       {"half-wide random", true, kARandom},
+      {"half-wide 1row zero", true, kAOneRowZero}, {"half-wide 1row nan", true, kAOneRowNaN}};
+  const size_t smem = kABytes + kBBytes;
+  ok(cudaFuncSetAttribute(probe_kernel<Variant::kL1>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)), "l1");
+  ok(cudaFuncSetAttribute(probe_kernel<Variant::kHalfWide>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)),
+     "half-wide");
+  float* sums = nullptr;
+  unsigned long long* cyc = nullptr;
+  ok(cudaMalloc(&sums, (ctas + 1) * sizeof(float)), "cudaMalloc");
+  ok(cudaMalloc(&cyc, ctas * 2 * sizeof(unsigned long long)), "cudaMalloc");
+  cudaStream_t st;
+  ok(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking), "cudaStreamCreate");
+  std::vector<std::string> names;
+  std::vector<std::function<void(int)>> fns;
+  for (const Backend& b : backends) {
+    names.push_back(b.name);
+    fns.push_back([&, b](int) {
+      if (b.half)
+        probe_kernel<Variant::kHalfWide><<<ctas, C::kThreads, smem, st>>>(kblocks, sums, cyc, b.fill);
+      else
+        probe_kernel<Variant::kL1><<<ctas, C::kThreads, smem, st>>>(kblocks, sums, cyc, b.fill);
+    });
+  }
+  xstage::bench::Params p;
+  p.warmup_s = seconds / 2;
+  p.block_s = seconds;
+  p.rounds = 2;
+  const xstage::bench::Result res = xstage::bench::run_protocol_cuda(names, fns, st, p);
+  ok(cudaGetLastError(), "power launches");
+  ok(cudaStreamSynchronize(st), "power launches");
+  cudaDeviceProp prop{};
+  ok(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
+  std::printf("%s, %d CTAs x 384 threads, %d K blocks per launch; %s; NVML %s\n", prop.name, ctas, kblocks,
+              res.protocol.c_str(), res.nvml ? "yes" : "no");
+  std::printf("%-20s %9s %7s %8s %8s %7s %9s %s\n", "backend", "ms", "spread", "TFLOP/s", "SM MHz", "W", "J/launch",
+              "time / random (flipped)");
+  auto opt = [](const std::optional<double>& v) { return v ? *v : NAN; };
+  std::ofstream f;
+  if (!json.empty()) {
+    f.open(json);
+    f << "{\"device\": \"" << prop.name << "\", \"ctas\": " << ctas << ", \"kblocks\": " << kblocks
+      << ", \"protocol\": \"" << res.protocol << "\", \"rows\": [";
+  }
+  for (size_t i = 0; i < names.size(); ++i) {
+    const Backend& b = backends[i];
+    const xstage::bench::BackendStats& sb = res.stats_of(b.name);
+    const xstage::bench::BackendStats& ref = res.stats_of(b.half ? "half-wide random" : "l1 random");
+    const xstage::bench::Ratio r = xstage::bench::ratio(ref, sb);  // ref's speed against this one: time / random
+    const double flop = 2.0 * kblocks * (b.half ? 1 : 2) * (2.0 * 64 * 128 * 128) * ctas;
+    const double ms = opt(sb.median_ms);
+    std::printf("%-20s %9.4f %7.4f %8.1f %8.0f %7.1f %9.4f %.4f%s\n", b.name, ms, opt(sb.spread), flop / (ms * 1e-3) / 1e12,
+                opt(sb.sm_clock_mhz), opt(sb.power_w), opt(sb.j_per_call), opt(r.ratio),
+                r.flipped && *r.flipped ? " (flipped)" : "");
+    if (f.is_open())
+      f << (i ? ", " : "") << "{\"backend\": \"" << b.name << "\", \"median_ms\": " << ms << ", \"spread\": "
+        << opt(sb.spread) << ", \"tflops\": " << flop / (ms * 1e-3) / 1e12 << ", \"sm_clock_mhz\": "
+        << opt(sb.sm_clock_mhz) << ", \"power_w\": " << opt(sb.power_w) << ", \"j_per_launch\": "
+        << opt(sb.j_per_call) << ", \"time_vs_random\": " << opt(r.ratio) << ", \"flipped\": "
+        << (r.flipped && *r.flipped ? "true" : "false") << "}";
+  }
+  if (f.is_open()) f << "]}\n";
+  cudaFree(sums);
+  cudaFree(cyc);
+  cudaStreamDestroy(st);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   probe::g_name = "mainloop_probe";
   int kblocks = 4096, ctas = 0, reps = 5, src_mb = 16;
   bool pipe_only = false;  // --pipe-only: only the variants fed through the pipeline from the source buffer
+  double power_s = 0;      // --power S: only the A-contents comparison under the benchmark protocol (run_power)
   std::string json;
   for (int i = 1; i < argc; ++i) {
     const std::string k = argv[i];
@@ -1477,6 +1609,7 @@ int main(int argc, char** argv) {
     else if (k == "--src-mb") src_mb = std::atoi(val().c_str());
     else if (k == "--json") json = val();
     else if (k == "--pipe-only") pipe_only = true;
+    else if (k == "--power") power_s = std::atof(val().c_str());
     else {
       std::fprintf(stderr, "mainloop_probe: unknown argument %s (see the file's header)\n", k.c_str());
       return 2;
@@ -1494,6 +1627,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "mainloop_probe: needs sm_90a (Hopper); device 0 is sm_%d%d\n", prop.major, prop.minor);
     return 2;
   }
+  if (power_s > 0) return run_power(power_s, kblocks, ctas, json);
   std::vector<Row> rows;
   if (!pipe_only) {
   rows.push_back(run<Variant::kL2>("l2", 1, kblocks, ctas, reps));

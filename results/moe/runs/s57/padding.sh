@@ -4,6 +4,10 @@
 # tensor cores and no result (moe::loaded_padding_rows; docs/MOE-NOTEBOOK.md "Session 57"):
 #   STEPS=tests  test_moe_layer_gpu (every test; the new PaddingRowsReachNoResult: stale rows reach no result, and
 #                zero_padding zeroes exactly the loaded padding rows), then compute-sanitizer memcheck on the new test
+#   STEPS=power  mainloop_probe --power 1 in two processes: the W8A8 l1 and half-wide blocks on shared-memory operands
+#                with A random, zero, 0xFF, 20 % zero / 0xFF rows (a full tile's padding) and one random row (a one-token
+#                expert's half tile), ABBA blocks of 1 s on every SM, NVML's clock, power and joules per launch: how much
+#                the tensor cores' power, and so the clock at 700 W, depends on what A holds
 #   STEPS=bench  bench_moe --compare-padding in two processes: beside the default (padding rows 0xFF after the
 #                harness's poison, what the table of record timed), _pn (0xFF on a workspace of its own: the control),
 #                _ps (random finite values: an earlier call's rows, what a padding row holds in use) and _pz (the same
@@ -15,7 +19,7 @@ cd "$(dirname "$0")/../../../.."
 mkdir -p build/pk57 && tar xJf build/s57pad.tar.xz -C build/pk57
 source scripts/moe-env.sh
 O=$OUT/pad && mkdir -p $O
-STEPS=${STEPS:-"tests bench"}
+STEPS=${STEPS:-"tests power bench"}
 nvidia-smi --query-gpu=name,clocks.sm,power.draw,temperature.gpu --format=csv,noheader
 if [[ " $STEPS " == *" tests "* ]]; then
   timeout 300 build/pk57/test_moe_layer_gpu > $O/test_moe_layer_gpu.log 2>&1
@@ -24,6 +28,12 @@ if [[ " $STEPS " == *" tests "* ]]; then
   timeout 300 compute-sanitizer --tool memcheck --error-exitcode 9 build/pk57/test_moe_layer_gpu \
     --gtest_filter='MoeLayerGpu.PaddingRowsReachNoResult' > $O/memcheck.log 2>&1
   echo "memcheck rc=$? $(grep -E 'ERROR SUMMARY' $O/memcheck.log | tail -1)"
+fi
+if [[ " $STEPS " == *" power "* ]]; then
+  for i in 1 2; do
+    timeout 150 build/pk57/mainloop_probe --power 1 --json $O/power_$i.json > $O/power_$i.log 2>&1
+    echo "power process $i rc=$?"; cat $O/power_$i.log
+  done
 fi
 if [[ " $STEPS " == *" bench "* ]]; then
   for i in 1 2; do
