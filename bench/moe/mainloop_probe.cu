@@ -94,6 +94,7 @@
 
 #include "moe_kernel.cuh"
 #include "probe_common.hpp"
+#include "xstage/common/hash.hpp"
 #include "xstage/bench/protocol_cuda.cuh"
 
 namespace mk = xstage::moe_kernel;
@@ -210,12 +211,7 @@ constexpr int kPadRow = 102;  // 26 of 128 rows (20 %): about the share of paddi
 
 // Random finite e4m3 codes (every bit pattern but the NaNs 0x7F / 0xFF, which become +-448).
 __device__ __forceinline__ uint8_t random_code(int i, uint32_t seed) {
-  uint32_t h = (uint32_t(i) * 0x9e3779b9u) ^ (seed * 0x85ebca6bu + 0x165667b1u);
-  h ^= h >> 16;
-  h *= 0x7feb352du;
-  h ^= h >> 15;
-  const uint32_t c = h & 0xFFu;
-  return uint8_t((c & 0x7Fu) == 0x7Fu ? c ^ 1u : c);
+  return xstage::hash::finite_e4m3(xstage::hash::lowbias32((uint32_t(i) * 0x9e3779b9u) ^ (seed * 0x85ebca6bu + 0x165667b1u)));
 }
 
 // A's 128 rows of 128 bytes (the 128-byte swizzle permutes 16-byte chunks within a row, so byte i is in row i / 128).

@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "unfused_kernels.hpp"
+#include "xstage/common/hash.hpp"
 #include "xstage/moe/quant.hpp"
 
 namespace xstage::moe_bench::detail {
@@ -208,20 +209,11 @@ __global__ void __launch_bounds__(256) transpose_scales_kernel(const float* __re
   }
 }
 
-__device__ __forceinline__ std::uint32_t hash32(std::uint32_t x) {  // lowbias32
-  x ^= x >> 16;
-  x *= 0x7feb352du;
-  x ^= x >> 15;
-  x *= 0x846ca68bu;
-  x ^= x >> 16;
-  return x;
-}
-
 __global__ void __launch_bounds__(256) fill_fp8_kernel(std::uint8_t* __restrict__ p, std::int64_t n,
                                                        std::uint32_t seed) {
   for (std::int64_t i = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += std::int64_t(gridDim.x) * blockDim.x) {
-    const std::uint32_t h = hash32(seed ^ hash32(std::uint32_t(i) ^ std::uint32_t(i >> 32) * 0x9E3779B9u));
+    const std::uint32_t h = hash::lowbias32(seed ^ hash::lowbias32(std::uint32_t(i) ^ std::uint32_t(i >> 32) * 0x9E3779B9u));
     // sign | exponent field 6 or 7 | mantissa: magnitudes in [0.5, 2), never NaN.
     p[i] = std::uint8_t((h & 0x80u) | 0x30u | ((h >> 8) & 0x0Fu));
   }

@@ -1,5 +1,6 @@
 // The dispatch plan on the device (moe_plan.hpp says what each kernel does and in which order).
 #include "moe_plan.hpp"
+#include "xstage/common/hash.hpp"
 #include "xstage/kernel/signal.cuh"
 #include "xstage/moe/dispatch_layout.hpp"
 
@@ -226,23 +227,11 @@ __global__ void call_prologue_kernel(uint32_t* row_ready, size_t words, uint32_t
   for (int item = blockIdx.x; item < pz.ranks * pz.experts; item += gridDim.x) zero_padding_item(pz, item);
 }
 
-// A counter-based hash (splitmix32-like): element i's bits for a seed, the same whatever the grid.
-__device__ __forceinline__ uint32_t mix32(uint32_t x) {
-  x ^= x >> 16;
-  x *= 0x7feb352dU;
-  x ^= x >> 15;
-  x *= 0x846ca68bU;
-  x ^= x >> 16;
-  return x;
-}
-
 __global__ void fill_random_kernel(void* p, size_t n, int elem, uint32_t seed) {
   for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
-    const uint32_t h = mix32(uint32_t(i) * 0x9e3779b9U ^ mix32(seed + uint32_t(i >> 32)));
+    const uint32_t h = hash::lowbias32(uint32_t(i) * 0x9e3779b9U ^ hash::lowbias32(seed + uint32_t(i >> 32)));
     if (elem == 1) {
-      uint32_t c = h & 0xFFu;
-      if ((c & 0x7Fu) == 0x7Fu) c ^= 1u;  // e4m3's NaN codes -> the largest finite magnitude (0x7E / 0xFE, 448)
-      static_cast<uint8_t*>(p)[i] = uint8_t(c);
+      static_cast<uint8_t*>(p)[i] = hash::finite_e4m3(h);
     } else if (elem == 2) {  // bf16 of a float in (-4, 4)
       const float v = (float(h >> 8) * (1.0f / 16777216.0f) - 0.5f) * 8.0f;
       static_cast<uint16_t*>(p)[i] = uint16_t(__float_as_uint(v) >> 16);
