@@ -80,7 +80,8 @@ struct Case {
   // the counts exchanged by peer stores) and require its tables equal to the host plan's and its output bit-identical.
   bool check_device_plan = true;
   // Also run every call on receive rows that hold an earlier call's values (MoeWorkspace::fill_receive kStale), with
-  // zero_padding 0 and 1, and require the output bit-identical to the first run; read the receive rows back and
+  // zero_padding 0 and 1, each with the host plan and the device plan, and require the output bit-identical to the
+  // first run; read the receive rows back and
   // require that the launch wrote no row but its dispatched ones and, with zero_padding, zeros into exactly the
   // padding rows (and row scales) its tiles load (moe::loaded_padding_rows).
   bool check_padding = false;
@@ -94,23 +95,35 @@ std::string name(const Case& c) {
   return b;
 }
 
-// Case::check_padding for one call: prm on stale receive rows, with zero_padding 0 and 1 (run_case's prose).
+// Case::check_padding for one call: prm on stale receive rows, with zero_padding 0 and 1, with the host plan and with
+// the plan made on the device (run_case's prose).
 void check_padding_rows(runtime::Team& team, moe_kernel::MoeWorkspace& ws, const moe_kernel::MoeLayerParams& prm,
-                        cudaStream_t st, int T, int H, const std::vector<std::vector<float>>& outs,
-                        const std::vector<std::unique_ptr<DevBuf>>& d_out, uint32_t seed) {
-  const int P = team.world(), El = prm.shape.experts / P, R = ws.rows_capacity();
+                        const moe::Routing& routing, cudaStream_t st, int T, int H,
+                        const std::vector<std::vector<float>>& outs, const std::vector<std::unique_ptr<DevBuf>>& d_out,
+                        uint32_t seed) {
+  const int P = team.world(), El = prm.shape.experts / P, R = ws.rows_capacity(), K = prm.shape.topk;
   const bool bf16 = ws.bf16_rows();
   const size_t row_bytes = size_t(H) * (bf16 ? 2 : 1), KB = bf16 ? 0 : size_t(H / 128);
   const moe_kernel::MoeWorkspace::PlanTables tab = ws.read_plan_tables(st);
+  std::vector<std::unique_ptr<DevBuf>> d_idx;  // the device plan's inputs: each rank's routing in device memory
+  moe_kernel::MoeLayerParams pd = prm;
+  pd.topk_index_all = nullptr;
+  for (int r = 0; r < P; ++r) {
+    d_idx.push_back(std::make_unique<DevBuf>(size_t(T) * K * 4));
+    CUDA_CHECK(cudaMemcpy(d_idx[size_t(r)]->p, routing.rank_index(r), size_t(T) * K * 4, cudaMemcpyHostToDevice));
+    pd.rank[r].topk_index = static_cast<const int32_t*>(d_idx[size_t(r)]->p);
+  }
   long long padding_rows = 0;
-  for (int zero : {0, 1}) {
-    const std::string what = "stale receive rows, zero_padding " + std::to_string(zero);
+  for (int run = 0; run < 4; ++run) {
+    const int zero = run % 2, device_plan = run / 2;
+    const std::string what = std::string("stale receive rows, ") + (device_plan ? "device" : "host") +
+                             " plan, zero_padding " + std::to_string(zero);
     SCOPED_TRACE(what);
-    moe_kernel::MoeLayerParams pv = prm;
+    moe_kernel::MoeLayerParams pv = device_plan ? pd : prm;
     pv.zero_padding = zero;
     for (int r = 0; r < P; ++r) fill_now(d_out[size_t(r)]->p, 0xFF, size_t(T) * H * 4);
     ws.poison(st);
-    ws.fill_receive(moe_kernel::MoeReceiveFill::kStale, st, seed + 5u + uint32_t(zero));
+    ws.fill_receive(moe_kernel::MoeReceiveFill::kStale, st, seed + 5u + uint32_t(run));
     const moe_kernel::MoeWorkspace::ReceiveRows before = ws.read_receive(st);
     moe_kernel::run_moe_layer(team, ws, pv, st);
     ws.check(team, "moe layer test, " + what, st);
@@ -595,7 +608,7 @@ void run_case(const Case& c) {
             << "rank " << r << ": " << what << " differs from the first run";
       }
     }
-    if (c.check_padding) check_padding_rows(*team, ws, prm, st, T, H, outs, d_out, cs);
+    if (c.check_padding) check_padding_rows(*team, ws, prm, routing, st, T, H, outs, d_out, cs);
   }
 }
 
