@@ -95,7 +95,68 @@ std::string name(const Case& c) {
   return b;
 }
 
-// Case::check_padding for one call: prm on stale receive rows, with zero_padding 0 and 1, with the host plan and with
+// The receive rows after a launch (`after`) against before it: on each of the P local ranks (E/P = El experts, R rows),
+// no row but the call's dispatched ones written, except, with `zeroed`, the padding rows its tiles load
+// (moe::loaded_padding_rows of the tables `tab`), which must then hold zero codes and zero row scales. Returns the
+// padding rows checked for zeros.
+long long check_receive_rows(const moe_kernel::MoeWorkspace::PlanTables& tab,
+                             const moe_kernel::MoeWorkspace::ReceiveRows& before,
+                             const moe_kernel::MoeWorkspace::ReceiveRows& after, int P, int El, int R, int H, bool bf16,
+                             bool zeroed) {
+  const size_t row_bytes = size_t(H) * (bf16 ? 2 : 1), KB = bf16 ? 0 : size_t(H / 128);
+  long long padding_rows = 0;
+  EXPECT_EQ(after.codes.size(), size_t(P) * R * row_bytes);
+  EXPECT_EQ(after.scales.size(), size_t(P) * R * KB);
+  if (after.codes.size() != before.codes.size() || after.codes.size() != size_t(P) * R * row_bytes ||
+      after.scales.size() != before.scales.size() || after.scales.size() != size_t(P) * R * KB)
+    return 0;
+  const std::vector<uint8_t> zeros(row_bytes, 0);
+  for (int g = 0; g < P; ++g) {
+    // each row of rank g: 0 = nothing of this call, 1 = dispatched, 2 = loaded padding; scales: 2 up to scale_end
+    std::vector<int> code_kind(size_t(R), 0), scale_kind(size_t(R), 0);
+    for (int le = 0; le < El; ++le) {
+      const int n = tab.tokens[size_t(g) * El + le], row0 = tab.row_offset[size_t(g) * (El + 1) + le] * 128;
+      const moe::PaddingRows pad = moe::loaded_padding_rows(n, 128, bf16);
+      if (row0 + pad.scale_end > R) {
+        ADD_FAILURE() << "rank " << g << " expert " << le << ": padding rows past the receive buffer";
+        return padding_rows;
+      }
+      for (int i = 0; i < n; ++i) code_kind[size_t(row0 + i)] = scale_kind[size_t(row0 + i)] = 1;
+      for (int i = pad.begin; i < pad.end; ++i) code_kind[size_t(row0 + i)] = 2;
+      for (int i = pad.begin; i < pad.scale_end; ++i) scale_kind[size_t(row0 + i)] = 2;
+      if (zeroed) padding_rows += pad.end - pad.begin;
+    }
+    for (int row = 0; row < R; ++row) {
+      const size_t at = (size_t(g) * R + row) * row_bytes;
+      const uint8_t* got = after.codes.data() + at;
+      if (code_kind[size_t(row)] == 2 && zeroed) {
+        if (std::memcmp(got, zeros.data(), row_bytes) != 0) {
+          ADD_FAILURE() << "rank " << g << " row " << row << ": a loaded padding row not zeroed";
+          return padding_rows;
+        }
+      } else if (code_kind[size_t(row)] != 1 && std::memcmp(got, before.codes.data() + at, row_bytes) != 0) {
+        ADD_FAILURE() << "rank " << g << " row " << row << " (" << (code_kind[size_t(row)] == 2 ? "padding" : "unused")
+                      << "): written by the launch";
+        return padding_rows;
+      }
+      for (size_t kb = 0; kb < KB; ++kb) {
+        const size_t si = (size_t(g) * KB + kb) * R + row;
+        if (scale_kind[size_t(row)] == 2 && zeroed) {
+          if (after.scales[si] != 0.0f) {
+            ADD_FAILURE() << "rank " << g << " row " << row << " K block " << kb << ": a padding row's scale not zeroed";
+            return padding_rows;
+          }
+        } else if (scale_kind[size_t(row)] != 1 && std::memcmp(&after.scales[si], &before.scales[si], 4) != 0) {
+          ADD_FAILURE() << "rank " << g << " row " << row << " K block " << kb << ": scale written by the launch";
+          return padding_rows;
+        }
+      }
+    }
+  }
+  return padding_rows;
+}
+
+// Case::check_padding for one call: prm on stale receive rows// Case::check_padding for one call: prm on stale receive rows, with zero_padding 0 and 1, with the host plan and with
 // the plan made on the device (run_case's prose).
 void check_padding_rows(runtime::Team& team, moe_kernel::MoeWorkspace& ws, const moe_kernel::MoeLayerParams& prm,
                         const moe::Routing& routing, cudaStream_t st, int T, int H,
@@ -103,7 +164,6 @@ void check_padding_rows(runtime::Team& team, moe_kernel::MoeWorkspace& ws, const
                         uint32_t seed) {
   const int P = team.world(), El = prm.shape.experts / P, R = ws.rows_capacity(), K = prm.shape.topk;
   const bool bf16 = ws.bf16_rows();
-  const size_t row_bytes = size_t(H) * (bf16 ? 2 : 1), KB = bf16 ? 0 : size_t(H / 128);
   const moe_kernel::MoeWorkspace::PlanTables tab = ws.read_plan_tables(st);
   std::vector<std::unique_ptr<DevBuf>> d_idx;  // the device plan's inputs: each rank's routing in device memory
   moe_kernel::MoeLayerParams pd = prm;
@@ -134,42 +194,8 @@ void check_padding_rows(runtime::Team& team, moe_kernel::MoeWorkspace& ws, const
           << "rank " << r << ": " << what << " differs from the first run";
     }
     const moe_kernel::MoeWorkspace::ReceiveRows after = ws.read_receive(st);
-    ASSERT_EQ(after.codes.size(), size_t(P) * R * row_bytes);
-    ASSERT_EQ(after.scales.size(), size_t(P) * R * KB);
-    const std::vector<uint8_t> zeros(row_bytes, 0);
-    for (int g = 0; g < P; ++g) {
-      // each row of rank g: 0 = nothing of this call, 1 = dispatched, 2 = loaded padding; scales: 2 up to scale_end
-      std::vector<int> code_kind(size_t(R), 0), scale_kind(size_t(R), 0);
-      for (int le = 0; le < El; ++le) {
-        const int n = tab.tokens[size_t(g) * El + le], row0 = tab.row_offset[size_t(g) * (El + 1) + le] * 128;
-        const moe::PaddingRows pad = moe::loaded_padding_rows(n, 128, bf16);
-        ASSERT_LE(row0 + pad.scale_end, R);
-        for (int i = 0; i < n; ++i) code_kind[size_t(row0 + i)] = scale_kind[size_t(row0 + i)] = 1;
-        for (int i = pad.begin; i < pad.end; ++i) code_kind[size_t(row0 + i)] = 2;
-        for (int i = pad.begin; i < pad.scale_end; ++i) scale_kind[size_t(row0 + i)] = 2;
-        if (zero) padding_rows += pad.end - pad.begin;
-      }
-      for (int row = 0; row < R; ++row) {
-        const size_t at = (size_t(g) * R + row) * row_bytes;
-        const uint8_t* got = after.codes.data() + at;
-        if (code_kind[size_t(row)] == 2 && zero) {
-          ASSERT_EQ(std::memcmp(got, zeros.data(), row_bytes), 0) << "rank " << g << " row " << row << ": not zeroed";
-        } else if (code_kind[size_t(row)] != 1) {
-          ASSERT_EQ(std::memcmp(got, before.codes.data() + at, row_bytes), 0)
-              << "rank " << g << " row " << row << " (" << (code_kind[size_t(row)] == 2 ? "padding" : "unused")
-              << "): written by the launch";
-        }
-        for (size_t kb = 0; kb < KB; ++kb) {
-          const size_t si = (size_t(g) * KB + kb) * R + row;
-          if (scale_kind[size_t(row)] == 2 && zero) {
-            ASSERT_EQ(after.scales[si], 0.0f) << "rank " << g << " row " << row << " K block " << kb << ": scale not zeroed";
-          } else if (scale_kind[size_t(row)] != 1) {
-            ASSERT_EQ(std::memcmp(&after.scales[si], &before.scales[si], 4), 0)
-                << "rank " << g << " row " << row << " K block " << kb << ": scale written by the launch";
-          }
-        }
-      }
-    }
+    padding_rows += check_receive_rows(tab, before, after, P, El, R, H, bf16, zero != 0);
+    if (::testing::Test::HasFailure()) return;
   }
   EXPECT_GT(padding_rows, 0) << "the case has no padding rows to zero";
   std::printf("    padding rows zeroed: %lld\n", padding_rows);
@@ -1271,6 +1297,7 @@ TEST(MoeLayerGpu, RejectsBadInput) {
 // A call with the routing on the device captured in a CUDA graph once and replayed with new activations and routings
 // written into the same buffers: every replay bit-identical to an eager call of the same inputs (both orders, emulated
 // P = 2), within the reference's tolerance, and the launch alone of a host-planned routing captured and replayed too.
+// With zero_padding each replay zeroes the padding rows of its own routing (read back over stale rows).
 TEST(MoeLayerGpu, CapturedCallsReplay) {
   NEED_SM90();
   const int P = 2, T = 96, H = 256, I = 256, E = 8, K = 2;
@@ -1295,9 +1322,13 @@ TEST(MoeLayerGpu, CapturedCallsReplay) {
       CUDA_CHECK(cudaMemcpy(o[r].data(), L.out[set][r]->p, o[r].size() * 4, cudaMemcpyDeviceToHost));
     return o;
   };
+  long long padding_rows = 0;  // zeroed by replays with zero_padding (each replay's routing has its own)
+  for (const int zero_padding : {0, 1})
   for (const MoeOrder order : {MoeOrder::kExpertWave, MoeOrder::kInterleaved}) {
-    SCOPED_TRACE(order == MoeOrder::kExpertWave ? "expert-wave" : "interleaved");
+    SCOPED_TRACE(std::string(order == MoeOrder::kExpertWave ? "expert-wave" : "interleaved") + ", zero_padding " +
+                 std::to_string(zero_padding));
     L.prm.order = order;
+    L.prm.zero_padding = zero_padding;
     moe_kernel::MoeLayerParams eager = L.prm;  // the same call into the second output set
     for (int r = 0; r < P; ++r) eager.rank[r].out = static_cast<float*>(L.out[1][r]->p);
     moe_kernel::run_moe_layer(*team, ws, L.prm, cap);  // warm-up: the workspace's tables are allocated
@@ -1317,8 +1348,18 @@ TEST(MoeLayerGpu, CapturedCallsReplay) {
         fill_now(L.out[0][r]->p, 0xFF, size_t(T) * H * 4);
         fill_now(L.out[1][r]->p, 0xFF, size_t(T) * H * 4);
       }
+      moe_kernel::MoeWorkspace::ReceiveRows before;
+      if (zero_padding) {  // an earlier call's rows where this routing's tiles load padding: the replay zeroes them
+        ws.fill_receive(moe_kernel::MoeReceiveFill::kStale, cap, seed + uint32_t(round));
+        before = ws.read_receive(cap);
+      }
       CUDA_CHECK(cudaGraphLaunch(exec, cap));
       ws.check(*team, "replay", cap);
+      if (zero_padding) {
+        padding_rows += check_receive_rows(ws.read_plan_tables(cap), before, ws.read_receive(cap), P, E / P,
+                                           ws.rows_capacity(), H, false, true);
+        ASSERT_FALSE(::testing::Test::HasFailure());
+      }
       moe_kernel::run_moe_layer(*team, ws, eager, cap);
       ws.check(*team, "eager", cap);
       const auto got = read(0), want = read(1);
@@ -1335,6 +1376,8 @@ TEST(MoeLayerGpu, CapturedCallsReplay) {
     CUDA_CHECK(cudaGraphExecDestroy(exec));
     CUDA_CHECK(cudaGraphDestroy(graph));
   }
+  EXPECT_GT(padding_rows, 0) << "no replay had padding rows to zero";
+  L.prm.zero_padding = 0;
   // A host plan prepared outside the graph: its launch alone captured, replayed on that routing.
   L.prm.topk_index_all = L.index.data();
   for (int r = 0; r < P; ++r) L.prm.rank[r].topk_index = nullptr;
