@@ -46,6 +46,7 @@ if [[ " $STEPS " == *" bench "* ]]; then
       timeout 200 build/pk57/bench_moe --out $d --shapes $3 --tokens $2 --routing $4 --precision $1 --orders $5 \
         --wave-lag $6 --worlds 1 --check-tokens 1 --compare-padding --block-s 0.05 --warmup-s 0.03 > $d.log 2>&1
       echo "process $i $c rc=$?"
+      [ -f $d/moe.csv ] || { tail -n 3 $d.log; continue; }
       for s in _pn _ps _pz; do python3 scripts/moe-variant-ratio.py $d/moe.csv $s; done
       awk -F, 'NR==1{for(i=1;i<=NF;i++) h[$i]=i; next} $h["backend"] ~ /fused/ {printf "  %-18s %-8s %-22s clock %s MHz  J/call %s\n",
         $h["shape"], $h["routing"], $h["backend"], $h["sm_clock_mhz"], $h["j_per_call"]}' $d/moe.csv
