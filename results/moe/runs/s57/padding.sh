@@ -2,8 +2,9 @@
 # Prepared in session 57 (no device lent then); run as `OUT=$OUT STEPS=... bash results/moe/runs/s57/padding.sh` with
 # carry build/s57pad.tar.xz (build-padding.sh). What an expert's last row tile's padding rows hold, which reaches the
 # tensor cores and no result (moe::loaded_padding_rows; docs/MOE-NOTEBOOK.md "Session 57"):
-#   STEPS=tests  test_moe_layer_gpu (every test; the new PaddingRowsReachNoResult: stale rows reach no result, and
-#                zero_padding zeroes exactly the loaded padding rows), then compute-sanitizer memcheck on the new test
+#   STEPS=tests  test_moe_layer_gpu (every test; the new PaddingRowsReachNoResult and PaddingRowsEmulatedRanks: stale
+#                rows reach no result, and zero_padding zeroes exactly the loaded padding rows; CapturedCallsReplay with
+#                it), then compute-sanitizer memcheck on PaddingRowsEmulatedRanks
 #   STEPS=power  mainloop_probe --power 1 in two processes: the W8A8 l1 and half-wide blocks on shared-memory operands
 #                with A random, zero, 0xFF, 20 % zero / 0xFF rows (a full tile's padding) and one random row (a one-token
 #                expert's half tile), ABBA blocks of 1 s on every SM, NVML's clock, power and joules per launch: how much
@@ -25,8 +26,8 @@ if [[ " $STEPS " == *" tests "* ]]; then
   timeout 300 build/pk57/test_moe_layer_gpu > $O/test_moe_layer_gpu.log 2>&1
   echo "test_moe_layer_gpu rc=$? $(grep -E '^\[  (PASSED|FAILED) ' $O/test_moe_layer_gpu.log | tr '\n' ' ')"
   grep -E "^\[  FAILED|Failure|padding rows zeroed" $O/test_moe_layer_gpu.log | head -20
-  timeout 300 compute-sanitizer --tool memcheck --error-exitcode 9 build/pk57/test_moe_layer_gpu \
-    --gtest_filter='MoeLayerGpu.PaddingRowsReachNoResult' > $O/memcheck.log 2>&1
+  timeout 400 compute-sanitizer --tool memcheck --error-exitcode 9 build/pk57/test_moe_layer_gpu \
+    --gtest_filter='MoeLayerGpu.PaddingRowsEmulatedRanks' > $O/memcheck.log 2>&1
   echo "memcheck rc=$? $(grep -E 'ERROR SUMMARY' $O/memcheck.log | tail -1)"
 fi
 if [[ " $STEPS " == *" power "* ]]; then
