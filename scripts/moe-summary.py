@@ -73,6 +73,7 @@ def main():
     a = ap.parse_args()
 
     rows, commands, machines, emulated, worlds = [], [], set(), None, set()
+    builds = {"kernel_build": set(), "padding_rows": set()}  # what the runs say of their kernel and padding rows
     sched_rows = []
     for d in a.runs:
         s = load(os.path.join(d, "summary.json"))
@@ -80,6 +81,9 @@ def main():
         commands.append(s["command"])
         machines.add(s["machine"])
         worlds.add(s.get("ranks", 1))
+        for key in builds:
+            if key in s:
+                builds[key].add(s[key])
         emu = set(s["emulated_ranks_tested"])
         emulated = emu if emulated is None else emulated & emu
         sp = os.path.join(d, "schedule_summary.json")
@@ -136,6 +140,9 @@ def main():
         "command": commands,
         "written_by": "bench/moe/bench_moe (one run per precision), merged by scripts/moe-summary.py",
     }
+    for key, vals in builds.items():  # (runs before session 57 wrote neither key)
+        if vals:
+            moe[key] = vals.pop() if len(vals) == 1 else sorted(vals)
     if reapplied:
         moe["written_by"] += (f"; re-analysis (--reapply-auto-p1): in {reapplied} rows the fused column is the order "
                               "auto picks now from the row's simulator times, both orders having been timed in that run")

@@ -11,7 +11,7 @@
 //             [--compare-l2-cols] [--compare-hints M1,M2,...]
 //             [--compare-pair-share] [--compare-a-trim] [--compare-merge] [--compare-borrow] [--compare-early]
 //             [--compare-row-order] [--compare-half] [--compare-half-wide] [--prefetch-streamed]
-//             [--wave-lag 0|1] [--compare-wave-lag]
+//             [--wave-lag 0|1] [--compare-wave-lag] [--zero-padding 0|1]
 //             [--prefetch D1,D2,...] [--custom NAME:H:I:E:K] [--plan host|device]
 //
 // --plan: how each configuration's dispatch plan is made before its fused launches are timed (launch_moe_layer alone
@@ -51,6 +51,8 @@
 // fused_<order>_b0). --compare-early adds, per order, the kernel with the other MoeLayerParams::early_release (backend
 // fused_<order>_e1 with the default 0, fused_<order>_e0 with 1). --compare-row-order adds, per order, the kernel walking
 // the rows in the other MoeLayerParams::row_order (backend fused_<order>_o1 with the default 0; W8A8 only).
+// --zero-padding sets MoeLayerParams::zero_padding of every fused launch (0, the default: the padding rows hold the
+// harness's poison, 0xFF, while they are timed; the header and summary.json's padding_rows say which).
 // --wave-lag sets MoeLayerParams::wave_lag (Expert-Wave's L2 tiles after the next wave's L1 tiles) of every launch;
 // --compare-wave-lag adds Expert-Wave with the other value (backend fused_wave_g1 beside 0, fused_wave_g0 beside 1).
 // --compare-half adds, per order, the kernel with the other MoeLayerParams::half_together (backend fused_<order>_h0
@@ -351,6 +353,7 @@ struct Args {
   bool compare_early = false;       // --compare-early: also the orders with the other early_release
   bool compare_row_order = false;   // --compare-row-order: also the orders with the other row_order (W8A8)
   int wave_lag = 0;                 // --wave-lag: MoeLayerParams::wave_lag of every fused launch (Expert-Wave)
+  int zero_padding = 0;             // --zero-padding: MoeLayerParams::zero_padding of every fused launch
   bool compare_wave_lag = false;    // --compare-wave-lag: also Expert-Wave with the other wave_lag
   bool compare_half = false;        // --compare-half: also the orders with the other half_together (W8A8)
   bool compare_half_wide = false;   // --compare-half-wide: also the orders with the other half_wide (W8A8)
@@ -479,6 +482,11 @@ Args parse(int argc, char** argv) {
     else if (k == "--compare-early") a.compare_early = true;
     else if (k == "--compare-row-order") a.compare_row_order = true;
     else if (k == "--compare-wave-lag") a.compare_wave_lag = true;
+    else if (k == "--zero-padding") {
+      a.zero_padding = std::stoi(val());
+      if (a.zero_padding < 0 || a.zero_padding > 1)
+        throw UsageError(detail::concat("--zero-padding ", a.zero_padding, ": 0 or 1"));
+    }
     else if (k == "--wave-lag") {
       a.wave_lag = std::stoi(val());
       if (a.wave_lag < 0 || a.wave_lag > 1) throw UsageError(detail::concat("--wave-lag ", a.wave_lag, ": 0 or 1"));
@@ -700,10 +708,13 @@ int main(int argc, char** argv) try {
       real ? detail::concat("P = ", P, " real ranks (one process per GPU, NCCL ", NCCL_MAJOR, ".", NCCL_MINOR, ")")
            : std::string("P = 1 (one GPU; no NVLink traffic)");
   const std::string kernel_build = moe_kernel::moe_kernel_build();
+  // What the fused launches' padding rows hold while they are timed (docs/MOE.md "Harness and results").
+  const std::string padding_rows = a.zero_padding ? "zeroed by every launch (zero_padding 1)"
+                                                  : "0xFF, the poison before the correctness run (zero_padding 0)";
   if (lead_rank)
-    std::printf("# %s, %d SMs; %s; protocol %s, block %.2f s, warm-up %.2f s, %d round(s)%s%s\n", prop.name,
-                prop.multiProcessorCount, ranks_label.c_str(), bench::kProtocolName, a.block_s, a.warmup_s, a.rounds,
-                kernel_build.empty() ? "" : "; kernel build: ", kernel_build.c_str());
+    std::printf("# %s, %d SMs; %s; protocol %s, block %.2f s, warm-up %.2f s, %d round(s)%s%s; padding rows %s\n",
+                prop.name, prop.multiProcessorCount, ranks_label.c_str(), bench::kProtocolName, a.block_s, a.warmup_s,
+                a.rounds, kernel_build.empty() ? "" : "; kernel build: ", kernel_build.c_str(), padding_rows.c_str());
   cudaStream_t st = team1->stream();
   bench::Params bp;
   bp.block_s = a.block_s;
@@ -799,6 +810,7 @@ int main(int argc, char** argv) try {
           prm.pair_share = a.pair_share;
           prm.row_order = a.row_order;
           prm.wave_lag = a.wave_lag;
+          prm.zero_padding = a.zero_padding;
           // 256-column Linear-2 tiles where they keep CTA pairs possible (W8A8 / W4A8, hidden % 512 == 0) or where no
           // width allows pairs (hidden / 128 odd: the last 256-column tile ragged); not where only 128 allows pairs
           const bool wide_ok = (s.hidden / 128) % 4 != 2;
@@ -1385,6 +1397,7 @@ int main(int argc, char** argv) try {
                   {"emulated_ranks_tested", emulated_ok},
                   {"machine", machine},
                   {"kernel_build", kernel_build},
+                  {"padding_rows", padding_rows},
                   {"command", real ? detail::concat("xstage launch -n ", P, " -- ", a.command) : a.command},
                   {"protocol", {{"name", bench::kProtocolName}, {"block_s", a.block_s}, {"warmup_s", a.warmup_s},
                                 {"rounds", a.rounds}, {"fixed_warmup_calls", real ? 5 : 0}}},
