@@ -140,6 +140,7 @@
 #include "xstage/bench/protocol_cuda.cuh"
 #include "xstage/bench/protocol_json.hpp"
 #include "xstage/common/error.hpp"
+#include "xstage/common/hash.hpp"
 #include "xstage/model/platform.hpp"
 #include "xstage/moe/order_choice.hpp"
 #include "xstage/moe/quant.hpp"
@@ -160,16 +161,8 @@ void ok(cudaError_t e, const char* what) {
 }
 
 // ------------------------------------------------------------------ device inputs
-__host__ __device__ inline uint64_t mix(uint64_t x) {
-  x ^= x >> 33;
-  x *= 0xff51afd7ed558ccdull;
-  x ^= x >> 33;
-  x *= 0xc4ceb9fe1a85ec53ull;
-  x ^= x >> 33;
-  return x;
-}
 __device__ inline float uniform_pm1(uint64_t seed, uint64_t i) {
-  return float(mix(seed * 0x9E3779B97F4A7C15ull + i) >> 40) * (2.0f / 16777216.0f) - 1.0f;
+  return float(hash::fmix64(seed * 0x9E3779B97F4A7C15ull + i) >> 40) * (2.0f / 16777216.0f) - 1.0f;
 }
 // FP8 codes of uniform(-448, 448) values (finite: satfinite never yields the NaN code).
 // Every fill takes `off`, the index of p[0] in the global tensor: a rank's slice of the global batch or of
@@ -183,7 +176,7 @@ __global__ void fill_fp8(uint8_t* p, size_t n, uint64_t seed, size_t off = 0) {
 // fused kernel's packed form holds).
 __global__ void fill_int4(uint8_t* p, size_t n, uint64_t seed, size_t off = 0) {
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
-    const uint64_t r = mix(seed * 0x9E3779B97F4A7C15ull + off + i);
+    const uint64_t r = hash::fmix64(seed * 0x9E3779B97F4A7C15ull + off + i);
     const uint32_t lo = uint32_t((r >> 32) % 15u) - 7u, hi = uint32_t((r & 0xFFFFFFFFu) % 15u) - 7u;
     p[i] = uint8_t((lo & 0xFu) | ((hi & 0xFu) << 4));
   }

@@ -17,6 +17,16 @@ XSTAGE_HD inline std::uint32_t lowbias32(std::uint32_t x) {
   return x;
 }
 
+// MurmurHash3's 64-bit finalizer (fmix64): a bijection of 64-bit words with good avalanche.
+XSTAGE_HD inline std::uint64_t fmix64(std::uint64_t x) {
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdull;
+  x ^= x >> 33;
+  x *= 0xc4ceb9fe1a85ec53ull;
+  x ^= x >> 33;
+  return x;
+}
+
 // A finite e4m3 code from hash bits: the low byte, with the two NaN codes 0x7F / 0xFF moved to +-448 (0x7E / 0xFE).
 XSTAGE_HD inline std::uint8_t finite_e4m3(std::uint32_t h) {
   const std::uint32_t c = h & 0xFFu;
