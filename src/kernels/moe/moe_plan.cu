@@ -208,6 +208,7 @@ __device__ void zero_padding_item(const PaddingZero& pz, int item) {
   uint4* x = reinterpret_cast<uint4*>(pz.x + (row0 + pad.begin) * pz.row_bytes);
   const size_t nx = size_t(pad.end - pad.begin) * words;
   for (size_t i = threadIdx.x; i < nx; i += blockDim.x) x[i] = make_uint4(0, 0, 0, 0);
+  if (pz.kblocks == 0) return;  // a bf16 workspace: no row scales
   const int ns = pad.scale_end - pad.begin;  // per K block, rows [begin, scale_end) of the tile's 128-row scale box
   float* sa = pz.sa + size_t(g) * pz.kblocks * pz.rows_cap + size_t(pz.row_offset[size_t(g) * (pz.experts + 1) + le]) * pz.b_m;
   for (int i = threadIdx.x; i < pz.kblocks * ns; i += blockDim.x) {
