@@ -203,14 +203,14 @@ __device__ void zero_padding_item(const PaddingZero& pz, int item) {
   const int n = pz.tokens[size_t(g) * pz.experts + le];
   const moe::PaddingRows pad = moe::loaded_padding_rows(n, pz.b_m, pz.whole);
   if (pad.scale_end == pad.begin) return;
-  const size_t row0 = size_t(g) * pz.rows_cap + size_t(pz.row_offset[size_t(g) * (pz.experts + 1) + le]) * pz.b_m;
+  const size_t block = size_t(pz.row_offset[size_t(g) * (pz.experts + 1) + le]) * pz.b_m;  // the expert's first row
   const size_t words = size_t(pz.row_bytes / 16);  // 16-byte words per row
-  uint4* x = reinterpret_cast<uint4*>(pz.x + (row0 + pad.begin) * pz.row_bytes);
+  uint4* x = reinterpret_cast<uint4*>(pz.x + (size_t(g) * pz.rows_cap + block + pad.begin) * pz.row_bytes);
   const size_t nx = size_t(pad.end - pad.begin) * words;
   for (size_t i = threadIdx.x; i < nx; i += blockDim.x) x[i] = make_uint4(0, 0, 0, 0);
   if (pz.kblocks == 0) return;  // a bf16 workspace: no row scales
   const int ns = pad.scale_end - pad.begin;  // per K block, rows [begin, scale_end) of the tile's 128-row scale box
-  float* sa = pz.sa + size_t(g) * pz.kblocks * pz.rows_cap + size_t(pz.row_offset[size_t(g) * (pz.experts + 1) + le]) * pz.b_m;
+  float* sa = pz.sa + size_t(g) * pz.kblocks * pz.rows_cap + block;
   for (int i = threadIdx.x; i < pz.kblocks * ns; i += blockDim.x) {
     const int kb = i / ns, r = pad.begin + i - kb * ns;
     sa[size_t(kb) * pz.rows_cap + r] = 0.f;
