@@ -89,6 +89,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <iomanip>
+#include <optional>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -1558,6 +1561,15 @@ int run_power(double seconds, int kblocks, int ctas, const std::string& json) {
   std::printf("%-20s %9s %7s %8s %8s %7s %9s %s\n", "backend", "ms", "spread", "TFLOP/s", "SM MHz", "W", "J/launch",
               "time / random (flipped)");
   auto opt = [](const std::optional<double>& v) { return v ? *v : NAN; };
+  // JSON has no NaN: a value the run lacks (NVML missing, no ratio) is null.
+  auto jnum = [](const std::optional<double>& v) {
+    std::ostringstream o;
+    if (v && std::isfinite(*v))
+      o << std::setprecision(9) << *v;
+    else
+      o << "null";
+    return o.str();
+  };
   std::ofstream f;
   if (!json.empty()) {
     f.open(json);
@@ -1575,16 +1587,17 @@ int run_power(double seconds, int kblocks, int ctas, const std::string& json) {
                 opt(sb.sm_clock_mhz), opt(sb.power_w), opt(sb.j_per_call), opt(r.ratio),
                 r.flipped && *r.flipped ? " (flipped)" : "");
     if (f.is_open())
-      f << (i ? ", " : "") << "{\"backend\": \"" << b.name << "\", \"median_ms\": " << ms << ", \"spread\": "
-        << opt(sb.spread) << ", \"tflops\": " << flop / (ms * 1e-3) / 1e12 << ", \"sm_clock_mhz\": "
-        << opt(sb.sm_clock_mhz) << ", \"power_w\": " << opt(sb.power_w) << ", \"j_per_launch\": "
-        << opt(sb.j_per_call) << ", \"time_vs_random\": " << opt(r.ratio) << ", \"flipped\": "
-        << (r.flipped && *r.flipped ? "true" : "false") << "}";
+      f << (i ? ", " : "") << "{\"backend\": \"" << b.name << "\", \"median_ms\": " << jnum(sb.median_ms)
+        << ", \"spread\": " << jnum(sb.spread) << ", \"tflops\": "
+        << jnum(sb.median_ms ? std::optional<double>(flop / (ms * 1e-3) / 1e12) : std::nullopt)
+        << ", \"sm_clock_mhz\": " << jnum(sb.sm_clock_mhz) << ", \"power_w\": " << jnum(sb.power_w)
+        << ", \"j_per_launch\": " << jnum(sb.j_per_call) << ", \"time_vs_random\": " << jnum(r.ratio)
+        << ", \"flipped\": " << (r.flipped && *r.flipped ? "true" : "false") << "}";
   }
   if (f.is_open()) f << "]}\n";
-  cudaFree(sums);
-  cudaFree(cyc);
-  cudaStreamDestroy(st);
+  ok(cudaFree(sums), "cudaFree");
+  ok(cudaFree(cyc), "cudaFree");
+  ok(cudaStreamDestroy(st), "cudaStreamDestroy");
   return 0;
 }
 

@@ -156,7 +156,7 @@ long long check_receive_rows(const moe_kernel::MoeWorkspace::PlanTables& tab,
   return padding_rows;
 }
 
-// Case::check_padding for one call: prm on stale receive rows// Case::check_padding for one call: prm on stale receive rows, with zero_padding 0 and 1, with the host plan and with
+// Case::check_padding for one call: prm on stale receive rows, with zero_padding 0 and 1, with the host plan and with
 // the plan made on the device (run_case's prose).
 void check_padding_rows(runtime::Team& team, moe_kernel::MoeWorkspace& ws, const moe_kernel::MoeLayerParams& prm,
                         const moe::Routing& routing, cudaStream_t st, int T, int H,

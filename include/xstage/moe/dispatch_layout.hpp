@@ -83,7 +83,9 @@ XSTAGE_HD inline long long max_recv_rows(int world, int tokens_per_rank, int top
 // b_m / 2 rows for a half tile (the last tile holds at most b_m / 2 tokens) and b_m for a full one (moe_kernel.cuh,
 // `a_rows`; a_trim loads fewer rows still, and the stage keeps what it held in the others), and the row scales as one
 // b_m-row box per K block for any tile. These rows only feed padding outputs, which nothing stores, so what they hold
-// never reaches a result; it does reach the tensor cores (MoeLayerParams::zero_padding writes zeros there).
+// never reaches a result; it does reach the tensor cores (MoeLayerParams::zero_padding writes zeros there). A W4A8
+// quarter tile (at most b_m / 4 tokens) loads the half tile's b_m / 2 rows but multiplies only its first b_m / 4 (N =
+// 32 tokens): the rule still names all loaded rows, so zero_padding also zeroes rows no tensor core reads there.
 struct PaddingRows {
   int begin = 0, end = 0, scale_end = 0;
 };
