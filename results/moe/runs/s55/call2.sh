@@ -3,8 +3,9 @@
 # DiT-MoE-XL, hidden / 128 odd, ran the kernel holding every option's code). The MoE layer GPU tests (their `lean 0`
 # flip now compares the full kernel against the lean narrow path on the odd-hidden cases), memcheck on the tile-edge
 # tests; DiT-MoE-XL lean / full in one process (--compare-lean, auto's order and widths), W8A8 and W4A8, 1K-32K; main's
-# bench_moe (O, e678e96) against this one (N) in processes O N N O on wide-tile layers (V4-Pro, V4-Flash, Qwen3-30B
-# W8A8 8K), whose lean kernel now also holds the narrow path's code.
+# bench_moe (O: main's HEAD when build-call2.sh ran; the fused kernel's code as at e678e96) against this one (N) in
+# processes O N N O on wide-tile layers (V4-Pro, V4-Flash, Qwen3-30B W8A8 8K), whose lean kernel now also holds the
+# narrow path's code.
 # Then the SwiGLU's silu by one MUFU op (tanh.approx: sigmoid(g) = (1 + tanh(g / 2)) / 2; bench_moe_t, T, built with
 # XSTAGE_MOE_SILU_TANH) against N in processes N T T N on DiT-MoE-XL, whose short Linear-1 tiles (9 K blocks) end in
 # a SwiGLU of 2 x 64 MUFU ops per thread while the tensor cores idle (call 1's trace: 12.7 us per tile).
