@@ -764,7 +764,7 @@ int main(int argc, char** argv) try {
         for (const std::string& rname : a.routings) {
           const moe::RoutingKind rk = moe::parse_routing_kind(rname);
           ++configs;
-          const uint64_t cseed = a.seed * 7919 + T * 31 + int(rk);
+          const uint64_t cseed = moe::harness_routing_seed(a.seed, T, rk);
           // inputs: x codes + 1x128 scales (values ~ U(-1, 1)) of this rank's T tokens (its slice of the
           // global batch of P * T tokens), the routing of every rank (the same on every rank: same seed)
           Dev<uint8_t> x(size_t(T) * s.hidden);

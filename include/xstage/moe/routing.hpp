@@ -58,6 +58,14 @@ struct Routing {
 // UsageError on a bad configuration (k > E, alpha <= 0, more than 2^31 routed rows, ...).
 Routing generate_routing(const RoutingConfig& c);
 
+// The routing seed bench_moe gives a configuration of a run with `--seed seed` (each token count and kind its own
+// stream), so that any tool regenerates the routing a table timed: generate_routing({P, T, E, k, kind, 1.0,
+// harness_routing_seed(seed, T, kind)}). The CPU test MoeRouting.HarnessRoutingsAreTheTableOfRecords pins what it
+// gives on the grid: a change there makes later tables time other routings than results/moe/p1's.
+inline std::uint64_t harness_routing_seed(std::uint64_t seed, int tokens_per_rank, RoutingKind kind) {
+  return seed * 7919 + std::uint64_t(tokens_per_rank) * 31 + std::uint64_t(int(kind));
+}
+
 // Checks user top-k indices of one rank: `tokens` x `topk`, row-major. UsageError naming the rank,
 // token, slot and value for an index outside [0, experts) or one that repeats an earlier slot of the
 // same token ("top-k indices: rank 0, token 5, slot 2: expert 7 repeats slot 0").
