@@ -1,4 +1,5 @@
-// The padding rows the fused kernel's tiles load (moe::loaded_padding_rows) on the harness's routings (generate_routing, seed 1),
+// The padding rows the fused kernel's tiles load (moe::loaded_padding_rows) on the harness's routings (generate_routing with
+// bench_moe's seed for each configuration, moe::harness_routing_seed(1, T, kind); session 57's first version used seed 1),
 // the numbers docs/MOE.md "Harness and results" and docs/MOE-NOTEBOOK.md "Session 57" quote. Built and run here (no GPU):
 //   g++ -std=c++17 -O2 -I include results/moe/runs/s57/padcount.cpp build/src/moe/libxstage_moe.a -o /tmp/padcount && /tmp/padcount
 #include <cstdio>
@@ -11,7 +12,7 @@ int main() {
   for (auto sh : shapes)
     for (int T : {8192, 32768})
       for (auto kind : {RoutingKind::Balanced, RoutingKind::Skewed}) {
-        RoutingConfig c{1, T, sh.E, sh.k, kind, 1.0, 1};
+        RoutingConfig c{1, T, sh.E, sh.k, kind, 1.0, harness_routing_seed(1, T, kind)};
         Routing r = generate_routing(c);
         std::vector<int> n(sh.E, 0);
         for (int v : r.index) n[v]++;
