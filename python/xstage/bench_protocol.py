@@ -116,11 +116,32 @@ def aggregate_samples(samples: list[dict | None]) -> dict:
         out[k + "_min"] = min(v) if v else None
         out[k + "_max"] = max(v) if v else None
     out["nvml_samples"] = len(samples)
-    # energy over the block: last minus first cumulative reading (mJ -> J); null with fewer than two readings or
-    # a counter that did not move (its update period can exceed a short block: then no claim is made)
-    e = [s["energy_mj"] for s in samples if s.get("energy_mj") is not None]
-    out["energy_j"] = (e[-1] - e[0]) / 1e3 if len(e) >= 2 and e[-1] > e[0] else None
+    out["energy_w"] = counter_power_w(samples)
     return out
+
+
+def counter_power_w(samples: list[dict | None]) -> float | None:
+    """Mean power (W) from the cumulative energy counter over a block's samples (each with `t_s`, its reading time).
+    The counter moves in steps (~100 ms apart on an H200), each holding the energy since its previous step, so the
+    last minus the first reading of a short block counts a whole step for however little of it fell inside (a 40 ms
+    block read ~1900 W at the 700 W cap). Each step is placed midway between the readings around it, and the power is
+    the energy between the first and last steps over the time between them; None with fewer than two steps (a block
+    shorter than about two update periods: no claim) or without reading times. The C++ twin: counter_power_w."""
+    prev = None
+    first = last = None
+    for x in samples:
+        if not x or x.get("energy_mj") is None or x.get("t_s") is None:
+            continue
+        if prev is not None and x["energy_mj"] > prev[1]:
+            step = (0.5 * (prev[0] + x["t_s"]), x["energy_mj"])
+            if first is None:
+                first = step
+            else:
+                last = step
+        prev = (x["t_s"], x["energy_mj"])
+    if last is None or last[0] <= first[0]:
+        return None
+    return (last[1] - first[1]) / 1e3 / (last[0] - first[0])
 
 
 def backend_stats(blocks: list[dict], name: str) -> dict:
@@ -325,13 +346,21 @@ class BlockSampler:
         self._stop = threading.Event()
         self._thread = None
 
+    def _stamped(self):
+        """A reading with its time since entry (`t_s`, s), taken after the getters return."""
+        s = self.reader.read()
+        if s is not None:
+            s = dict(s, t_s=time.perf_counter() - self._t0)
+        return s
+
     def _loop(self):
         while not self._stop.wait(self.period_s):
-            self.samples.append(self.reader.read())
+            self.samples.append(self._stamped())
 
     def __enter__(self):
         if self.reader is not None and getattr(self.reader, "available", False):
-            self.samples.append(self.reader.read())
+            self._t0 = time.perf_counter()
+            self.samples.append(self._stamped())
             self._thread = threading.Thread(target=self._loop, daemon=True)
             self._thread.start()
         return self
@@ -340,7 +369,7 @@ class BlockSampler:
         if self._thread is not None:
             self._stop.set()
             self._thread.join()
-            self.samples.append(self.reader.read())
+            self.samples.append(self._stamped())
         return False
 
     def summary(self) -> dict:
@@ -411,6 +440,8 @@ def run_protocol(backends: dict, inputs: list, warmup_s: float = DEFAULT_WARMUP_
                    "block_ms": secs * 1e3, "per_call_ms": per_call_ms, "host_ms_per_call": host_ms,
                    "host_bound": host_ms is not None and host_ms >= HOST_BOUND_FRACTION * per_call_ms}
             blk.update(sampler.summary())
+            # the block's energy at the counter's mean power (counter_power_w), and per call
+            blk["energy_j"] = blk["energy_w"] * secs if blk["energy_w"] is not None else None
             blk["j_per_call"] = blk["energy_j"] / done if blk["energy_j"] is not None else None
             blocks.append(blk)
             if log:

@@ -244,7 +244,12 @@ def test_block_sampler_threads_a_reader():
     out = s.summary()
     assert out["nvml_samples"] >= 3 and out["power_w"] == 650.0 and out["temp_c"] is None
     assert out["sm_clock_mhz_min"] == 1501.0 and out["sm_clock_mhz_max"] >= 1503.0
-    assert close(out["energy_j"], 0.1 * (out["nvml_samples"] - 1))  # last minus first reading, mJ -> J
+    # every reading is a counter step of 100 mJ, placed midway from the reading before: steps 2..n
+    t = [x["t_s"] for x in s.samples]
+    assert t == sorted(t) and t[0] >= 0.0
+    n = len(t)
+    want = 0.1 * (n - 2) / ((t[-2] + t[-1]) / 2 - (t[0] + t[1]) / 2)
+    assert close(out["energy_w"], want)
 
 
 def test_nvml_index_from_env():

@@ -97,7 +97,7 @@ TEST(BenchProtocol, CasesAggregateSamples) {
         continue;
       }
       samples.push_back(xb::Sample{opt(s.at("sm_clock_mhz")), opt(s.at("power_w")), opt(s.at("temp_c")),
-                                   opt(s.value("energy_mj", json()))});
+                                   opt(s.value("energy_mj", json())), opt(s.value("t_s", json()))});
     }
     expect_json_close(xb::to_json(xb::aggregate_samples(samples)), c.at("expect"), "aggregate_samples");
   }
@@ -187,7 +187,11 @@ class FakeSampler final : public xb::Sampler {
   bool available() const override { return true; }
   void start() override { ++started; }
   std::vector<std::optional<xb::Sample>> stop() override {
-    return {xb::Sample{1500.0, 600.0, 50.0, 1000.0}, xb::Sample{1700.0, 700.0, std::nullopt, 1600.0}};
+    // The counter steps twice inside the block: at 0.05 s (between the readings at 0.04 and 0.06) to 61000 mJ and at
+    // 0.15 s (between 0.14 and 0.16) to 121000 mJ: 60 J in 0.1 s, 600 W.
+    const std::optional<double> none;
+    return {xb::Sample{1500.0, 600.0, 50.0, 1000.0, 0.04}, xb::Sample{1700.0, 700.0, none, 61000.0, 0.06},
+            xb::Sample{none, none, none, 61000.0, 0.14}, xb::Sample{none, none, none, 121000.0, 0.16}};
   }
   int started = 0;
 };
@@ -224,17 +228,18 @@ TEST(BenchProtocol, RunProtocolFakeClock) {
     EXPECT_NEAR(b.per_call_ms, cost * 1e3, 1e-9);
     EXPECT_NEAR(b.host_ms_per_call.value(), 0.5, 1e-12);
     EXPECT_EQ(b.host_bound, 0.5 >= 0.8 * cost * 1e3);
-    EXPECT_EQ(b.nvml.nvml_samples, 2);
+    EXPECT_EQ(b.nvml.nvml_samples, 4);
     EXPECT_EQ(b.nvml.sm_clock_mhz.value(), 1600.0);
     EXPECT_FALSE(b.nvml.temp_c_max.value() != 50.0);
-    EXPECT_NEAR(b.nvml.energy_j.value(), 0.6, 1e-12);  // (1600 - 1000) mJ over the block
-    EXPECT_NEAR(b.j_per_call.value(), 0.6 / double(b.calls), 1e-12);
+    EXPECT_NEAR(b.nvml.energy_w.value(), 600.0, 1e-9);  // the counter's two steps: 60 J in 0.1 s
+    EXPECT_NEAR(b.energy_j.value(), 600.0 * 0.2, 1e-9);   // at that power over the block's 0.2 s
+    EXPECT_NEAR(b.j_per_call.value(), 120.0 / double(b.calls), 1e-9);
   }
   const auto& fast = res.stats_of("fast");
   EXPECT_EQ(fast.blocks, 6);
   EXPECT_NEAR(fast.median_ms.value(), 1.0, 1e-9);
   EXPECT_NEAR(fast.spread.value(), 0.0, 1e-9);
-  EXPECT_NEAR(fast.j_per_call.value(), 0.6 / double(res.blocks.at(0).calls), 1e-12);  // every fast block alike
+  EXPECT_NEAR(fast.j_per_call.value(), 120.0 / double(res.blocks.at(0).calls), 1e-9);  // every fast block alike
   const auto r = xb::ratio(fast, res.stats_of("slow"));
   EXPECT_NEAR(r.ratio.value(), 2.0, 1e-9);
   EXPECT_FALSE(r.flipped.value());

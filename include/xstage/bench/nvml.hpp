@@ -91,7 +91,7 @@ class NvmlReader {
 // Reads the NVML device at start(), every period in a thread, and at stop().
 class NvmlSampler final : public Sampler {
  public:
-  explicit NvmlSampler(int device = 0, double period_s = 0.02) : reader_(device), period_(period_s) {}
+  explicit NvmlSampler(int device = 0, double period_s = kDefaultSamplePeriodS) : reader_(device), period_(period_s) {}
   ~NvmlSampler() override {
     if (thread_.joinable()) stop();
   }
@@ -101,12 +101,13 @@ class NvmlSampler final : public Sampler {
   void start() override {
     samples_.clear();
     if (!reader_.available()) return;
-    samples_.push_back(reader_.read());
+    t0_ = std::chrono::steady_clock::now();
+    samples_.push_back(stamped());
     stop_ = false;
     thread_ = std::thread([this] {
       std::unique_lock<std::mutex> lk(mu_);
       while (!cv_.wait_for(lk, std::chrono::duration<double>(period_), [this] { return stop_; }))
-        samples_.push_back(reader_.read());
+        samples_.push_back(stamped());
     });
   }
   std::vector<std::optional<Sample>> stop() override {
@@ -117,12 +118,19 @@ class NvmlSampler final : public Sampler {
       }
       cv_.notify_all();
       thread_.join();
-      samples_.push_back(reader_.read());
+      samples_.push_back(stamped());
     }
     return samples_;
   }
 
  private:
+  // A reading with its time since start() (Sample::t_s), taken after the getters return.
+  std::optional<Sample> stamped() const {
+    std::optional<Sample> s = reader_.read();
+    if (s) s->t_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+    return s;
+  }
+  std::chrono::steady_clock::time_point t0_;
   NvmlReader reader_;
   double period_;
   std::thread thread_;

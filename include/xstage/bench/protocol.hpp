@@ -7,7 +7,7 @@
 //             calls_for_block() back-to-back calls timed as one block; per-call time = block / calls
 //   stats:    per backend median / min / max per-call ms over its blocks, spread = (max - min) / median,
 //             medians of its first-half (listed order) and second-half (reverse order) blocks, median energy
-//             per call (J) over the blocks whose NVML energy counter moved
+//             per call (J) over the blocks in which NVML's energy counter stepped at least twice (counter_power_w)
 //   ratio:    ref time / name time (> 1: name faster), over all blocks and per half; flipped when the
 //             two halves fall on different sides of 1
 //
@@ -32,6 +32,7 @@ inline constexpr double kDefaultBlockS = 1.0;
 inline constexpr int kDefaultRounds = 3;
 inline constexpr long kDefaultMinCalls = 3;
 inline constexpr long kDefaultMaxCalls = 1000000;
+inline constexpr double kDefaultSamplePeriodS = 0.02;
 inline constexpr double kHostBoundFraction = 0.8;
 
 enum class Half { kFirst, kSecond };  // listed order / reverse order within a round
@@ -107,6 +108,7 @@ inline std::optional<double> div_opt(std::optional<double> a, std::optional<doub
 struct Sample {
   std::optional<double> sm_clock_mhz, power_w, temp_c;
   std::optional<double> energy_mj;  // the GPU's cumulative energy counter (mJ since the driver loaded)
+  std::optional<double> t_s;        // when it was read, s on the sampler's steady clock (the energy estimate needs it)
 };
 
 struct SampleStats {
@@ -114,10 +116,34 @@ struct SampleStats {
   std::optional<double> power_w, power_w_min, power_w_max;
   std::optional<double> temp_c, temp_c_min, temp_c_max;
   int nvml_samples = 0;
-  // Energy over the block: the last minus the first energy reading, J; null with fewer than two readings or
-  // when the counter did not move (its update period can exceed a short block: then no claim is made).
-  std::optional<double> energy_j;
+  // Mean power from the energy counter, W: the counter moves in steps (~100 ms apart on an H200), each holding the
+  // energy since its previous step, so the last minus the first reading of a block counts a step's energy for
+  // however little of it fell inside the block (a 40 ms block read ~1900 W at the 700 W cap). Instead each step is
+  // placed midway between the readings around it, and the power is the energy between the block's first and last
+  // steps over the time between them. Null with fewer than two steps inside the block (then no claim is made: a
+  // block shorter than about two update periods), or without reading times.
+  std::optional<double> energy_w;
 };
+
+// The counter's steps among a block's samples: (time, value) of each reading that shows a new value, its time
+// moved back to midway from the reading before (where the step happened, on average).
+inline std::optional<double> counter_power_w(const std::vector<std::optional<Sample>>& samples) {
+  std::optional<double> prev_t, prev_e, t0, e0, t1, e1;
+  for (const auto& x : samples) {
+    if (!x || !x->energy_mj || !x->t_s) continue;
+    if (prev_e && *x->energy_mj > *prev_e) {
+      const double t = 0.5 * (*prev_t + *x->t_s);
+      if (!t0) {
+        t0 = t, e0 = *x->energy_mj;
+      } else {
+        t1 = t, e1 = *x->energy_mj;
+      }
+    }
+    prev_t = x->t_s, prev_e = x->energy_mj;
+  }
+  if (!t1 || *t1 <= *t0) return std::nullopt;
+  return (*e1 - *e0) / 1e3 / (*t1 - *t0);
+}
 
 inline SampleStats aggregate_samples(const std::vector<std::optional<Sample>>& samples) {
   SampleStats out;
@@ -137,10 +163,7 @@ inline SampleStats aggregate_samples(const std::vector<std::optional<Sample>>& s
   agg(&Sample::power_w, out.power_w, out.power_w_min, out.power_w_max);
   agg(&Sample::temp_c, out.temp_c, out.temp_c_min, out.temp_c_max);
   for (const auto& x : samples) out.nvml_samples += x.has_value();
-  std::optional<double> e0, e1;
-  for (const auto& x : samples)
-    if (x && x->energy_mj) (e0 ? e1 : e0) = *x->energy_mj;
-  if (e0 && e1 && *e1 > *e0) out.energy_j = (*e1 - *e0) / 1e3;
+  out.energy_w = counter_power_w(samples);
   return out;
 }
 
@@ -156,7 +179,8 @@ struct Block {
   std::optional<double> host_ms_per_call;
   bool host_bound = false;
   SampleStats nvml;
-  std::optional<double> j_per_call;  // nvml.energy_j / calls
+  std::optional<double> energy_j;    // nvml.energy_w x block_ms: the block's energy at the counter's mean power
+  std::optional<double> j_per_call;  // energy_j / calls
 };
 
 struct BackendStats {
@@ -266,6 +290,9 @@ struct Params {
   long max_calls = kDefaultMaxCalls;
   int n_inputs = 1;  // recorded only: the Timer's calls rotate their inputs
   int nvml_device = 0;
+  // NVML reading period beside a block (run_protocol_cuda's sampler; Python: run_protocol's sample_period_s). The
+  // energy estimate places each counter step to within half of it, so power comparisons want it short.
+  double sample_period_s = kDefaultSamplePeriodS;
 };
 
 struct WarmUp {
@@ -350,7 +377,10 @@ inline Result run_protocol(const std::vector<std::string>& names, Timer& timer, 
     if (w.host_s_per_call) b.host_ms_per_call = *w.host_s_per_call * 1e3;
     b.host_bound = b.host_ms_per_call && *b.host_ms_per_call >= kHostBoundFraction * b.per_call_ms;
     b.nvml = aggregate_samples(samples);
-    if (b.nvml.energy_j) b.j_per_call = *b.nvml.energy_j / static_cast<double>(t.calls);
+    if (b.nvml.energy_w) {
+      b.energy_j = *b.nvml.energy_w * b.block_ms / 1e3;
+      b.j_per_call = *b.energy_j / static_cast<double>(t.calls);
+    }
     res.blocks.push_back(b);
     if (log) log(b);
   }

@@ -150,7 +150,7 @@ inline Result run_protocol_cuda(const std::vector<std::string>& names, std::vect
   if (fns.size() != names.size()) throw std::invalid_argument("run_protocol_cuda: one function per backend");
   const int k = std::max(1, p.n_inputs);
   CudaTimer timer(std::move(fns), stream, use_graph, k * ((16 + k - 1) / k));
-  NvmlSampler sampler(p.nvml_device);
+  NvmlSampler sampler(p.nvml_device, p.sample_period_s);
   return run_protocol(names, timer, &sampler, p, log);
 }
 

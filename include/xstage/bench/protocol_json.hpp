@@ -16,7 +16,7 @@ inline nlohmann::json to_json(const SampleStats& s) {
           {"power_w_min", opt_json(s.power_w_min)}, {"power_w_max", opt_json(s.power_w_max)},
           {"temp_c", opt_json(s.temp_c)}, {"temp_c_min", opt_json(s.temp_c_min)},
           {"temp_c_max", opt_json(s.temp_c_max)}, {"nvml_samples", s.nvml_samples},
-          {"energy_j", opt_json(s.energy_j)}};
+          {"energy_w", opt_json(s.energy_w)}};
 }
 
 inline nlohmann::json to_json(const Block& b) {
@@ -25,6 +25,7 @@ inline nlohmann::json to_json(const Block& b) {
                       {"block_ms", b.block_ms}, {"per_call_ms", b.per_call_ms},
                       {"host_ms_per_call", opt_json(b.host_ms_per_call)}, {"host_bound", b.host_bound}};
   j.update(to_json(b.nvml));
+  j["energy_j"] = opt_json(b.energy_j);
   j["j_per_call"] = opt_json(b.j_per_call);
   return j;
 }
