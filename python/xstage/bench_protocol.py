@@ -122,11 +122,12 @@ def aggregate_samples(samples: list[dict | None]) -> dict:
 
 def counter_power_w(samples: list[dict | None]) -> float | None:
     """Mean power (W) from the cumulative energy counter over a block's samples (each with `t_s`, its reading time).
-    The counter moves in steps (~100 ms apart on an H200), each holding the energy since its previous step, so the
-    last minus the first reading of a short block counts a whole step for however little of it fell inside (a 40 ms
-    block read ~1900 W at the 700 W cap). Each step is placed midway between the readings around it, and the power is
-    the energy between the first and last steps over the time between them; None with fewer than two steps (a block
-    shorter than about two update periods: no claim) or without reading times. The C++ twin: counter_power_w."""
+    The counter moves in steps (tens of ms apart on an H200: a 40 ms block saw one step or none), each holding the
+    energy since its previous step, so the last minus the first reading of a short block counts a whole step for
+    however little of it fell inside (a 40 ms block read ~1900 W at the 700 W cap). Each step is placed midway
+    between the readings around it, and the power is the energy between the first and last steps over the time
+    between them; None with fewer than two steps (a block shorter than about two update periods: no claim) or
+    without reading times. The C++ twin: counter_power_w."""
     prev = None
     first = last = None
     for x in samples:

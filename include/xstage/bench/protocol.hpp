@@ -116,12 +116,12 @@ struct SampleStats {
   std::optional<double> power_w, power_w_min, power_w_max;
   std::optional<double> temp_c, temp_c_min, temp_c_max;
   int nvml_samples = 0;
-  // Mean power from the energy counter, W: the counter moves in steps (~100 ms apart on an H200), each holding the
-  // energy since its previous step, so the last minus the first reading of a block counts a step's energy for
-  // however little of it fell inside the block (a 40 ms block read ~1900 W at the 700 W cap). Instead each step is
-  // placed midway between the readings around it, and the power is the energy between the block's first and last
-  // steps over the time between them. Null with fewer than two steps inside the block (then no claim is made: a
-  // block shorter than about two update periods), or without reading times.
+  // Mean power from the energy counter, W: the counter moves in steps (tens of ms apart on an H200: a 40 ms block saw
+  // one step or none), each holding the energy since its previous step, so the last minus the first reading of a
+  // block counts a step's energy for however little of it fell inside the block (a 40 ms block read ~1900 W at the
+  // 700 W cap). Instead each step is placed midway between the readings around it, and the power is the energy
+  // between the block's first and last steps over the time between them. Null with fewer than two steps inside the
+  // block (then no claim is made: a block shorter than about two update periods), or without reading times.
   std::optional<double> energy_w;
 };
 

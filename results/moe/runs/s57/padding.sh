@@ -15,7 +15,7 @@
 #                with zero_padding 1, the prologue's zeroing included). W8A8 at 8K: V4-Pro, V4-Flash, DeepSeek-V3
 #                (both routings), DiT-MoE-XL (lagged waves, auto's order); W4A8 V4-Pro 8K; W8A8 V4-Pro 32K balanced.
 #                Per backend the run's moe.csv also has NVML's mean SM clock (joules per call only where a block
-#                spans two steps of the energy counter, ~100 ms apart: at these 50 ms blocks mostly null).
+#                spans two steps of the energy counter, tens of ms apart: at these 50 ms blocks often null).
 set -uo pipefail
 cd "$(dirname "$0")/../../../.."
 mkdir -p build/pk57 && tar xJf build/s57pad.tar.xz -C build/pk57
