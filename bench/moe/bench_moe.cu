@@ -51,8 +51,9 @@
 // fused_<order>_b0). --compare-early adds, per order, the kernel with the other MoeLayerParams::early_release (backend
 // fused_<order>_e1 with the default 0, fused_<order>_e0 with 1). --compare-row-order adds, per order, the kernel walking
 // the rows in the other MoeLayerParams::row_order (backend fused_<order>_o1 with the default 0; W8A8 only).
-// --zero-padding sets MoeLayerParams::zero_padding of every fused launch (0, the default: the padding rows hold the
-// harness's poison, 0xFF, while they are timed; the header and summary.json's padding_rows say which).
+// --zero-padding sets MoeLayerParams::zero_padding of every fused launch (the library's default, 1: every launch zeroes
+// the padding rows first; 0: they hold the harness's poison, 0xFF, while they are timed, as in the tables before
+// session 58; the header and summary.json's padding_rows say which).
 // --wave-lag sets MoeLayerParams::wave_lag (Expert-Wave's L2 tiles after the next wave's L1 tiles) of every launch;
 // --compare-wave-lag adds Expert-Wave with the other value (backend fused_wave_g1 beside 0, fused_wave_g0 beside 1).
 // --compare-half adds, per order, the kernel with the other MoeLayerParams::half_together (backend fused_<order>_h0
@@ -346,7 +347,7 @@ struct Args {
   bool compare_early = false;       // --compare-early: also the orders with the other early_release
   bool compare_row_order = false;   // --compare-row-order: also the orders with the other row_order (W8A8)
   int wave_lag = 0;                 // --wave-lag: MoeLayerParams::wave_lag of every fused launch (Expert-Wave)
-  int zero_padding = 0;             // --zero-padding: MoeLayerParams::zero_padding of every fused launch
+  int zero_padding = moe_kernel::MoeLayerParams{}.zero_padding;  // --zero-padding: of every fused launch
   bool compare_wave_lag = false;    // --compare-wave-lag: also Expert-Wave with the other wave_lag
   bool compare_half = false;        // --compare-half: also the orders with the other half_together (W8A8)
   bool compare_half_wide = false;   // --compare-half-wide: also the orders with the other half_wide (W8A8)

@@ -234,12 +234,14 @@ struct MoeLayerParams {
   // lean kernel is 2-8 % faster than the full one (docs/MOE-NOTEBOOK.md, "Session 30"): code a launch does not use is not free.
   int lean = 1;
   // The padding rows of each expert's last row tile (moe::loaded_padding_rows: the rows past its tokens that the tile
-  // loads as its A operand, and their row scales): 1 = zeroed in the launch's prologue kernel, 0 (the default) = left
+  // loads as its A operand, and their row scales): 1 (the default) = zeroed in the launch's prologue kernel, 0 = left
   // as they are. They only feed padding outputs, which nothing stores, so the result is bit-identical either way. What
   // they hold reaches the tensor cores, whose power depends on their operands' values, and these layers run at the
   // H200's 700 W limit, where the power sets the clock. Left alone they hold an earlier call's rows where the routing
-  // changes between calls, or 0xFF after poison. Not measured yet (docs/MOE-NOTEBOOK.md "Session 57").
-  int zero_padding = 0;
+  // changes between calls. Measured (session 58, docs/MOE-NOTEBOOK.md): the W8A8 mainloop on every SM with A zero
+  // takes 0.93x the time of random A (20 % zero rows 0.955x); on stale rows the W8A8 8K layers took 0.95-1.01x the
+  // time with 1 (median 0.983, 12 of 12 layer-processes; zeroing included), W4A8, 32K and DiT-MoE-XL no change.
+  int zero_padding = 1;
   // Per-tile instrumentation (W8A8 only): runs the traced instantiation and records every tile of the launch
   // in the workspace (MoeWorkspace::read_trace). The untraced kernels contain no trace code at all.
   bool trace = false;
