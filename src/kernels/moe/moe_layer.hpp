@@ -240,7 +240,8 @@ struct MoeLayerParams {
   // H200's 700 W limit, where the power sets the clock. Left alone they hold an earlier call's rows where the routing
   // changes between calls. Measured (session 58, docs/MOE-NOTEBOOK.md): the W8A8 mainloop on every SM with A zero
   // takes 0.93x the time of random A (20 % zero rows 0.955x); on stale rows the W8A8 8K layers took 0.95-1.01x the
-  // time with 1 (median 0.983, 12 of 12 layer-processes; zeroing included), W4A8, 32K and DiT-MoE-XL no change.
+  // time with 1 (median 0.983 over six layers x two processes, 10 of 12 below 1; the zeroing included); W4A8, V4-Pro at
+  // 32K and DiT-MoE-XL within +-1 %.
   int zero_padding = 1;
   // Per-tile instrumentation (W8A8 only): runs the traced instantiation and records every tile of the launch
   // in the workspace (MoeWorkspace::read_trace). The untraced kernels contain no trace code at all.
