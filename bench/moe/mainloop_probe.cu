@@ -89,9 +89,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
-#include <iomanip>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -99,6 +97,7 @@
 #include "probe_common.hpp"
 #include "xstage/common/hash.hpp"
 #include "xstage/bench/protocol_cuda.cuh"
+#include "xstage/bench/protocol_json.hpp"
 
 namespace mk = xstage::moe_kernel;
 namespace ptx = xstage::ptx;
@@ -1562,21 +1561,8 @@ int run_power(double seconds, int kblocks, int ctas, const std::string& json) {
   std::printf("%-20s %9s %7s %8s %8s %7s %9s %s\n", "backend", "ms", "spread", "TFLOP/s", "SM MHz", "W (ctr)", "J/launch",
               "time / random (flipped)");
   auto opt = [](const std::optional<double>& v) { return v ? *v : NAN; };
-  // JSON has no NaN: a value the run lacks (NVML missing, no ratio) is null.
-  auto jnum = [](const std::optional<double>& v) {
-    std::ostringstream o;
-    if (v && std::isfinite(*v))
-      o << std::setprecision(9) << *v;
-    else
-      o << "null";
-    return o.str();
-  };
-  std::ofstream f;
-  if (!json.empty()) {
-    f.open(json);
-    f << "{\"device\": \"" << prop.name << "\", \"ctas\": " << ctas << ", \"kblocks\": " << kblocks
-      << ", \"protocol\": \"" << res.protocol << "\", \"rows\": [";
-  }
+  // The JSON through nlohmann (xstage::bench::opt_json: a value the run lacks, e.g. without NVML, is null).
+  nlohmann::json rows = nlohmann::json::array();
   for (size_t i = 0; i < names.size(); ++i) {
     const Backend& b = backends[i];
     const xstage::bench::BackendStats& sb = res.stats_of(b.name);
@@ -1591,16 +1577,17 @@ int run_power(double seconds, int kblocks, int ctas, const std::string& json) {
     std::printf("%-20s %9.4f %7.4f %8.1f %8.0f %7.1f %9.4f %.4f%s\n", b.name, ms, opt(sb.spread), flop / (ms * 1e-3) / 1e12,
                 opt(sb.sm_clock_mhz), opt(counter_w), opt(sb.j_per_call), opt(r.ratio),
                 r.flipped && *r.flipped ? " (flipped)" : "");
-    if (f.is_open())
-      f << (i ? ", " : "") << "{\"backend\": \"" << b.name << "\", \"median_ms\": " << jnum(sb.median_ms)
-        << ", \"spread\": " << jnum(sb.spread) << ", \"tflops\": "
-        << jnum(sb.median_ms ? std::optional<double>(flop / (ms * 1e-3) / 1e12) : std::nullopt)
-        << ", \"sm_clock_mhz\": " << jnum(sb.sm_clock_mhz) << ", \"power_w\": " << jnum(counter_w)
-        << ", \"nvml_power_w\": " << jnum(sb.power_w)
-        << ", \"j_per_launch\": " << jnum(sb.j_per_call) << ", \"time_vs_random\": " << jnum(r.ratio)
-        << ", \"flipped\": " << (r.flipped && *r.flipped ? "true" : "false") << "}";
+    using xstage::bench::opt_json;
+    rows.push_back({{"backend", b.name}, {"median_ms", opt_json(sb.median_ms)}, {"spread", opt_json(sb.spread)},
+                    {"tflops", opt_json(sb.median_ms ? std::optional<double>(flop / (ms * 1e-3) / 1e12) : std::nullopt)},
+                    {"sm_clock_mhz", opt_json(sb.sm_clock_mhz)}, {"power_w", opt_json(counter_w)},
+                    {"nvml_power_w", opt_json(sb.power_w)}, {"j_per_launch", opt_json(sb.j_per_call)},
+                    {"time_vs_random", opt_json(r.ratio)}, {"flipped", r.flipped && *r.flipped}});
   }
-  if (f.is_open()) f << "]}\n";
+  if (!json.empty())
+    std::ofstream(json) << nlohmann::json{{"device", prop.name}, {"ctas", ctas}, {"kblocks", kblocks},
+                                          {"protocol", res.protocol}, {"rows", rows}}.dump(1)
+                        << "\n";
   ok(cudaFree(sums), "cudaFree");
   ok(cudaFree(cyc), "cudaFree");
   ok(cudaStreamDestroy(st), "cudaStreamDestroy");
