@@ -412,6 +412,17 @@ __device__ __forceinline__ int rs_mainloop(S& sh, kernel::PipeState<C::kStages>&
   return -1;
 }
 
+// silu(g) = g * sigmoid(g) = (g / 2)(1 + tanh(g / 2)): one MUFU op (tanh.approx, relative error ~2^-11, far below
+// the FP8 rounding of h that follows) where exp2 and a reciprocal took two. The W8A8 / W4A8 Linear-1 tile ends in 64
+// of these per thread while the tensor cores idle; on DiT-MoE-XL (9 K blocks per tile) the layer took 0.87-0.94x the
+// time with this form (session 59, results/moe/runs/s59). Large |g|: tanh saturates to +-1, h = g or -0.
+__device__ __forceinline__ float silu_fast(float g) {
+  const float hg = 0.5f * g;
+  float t;
+  asm("tanh.approx.f32 %0, %1;" : "=f"(t) : "f"(hg));
+  return fmaf(hg, t, hg);
+}
+
 // The swapped Linear-1 epilogue: h = silu(g) * u (tokens at or past `valid`: 0), each token's amax over the tile's 128
 // h columns (one 1x128 scale block), the codes into the slot's TMA 128 B swizzle layout with the tokens as its rows
 // (the layout of every other format's h tile) and the token scales at kStageScales. A token's 128 columns lie over 2
@@ -427,7 +438,7 @@ __device__ __forceinline__ void rs_l1_epilogue(uint8_t* st, float (&fg)[kAcc], c
 #pragma unroll
   for (int i = 0; i < kAcc; ++i) {
     const float gt = fg[i];
-    fg[i] = kernel::frag_col(i, tid) < valid ? __fdividef(gt, 1.0f + __expf(-gt)) * fu[i] : 0.f;  // swiglu_amax's
+    fg[i] = kernel::frag_col(i, tid) < valid ? silu_fast(gt) * fu[i] : 0.f;  // swiglu_amax's
   }
 #pragma unroll
   for (int q = 0; q < kAcc / 4; ++q) {
@@ -799,10 +810,9 @@ __device__ __forceinline__ void l2_mainloop_fp8(S& sh, kernel::PipeState<C::kSta
 
 // h = silu(g) * u into fg (rows at or past `valid` of the part: 0) and this thread's two rows' amax over the
 // part's columns (reduced over the quad that shares a row), floored at moe::kAmaxFloor.
-// silu by the hardware exp2 and reciprocal (__expf, __fdividef: a few ulp of fp32, far below the FP8 rounding of h
-// that follows): with expf and an IEEE division each element was a branchy ~25-instruction chain the compiler
-// could not interleave, ~5 % of the consumer warps' samples at the end of every Linear-1 tile while the tensor
-// cores idle (ncu, s22 call 4). Large negative g: exp overflows to inf, 1 / inf = 0, h = -0 as in fp32.
+// silu by silu_fast (with expf and an IEEE division each element was a branchy ~25-instruction chain the compiler
+// could not interleave, ~5 % of the consumer warps' samples at the end of every Linear-1 tile while the tensor cores
+// idle: ncu, s22 call 4; then __expf and __fdividef, two MUFU ops, until session 59).
 template <int kAcc>
 __device__ __forceinline__ void swiglu_amax(float (&fg)[kAcc], const float (&fu)[kAcc], int valid, int tid,
                                             float (&amax)[2]) {
@@ -812,7 +822,7 @@ __device__ __forceinline__ void swiglu_amax(float (&fg)[kAcc], const float (&fu)
   for (int i = 0; i < kAcc; ++i) {
     const int r = r0 + 8 * ((i / 2) % 2);
     const float gt = fg[i];
-    const float h = r < valid ? __fdividef(gt, 1.0f + __expf(-gt)) * fu[i] : 0.f;  // padding rows: zeros
+    const float h = r < valid ? silu_fast(gt) * fu[i] : 0.f;  // padding rows: zeros
     fg[i] = h;
     amax[(i / 2) % 2] = fmaxf(amax[(i / 2) % 2], fabsf(h));
   }
@@ -942,9 +952,10 @@ __device__ __forceinline__ TileDesc read_tile(S& sh, kernel::PipeState<kTileRing
 
 // kLean (KernelParams::lean): the same kernel compiled with every option that the defaults leave off fixed at its
 // default (pingpong 0, l2_scratches 1, early_release 0, l2_prefetch 0, a_trim 0, merge_loads 1, l2_hints 0,
-// half_together 1) and with 256-column Linear-2 tiles staged through the borrowed stage (l2_wide, l2_borrow: every
-// shape whose hidden size is a multiple of 512), so the other paths' code is not in the binary. W8A8 and W4A8. The
-// host launches it only where those values hold (lean_values_hold, moe_params.hpp).
+// half_together 1; a 256-column Linear-2 tile's second block staged in the borrowed stage, l2_borrow), so the other
+// paths' code is not in the binary. Both Linear-2 widths (l2_wide: 128 columns where hidden / 128 is odd, e.g.
+// DiT-MoE-XL; until session 55 those shapes ran the kernel holding every option's code). W8A8 and W4A8. The host
+// launches it only where those values hold (lean_values_hold, moe_params.hpp).
 template <class Sched, MoeWeightFormat kFormat, bool kTrace, bool kLean = false>
 __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kernel(const __grid_constant__ KernelParams<Sched> p) {
   using C = ConfigT<kFormat>;
@@ -1211,7 +1222,7 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
                          own.row);
             ptx::fence_proxy_async_global();
             // l2_wide: the tile is N blocks 2n and 2n + 1 (256 columns), two B boxes per stage as in Linear-1.
-            const bool wide = kLean || p.l2_wide != 0;
+            const bool wide = p.l2_wide != 0;
             const int col0 = own_n * (wide ? 2 : 1) * kBlockN, w2_row = ex * p.hidden + col0;
             for (int kb = 0; kb < KB2; ++kb) {
               wait_empty(ps);
@@ -1280,7 +1291,7 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
         // l2_borrow: an L2 tile's first hand-off is block 1 in the borrowed stage, the slot's comes second (below).
         // The first hand-off's wait comes before anything of the tile is read: it also orders the rows' metadata
         // (written by the dispatch) before the loads below, through the producer's acquire of the rows' readiness.
-        const bool borrow = (kLean || p.l2_borrow != 0) && t.l2();
+        const bool borrow = p.l2_borrow != 0 && t.l2();
         if (borrow)
           wait(&sh.borrow_full, borrow_phase);
         else
@@ -1327,7 +1338,7 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
           // hand-offs, N blocks 2n and 2n + 1.
           const moe::RowRange rows = moe::epilogue_rows(t.valid, ew, kEpilogueWarps);
           const int lo = rows.lo, hi = rows.hi;
-          const int blocks = kLean || p.l2_wide ? 2 : 1;
+          const int blocks = p.l2_wide ? 2 : 1;
           uint64_t dst[2];  // the row's combine entry at the tile's first column
 #pragma unroll
           for (int j = 0; j < 2; ++j) {
@@ -1488,7 +1499,7 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
               rs_mainloop<C, kAcc, true>(sh, ps, f0, f1, wg, KB1, tid, p.cluster, pp, wait_full, false);
               mma_done();
               rs_l1_epilogue<C>(wait_slot(), f0, f1, t.valid, wg, tid);
-            } else if (kLean || p.l2_wide) {
+            } else if (p.l2_wide) {
               // 256 columns: blocks 2n (f0: this warpgroup's columns [64 wg, +64) of it) and 2n + 1 (f1), handed off
               // as the W8A8 path's l2_wide tile does (block 1 into the borrowed stage first, with l2_borrow).
               const bool borrow = kLean || p.l2_borrow != 0;
@@ -1573,7 +1584,7 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
             hs[pt.row0 + r0] = amax[0] / 448.0f;
             hs[pt.row0 + r0 + 8] = amax[1] / 448.0f;
           }
-        } else if (kLean || p.l2_wide) {
+        } else if (p.l2_wide) {
           // 256 columns: N blocks 2n (b = 0) and 2n + 1 (b = 1), their W8A8 block scales KB2 apart; the output goes
           // to the epilogue as two hand-offs of 128 columns (the slot holds one), in b order. With l2_borrow, block 1
           // goes first, into the B buffer of the tile's last pipeline stage, which the mainloop kept (every consumer

@@ -189,7 +189,7 @@ struct KernelParams {
 template <class P>
 bool lean_values_hold(const P& kp) {
   return kp.pingpong == 0 && kp.l2_scratches == 1 && kp.early_release == 0 && kp.l2_prefetch == 0 && kp.a_trim == 0 &&
-         kp.merge_loads == 1 && kp.l2_hints == 0 && kp.half_together == 1 && kp.l2_wide == 1 && kp.l2_borrow == 1;
+         kp.merge_loads == 1 && kp.l2_hints == 0 && kp.half_together == 1 && kp.l2_borrow == kp.l2_wide;
 }
 
 // One traced tile (moe_layer.hpp's MoeTileTrace is the host view): word 0 the tile, then %globaltimer stamps
