@@ -1086,6 +1086,7 @@ int main(int argc, char** argv) try {
               row["sim_interleaved_us"] = adv.query.sim_interleaved_s * 1e6;
               row["sim_interleaved_vs_wave"] = adv.query.sim_wave_s / adv.query.sim_interleaved_s;
               row["sim_wave_lag_us"] = adv.query.sim_wave_lag_s * 1e6;
+              row["sim_interleaved_all_us"] = adv.query.sim_interleaved_all_s * 1e6;  // every L1 tile first
             } else {
               row["sim_error"] = adv.sim_error;
             }

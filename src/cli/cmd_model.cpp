@@ -496,7 +496,8 @@ void add_moe_order(CLI::App* des) {
     }
     if (r.sim_wave_s > 0)
       os << "simulated layer (P = 1, discrete-event simulator): expert-wave " << us(r.sim_wave_s) << " us, interleaved "
-         << us(r.sim_interleaved_s) << " us, expert-wave with lagged waves " << us(r.sim_wave_lag_s) << " us\n";
+         << us(r.sim_interleaved_s) << " us, expert-wave with lagged waves " << us(r.sim_wave_lag_s)
+         << " us, interleaved with every Linear-1 tile first " << us(r.sim_interleaved_all_s) << " us\n";
     os << "working set: interleaved (D = " << ch.lead << ") " << ch.rows_in_flight << " rows in flight -> "
        << ch.experts_in_flight << " experts x " << mb(ch.expert_weight_bytes) << " MB = "
        << mb(ch.weight_working_set_bytes) << " MB; expert-wave (default wave of " << ch.default_experts_per_wave

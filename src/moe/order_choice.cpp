@@ -71,6 +71,9 @@ void check_query(const OrderQuery& q) {
                  "moe order: simulated interleaved time must be >= 0 s (0: not given), got ", q.sim_interleaved_s);
   XSTAGE_REQUIRE(std::isfinite(q.sim_wave_lag_s) && q.sim_wave_lag_s >= 0,
                  "moe order: simulated lagged expert-wave time must be >= 0 s (0: not given), got ", q.sim_wave_lag_s);
+  XSTAGE_REQUIRE(std::isfinite(q.sim_interleaved_all_s) && q.sim_interleaved_all_s >= 0,
+                 "moe order: simulated interleaved (every Linear-1 tile first) time must be >= 0 s (0: not given), got ",
+                 q.sim_interleaved_all_s);
   XSTAGE_REQUIRE(q.sim_wave_lag_s == 0 || q.sim_wave_s > 0,
                  "moe order: a simulated lagged expert-wave time needs both other orders' times too");
   XSTAGE_REQUIRE((q.sim_wave_s > 0) == (q.sim_interleaved_s > 0),
@@ -236,7 +239,7 @@ nlohmann::json OrderChoice::to_json() const {
       {"weight_working_set_bytes", weight_working_set_bytes}, {"l2_bytes", query.l2_bytes}, {"fits_l2", fits_l2},
       {"reason", reason},
       {"sim_wave_us", query.sim_wave_s * 1e6}, {"sim_interleaved_us", query.sim_interleaved_s * 1e6},
-      {"sim_wave_lag_us", query.sim_wave_lag_s * 1e6},
+      {"sim_wave_lag_us", query.sim_wave_lag_s * 1e6}, {"sim_interleaved_all_us", query.sim_interleaved_all_s * 1e6},
       {"query", {{"hidden", query.hidden}, {"inter", query.inter}, {"experts", query.experts}, {"topk", query.topk},
                  {"tokens_per_rank", query.tokens}, {"world", query.world}, {"weight_bytes", query.weight_bytes},
                  {"b_m", query.b_m}, {"b_n", query.b_n}, {"l1_cols", query.l1_cols}, {"l2_cols", query.l2_cols}, {"sms", query.sms},

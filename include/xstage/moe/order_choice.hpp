@@ -95,6 +95,8 @@ struct OrderQuery {
   // Expert-Wave), and of Expert-Wave with lagged waves (0 = not given: not considered). moe::simulate_orders
   // (order_sim.hpp) computes them for this query.
   double sim_wave_s = 0, sim_interleaved_s = 0, sim_wave_lag_s = 0;
+  // P = 1: the simulator's time of Interleaved with every Linear-1 tile first (moe::lead_all_rows); recorded, 0 = not given
+  double sim_interleaved_all_s = 0;
 };
 
 // T_L1^mma = 2 b_m l1_cols h / rate, T_L2^mma = 2 b_m l2_cols h_inter / rate (one b_m x N tile over its inner

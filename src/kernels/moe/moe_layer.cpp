@@ -751,6 +751,7 @@ MoeOrderAdvice advise_moe_order(const model::Platform& mx, const MoeLayerParams&
     q.sim_wave_s = so.wave_us * 1e-6;
     q.sim_interleaved_s = so.interleaved_us * 1e-6;
     q.sim_wave_lag_s = so.wave_lag_us * 1e-6;
+    q.sim_interleaved_all_s = so.interleaved_all_us * 1e-6;
   } catch (const std::exception& e) {
     a.sim_error = e.what();
   }
