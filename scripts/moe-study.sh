@@ -40,8 +40,8 @@ bench() {  # bench DIR ARGS...: one bench_moe run, real ranks when RANKS is set
 }
 for step in $STEPS; do
   case $step in
-    w8) bench "$OUT/w8" --precision w8a8 --orders wave,interleaved --compare-wave-lag --check-tokens 1 --trace $PROTO $EXTRA ;;
-    w4) bench "$OUT/w4" --precision w4a8 --orders wave,interleaved --compare-wave-lag --check-tokens 1 $PROTO $EXTRA ;;
+    w8) bench "$OUT/w8" --precision w8a8 --orders wave,interleaved --compare-wave-lag --compare-l1-first --check-tokens 1 --trace $PROTO $EXTRA ;;
+    w4) bench "$OUT/w4" --precision w4a8 --orders wave,interleaved --compare-wave-lag --compare-l1-first --check-tokens 1 $PROTO $EXTRA ;;
     big8|big4) p=w8a8; [ "$step" = big4 ] && p=w4a8
           bench "$OUT/$step" --precision $p --tokens 32768 --orders wave,interleaved --check-tokens 1 --worlds 1 \
             $BIGPROTO $EXTRA ;;

@@ -176,7 +176,7 @@ def main():
             # the fused column is the order the harness timed as "fused" (auto's choice; runs before it: wave)
             fb = r.get("fused_backend", "fused_wave")
             fms = r["ms_" + fb]
-            label = {"wave_g1": "wave-lagged", "wave_g0": "wave"}.get(fb[len("fused_"):], fb[len("fused_"):])
+            label = {"wave_g1": "wave-lagged", "wave_g0": "wave", "l1first": "l1-first"}.get(fb[len("fused_"):], fb[len("fused_"):])
             f.write(f'| {r["shape"]} | {r["precision"]} | {r["routing"]} | {r["tokens"]} | {label} | '
                     f'{fms:.3f} | {r["ms_unfused"]:.3f} | {r["fused_vs_unfused"]:.3f} | {fl / fms / 1e9:.0f} | '
                     f'{fl / r["ms_ceiling"] / 1e9:.0f} | {r["ceiling_fraction"]:.3f} | {r["ref_rel_rms"]:.1e} | '

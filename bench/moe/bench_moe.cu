@@ -11,7 +11,7 @@
 //             [--compare-l2-cols] [--compare-hints M1,M2,...]
 //             [--compare-pair-share] [--compare-a-trim] [--compare-merge] [--compare-borrow] [--compare-early]
 //             [--compare-row-order] [--compare-half] [--compare-half-wide] [--prefetch-streamed]
-//             [--wave-lag 0|1] [--compare-wave-lag] [--zero-padding 0|1]
+//             [--wave-lag 0|1] [--compare-wave-lag] [--compare-l1-first] [--zero-padding 0|1]
 //             [--prefetch D1,D2,...] [--custom NAME:H:I:E:K] [--plan host|device]
 //
 // --plan: how each configuration's dispatch plan is made before its fused launches are timed (launch_moe_layer alone
@@ -56,6 +56,7 @@
 // session 58; the header and summary.json's padding_rows say which).
 // --wave-lag sets MoeLayerParams::wave_lag (Expert-Wave's L2 tiles after the next wave's L1 tiles) of every launch;
 // --compare-wave-lag adds Expert-Wave with the other value (backend fused_wave_g1 beside 0, fused_wave_g0 beside 1).
+// --compare-l1-first adds Interleaved with every Linear-1 tile first (backend fused_l1first, checked bit-identical).
 // --compare-half adds, per order, the kernel with the other MoeLayerParams::half_together (backend fused_<order>_h0
 // with the default 1; W8A8 only). --compare-half-wide adds, per order, the kernel with the other
 // MoeLayerParams::half_wide (backend fused_<order>_w0 with the default 1; W8A8 only). --compare-lean adds, per order,
@@ -349,6 +350,7 @@ struct Args {
   int wave_lag = 0;                 // --wave-lag: MoeLayerParams::wave_lag of every fused launch (Expert-Wave)
   int zero_padding = moe_kernel::MoeLayerParams{}.zero_padding;  // --zero-padding: of every fused launch
   bool compare_wave_lag = false;    // --compare-wave-lag: also Expert-Wave with the other wave_lag
+  bool compare_l1_first = false;    // --compare-l1-first: also Interleaved with every Linear-1 tile first (fused_l1first)
   bool compare_half = false;        // --compare-half: also the orders with the other half_together (W8A8)
   bool compare_half_wide = false;   // --compare-half-wide: also the orders with the other half_wide (W8A8)
   int row_order = 0;                // --row-order: MoeLayerParams::row_order of every fused launch (W8A8)
@@ -476,6 +478,7 @@ Args parse(int argc, char** argv) {
     else if (k == "--compare-early") a.compare_early = true;
     else if (k == "--compare-row-order") a.compare_row_order = true;
     else if (k == "--compare-wave-lag") a.compare_wave_lag = true;
+    else if (k == "--compare-l1-first") a.compare_l1_first = true;
     else if (k == "--zero-padding") {
       a.zero_padding = std::stoi(val());
       if (a.zero_padding < 0 || a.zero_padding > 1)
@@ -890,6 +893,15 @@ int main(int argc, char** argv) try {
             if (a.compare_wave_lag)  // backend fused_wave_g1 beside --wave-lag 0, fused_wave_g0 beside 1
               add_variants(a.wave_lag ? "_g0" : "_g1", [](moe_kernel::MoeLayerParams& q) { q.wave_lag = 1 - q.wave_lag; },
                            true);
+            if (a.compare_l1_first) {  // Interleaved with every Linear-1 tile first (C ABI XSTAGE_MOE_L1_FIRST)
+              moe_kernel::MoeLayerParams p2 = prm;
+              p2.order = MoeOrder::kInterleaved;
+              p2.lead = moe_kernel::kLeadAllRows;
+              variant_prm.push_back(p2);
+              names.push_back("fused_l1first");
+              const size_t j = variant_prm.size() - 1;
+              fns.push_back([&, j](int) { moe_kernel::launch_moe_layer(*team1, ws, variant_prm[j], st); });
+            }
             if (a.compare_row_order && !int4)
               add_variants(prm.row_order ? "_o0" : "_o1", [](moe_kernel::MoeLayerParams& q) { q.row_order = 1 - q.row_order; });
             if (a.compare_half && !int4)
@@ -1094,6 +1106,7 @@ int main(int argc, char** argv) try {
             row["auto_order"] = moe::to_string(ch.order);
             row["auto_wave_lag"] = ch.wave_lag;  // Expert-Wave with lagged waves (timed as fused_wave_g1)
             row["auto_lead"] = ch.lead;
+            row["auto_l1_first"] = ch.l1_first;  // Interleaved with every Linear-1 tile first (timed as fused_l1first)
             row["auto_reason"] = ch.reason;
             row["predicted_stall_wave_us"] = ch.predicted_stall_wave_us;  // per L2 tile (0 at P = 1: no remote stores)
             row["predicted_stall_interleaved_us"] = ch.predicted_stall_interleaved_us;
@@ -1107,12 +1120,14 @@ int main(int argc, char** argv) try {
             const bool auto_int = row["auto_order"] == moe::to_string(moe::OrderChoice::Order::kInterleaved);
             const int kernel_lead = moe_kernel::moe_lead_knee(a.ctas > 0 ? a.ctas : team1->sms_per_rank(), s.inter);
             const bool auto_lag = row["auto_wave_lag"].get<int>() != 0;
-            const std::string n = auto_int                    ? "fused_interleaved"
+            const bool auto_l1f = row.value("auto_l1_first", 0) != 0;
+            const std::string n = auto_l1f                    ? "fused_l1first"
+                                  : auto_int                  ? "fused_interleaved"
                                   : auto_lag == (a.wave_lag != 0) ? "fused_wave"
                                   : auto_lag                  ? "fused_wave_g1"
                                                               : "fused_wave_g0";
             if (std::find(names.begin(), names.end(), n) != names.end() &&
-                (!auto_int || row["auto_lead"].get<int>() == kernel_lead))
+                (!auto_int || auto_l1f || row["auto_lead"].get<int>() == kernel_lead))
               fused_name = n;
           }
           row["fused_backend"] = fused_name;
@@ -1345,11 +1360,17 @@ int main(int argc, char** argv) try {
             const std::string other_lag = a.wave_lag ? "ms_fused_wave_g0" : "ms_fused_wave_g1";
             const double tg = row.contains(other_lag) ? row[other_lag].get<double>() : NAN;
             const bool auto_lag = row["auto_wave_lag"].get<int>() != (a.wave_lag != 0);  // auto ran the other lag
+            // Every Linear-1 tile first, where it was timed (--compare-l1-first): a fourth order for best.
+            const double tf = row.contains("ms_fused_l1first") ? row["ms_fused_l1first"].get<double>() : NAN;
+            const bool auto_l1f = row.value("auto_l1_first", 0) != 0;
             if (auto_lag && std::isnan(tg)) {
               row["auto_untimed"] = "auto's wave lag was not timed (--compare-wave-lag)";
-            } else if (!auto_int || row["auto_lead"].get<int>() == kernel_lead) {
-              const double ta = auto_int ? ti : auto_lag ? tg : tw;
-              const double best = std::isnan(tg) ? std::min(tw, ti) : std::min({tw, ti, tg});
+            } else if (auto_l1f && std::isnan(tf)) {
+              row["auto_untimed"] = "auto's every-Linear-1-first order was not timed (--compare-l1-first)";
+            } else if (!auto_int || auto_l1f || row["auto_lead"].get<int>() == kernel_lead) {
+              const double ta = auto_l1f ? tf : auto_int ? ti : auto_lag ? tg : tw;
+              double best = std::isnan(tg) ? std::min(tw, ti) : std::min({tw, ti, tg});
+              if (!std::isnan(tf)) best = std::min(best, tf);
               row["auto_vs_best"] = best / ta;
               row["auto_vs_wave"] = tw / ta;
               auto_vs_best.push_back(best / ta);

@@ -30,7 +30,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "python"))
 
 # --order: xstage.moe.ORDERS and "auto" (written out: argument parsing imports neither torch nor the library)
-ORDER_CHOICES = ["interleaved", "expert-wave", "expert-wave-lagged", "auto"]
+ORDER_CHOICES = ["interleaved", "expert-wave", "expert-wave-lagged", "l1-first", "auto"]
 
 SHAPES = {  # hidden, inter, experts, topk (include/xstage/moe/shapes.hpp has the sources)
     "dit-moe-xl": (1152, 4608, 16, 2), "qwen3-30b-a3b": (2048, 768, 128, 8), "qwen3-235b-a22b": (4096, 1536, 128, 8),

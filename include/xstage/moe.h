@@ -25,8 +25,9 @@ typedef struct xstage_moe_s* xstage_moe;
 
 enum { XSTAGE_MOE_W8A8 = 0, XSTAGE_MOE_W4A8 = 1, XSTAGE_MOE_BF16 = 2 };
 /* The kernel's tile order (all give the same result bit for bit; docs/SCHEDULERS.md). EXPERT_WAVE_LAGGED: Expert-Wave
- * with each wave's Linear-2 tiles after the next wave's Linear-1 tiles. */
-enum { XSTAGE_MOE_EXPERT_WAVE = 0, XSTAGE_MOE_INTERLEAVED = 1, XSTAGE_MOE_EXPERT_WAVE_LAGGED = 2 };
+ * with each wave's Linear-2 tiles after the next wave's Linear-1 tiles. L1_FIRST: Interleaved with a lead past every
+ * row, so every Linear-1 tile runs before any Linear-2 tile. */
+enum { XSTAGE_MOE_EXPERT_WAVE = 0, XSTAGE_MOE_INTERLEAVED = 1, XSTAGE_MOE_EXPERT_WAVE_LAGGED = 2, XSTAGE_MOE_L1_FIRST = 3 };
 
 /* The layer's symmetric buffers on the team for one shape and format (collective for real teams): hidden H and
  * inter I multiples of 128, experts E a multiple of the world size, 1 <= topk <= E, tokens_per_rank T >= 1 (the

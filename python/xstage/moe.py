@@ -34,7 +34,7 @@ from . import team as _team
 __all__ = ["MoeLayer", "MoeWeights", "quantize_act", "quantize_weights", "moe_reference", "FORMATS", "ORDERS"]
 
 FORMATS = {"w8a8": 0, "w4a8": 1, "bf16": 2}                # XSTAGE_MOE_W8A8 / W4A8 / BF16
-ORDERS = {"expert-wave": 0, "interleaved": 1, "expert-wave-lagged": 2}  # XSTAGE_MOE_EXPERT_WAVE / ... / _LAGGED
+ORDERS = {"expert-wave": 0, "interleaved": 1, "expert-wave-lagged": 2, "l1-first": 3}  # XSTAGE_MOE_EXPERT_WAVE / ... / _L1_FIRST
 _BLOCK = 128               # 1x128 activation blocks, 128x128 weight blocks, W4A8 groups
 _E4M3_MAX = 448.0
 _AMAX_FLOOR = 1e-4         # xstage/moe/quant.hpp's kAmaxFloor
@@ -240,7 +240,8 @@ class MoeLayer(_team._Handle):
         bf16 / fp16 / fp32 (quantized here for w8a8 / w4a8), or float8_e4m3fn codes with x_scale [n, H/128] float32;
         bf16 for the bf16 format. topk_idx [n, k] (global expert ids, each token's k distinct), topk_weight [n, k]
         (float32). order: "interleaved", "expert-wave", "expert-wave-lagged" (each wave's Linear-2 tiles after the next
-        wave's Linear-1 tiles) or "auto" (auto_order() for a balanced routing); all give the same bits. out: optional
+        wave's Linear-1 tiles), "l1-first" (every Linear-1 tile before any Linear-2 tile) or "auto" (auto_order() for a
+        balanced routing); all give the same bits. out: optional
         [n, H] float32 tensors to write. Returns out. With plan="device" each rank's n is its own; plan="host" needs
         the same n on every rank.
         plan: "device" (the default) makes the dispatch plan on the GPU from topk_idx where it lies, the ranks

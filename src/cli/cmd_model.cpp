@@ -502,7 +502,8 @@ void add_moe_order(CLI::App* des) {
        << ch.experts_in_flight << " experts x " << mb(ch.expert_weight_bytes) << " MB = "
        << mb(ch.weight_working_set_bytes) << " MB; expert-wave (default wave of " << ch.default_experts_per_wave
        << " experts, W1) " << mb(ch.working_set_wave_bytes) << " MB; L2 " << mb(r.l2_bytes) << " MB\n"
-       << "choice: " << xstage::moe::to_string(ch.order) << (ch.wave_lag ? " with lagged waves" : "") << ", lead "
+       << "choice: " << xstage::moe::to_string(ch.order) << (ch.wave_lag ? " with lagged waves" : "")
+       << (ch.l1_first ? " with every Linear-1 tile first" : "") << ", lead "
        << ch.lead << ", experts_per_wave " << ch.experts_per_wave << " (0: the kernel's default)\n"
        << "reason: " << ch.reason << "\n";
     std::cout << os.str();

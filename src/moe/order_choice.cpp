@@ -179,6 +179,18 @@ OrderChoice choose_moe_order(const model::Platform& mx, const OrderQuery& query)
                    fmt(q.sim_wave_lag_s / best, 3) + "x the better of " + us(q.sim_wave_s) + " expert-wave and " +
                    us(q.sim_interleaved_s) + " interleaved (D = " + std::to_string(c.lead) + "; taken at <= " +
                    fmt(1 - kLagMinGain, 2) + "x) (" + ws + ")";
+        // Where the lag pays, the slack it buys is worth taking whole: Interleaved with every Linear-1 tile first, where
+        // the simulator predicts that no slower than the lag (kL1FirstRule).
+        if (q.sim_interleaved_all_s > 0 && q.sim_interleaved_all_s <= q.sim_wave_lag_s) {
+          c.order = OrderChoice::Order::kInterleaved;
+          c.l1_first = 1;
+          c.wave_lag = 0;
+          c.reason = "l1-first: " + head + "the discrete-event simulator predicts " + us(q.sim_interleaved_all_s) +
+                     " for Interleaved with every Linear-1 tile first, " + fmt(q.sim_interleaved_all_s / q.sim_wave_lag_s, 3) +
+                     "x the " + us(q.sim_wave_lag_s) + " of Expert-Wave with lagged waves, which beats " + us(q.sim_wave_s) +
+                     " expert-wave and " + us(q.sim_interleaved_s) + " interleaved (D = " + std::to_string(c.lead) +
+                     ") by >= " + fmt(kLagMinGain * 100, 0) + " % (" + ws + ")";
+        }
       }
     } else {
       c.order = OrderChoice::Order::kExpertWave;
@@ -233,7 +245,7 @@ OrderChoice choose_moe_order(const model::Platform& mx, const OrderQuery& query)
 
 nlohmann::json OrderChoice::to_json() const {
   nlohmann::json j = {
-      {"order", to_string(order)}, {"lead", lead}, {"experts_per_wave", experts_per_wave}, {"wave_lag", wave_lag},
+      {"order", to_string(order)}, {"lead", lead}, {"experts_per_wave", experts_per_wave}, {"wave_lag", wave_lag}, {"l1_first", l1_first},
       {"predicted_stall_wave_us", predicted_stall_wave_us},
       {"predicted_stall_interleaved_us", predicted_stall_interleaved_us},
       {"weight_working_set_bytes", weight_working_set_bytes}, {"l2_bytes", query.l2_bytes}, {"fits_l2", fits_l2},

@@ -54,7 +54,8 @@ TEST(CliMoeOrder, AtP1FollowsTheSimulatorAndExpertWaveWhenTheWorkingSetOverflows
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("simulated layer (P = 1, discrete-event simulator): expert-wave "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find(" us, expert-wave with lagged waves "), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("choice: expert-wave with lagged waves, lead 4"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(" us, interleaved with every Linear-1 tile first "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("choice: interleaved with every Linear-1 tile first, lead 4"), std::string::npos) << r.out;
   r = xstage(kQwen + "-P 1 --tokens 8192 --no-sim --json");
   ASSERT_EQ(r.code, 0) << r.err;
   j = nlohmann::json::parse(r.out);

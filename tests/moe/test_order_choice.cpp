@@ -182,10 +182,14 @@ TEST(MoeOrder, SimulatorPredictionsAtWorldOne) {
   dit.t_l1_mma = t.t_l1;
   dit.t_l2_mma = t.t_l2;
   const OrderChoice dc = with_sim(dit);
-  EXPECT_EQ(dc.order, Order::kExpertWave) << dc.reason;
-  EXPECT_EQ(dc.wave_lag, 1) << dc.reason;
-  EXPECT_TRUE(has(dc.reason, "expert-wave-lagged: no remote stores at P = 1")) << dc.reason;
-  EXPECT_EQ(dc.to_json()["wave_lag"], 1);
+  // DiT-MoE-XL at 8K: the lag pays (0.831x the better plain order) and every Linear-1 tile first is predicted faster still
+  EXPECT_EQ(dc.order, Order::kInterleaved) << dc.reason;
+  EXPECT_EQ(dc.wave_lag, 0) << dc.reason;
+  EXPECT_EQ(dc.l1_first, 1) << dc.reason;
+  EXPECT_TRUE(has(dc.reason, "l1-first: no remote stores at P = 1")) << dc.reason;
+  EXPECT_GT(dc.query.sim_wave_lag_s, 0);
+  EXPECT_LE(dc.query.sim_interleaved_all_s, dc.query.sim_wave_lag_s);
+  EXPECT_EQ(dc.to_json()["l1_first"], 1);
 }
 
 TEST(MoeOrder, LaggedWavesOnlyWhereTheSimulatorSaysSoByKLagMinGain) {
@@ -466,4 +470,43 @@ TEST(MoeOrder, InvalidQueriesNameTheValue) {
   EXPECT_EQ(usage_error([] { estimate_mma_times(qwen30b(8192), 0); }),
             "moe order: tensor-core rate must be a positive FLOP/s per SM, got 0");
   EXPECT_NE(usage_error([] { choose_moe_order(xstage::model::Platform{}, qwen30b(8192)); }), "");
+}
+
+TEST(MoeOrder, EveryLinear1TileFirstWhereTheLagPaysAndTheSimulatorPredictsItNoSlower) {
+  OrderQuery q = qwen30b(8192);
+  q.world = 1;
+  q.sim_wave_s = 1.0e-3;
+  q.sim_interleaved_s = 1.1e-3;
+  q.sim_wave_lag_s = 0.8e-3;  // the lag pays (0.8x the better other order)
+  q.sim_interleaved_all_s = 0.78e-3;
+  OrderChoice c = choose_moe_order(h200(), q);
+  EXPECT_EQ(c.order, Order::kInterleaved) << c.reason;
+  EXPECT_EQ(c.l1_first, 1);
+  EXPECT_EQ(c.wave_lag, 0);
+  EXPECT_TRUE(has(c.reason, "l1-first: no remote stores at P = 1")) << c.reason;
+  EXPECT_TRUE(has(c.reason, "780.00 us for Interleaved with every Linear-1 tile first, 0.975x the 800.00 us")) << c.reason;
+  EXPECT_EQ(c.to_json()["l1_first"], 1);
+  EXPECT_DOUBLE_EQ(c.to_json()["sim_interleaved_all_us"].get<double>(), 780.0);
+  q.sim_interleaved_all_s = 0.8e-3;  // a tie with the lag: still every Linear-1 tile first
+  EXPECT_EQ(choose_moe_order(h200(), q).l1_first, 1);
+  q.sim_interleaved_all_s = 0.81e-3;  // slower than the lag: the lag
+  c = choose_moe_order(h200(), q);
+  EXPECT_EQ(c.l1_first, 0);
+  EXPECT_EQ(c.wave_lag, 1);
+  EXPECT_EQ(c.order, Order::kExpertWave);
+  q.sim_interleaved_all_s = 0.5e-3;  // far ahead, but the lag does not pay (0.96x): not considered
+  q.sim_wave_lag_s = 0.96e-3;
+  c = choose_moe_order(h200(), q);
+  EXPECT_EQ(c.l1_first, 0);
+  EXPECT_EQ(c.order, Order::kExpertWave);
+  q.sim_interleaved_all_s = 0;  // not given
+  q.sim_wave_lag_s = 0.8e-3;
+  EXPECT_EQ(choose_moe_order(h200(), q).l1_first, 0);
+  q.world = 2;  // P > 1: the design test decides
+  q.sim_interleaved_all_s = 0.1e-3;
+  EXPECT_EQ(choose_moe_order(h200(), q).l1_first, 0);
+  q.world = 1;
+  q.sim_interleaved_all_s = -1;
+  EXPECT_EQ(usage_error([&] { choose_moe_order(h200(), q); }),
+            "moe order: simulated interleaved (every Linear-1 tile first) time must be >= 0 s (0: not given), got -1");
 }

@@ -556,6 +556,10 @@ void run_case(const Case& c) {
         variants.push_back({prm, "lagged waves (wave_lag 1)"});
         variants.back().first.wave_lag = 1;
       }
+      // every Linear-1 tile first (the C ABI's XSTAGE_MOE_L1_FIRST; auto's choice where the lag pays)
+      variants.push_back({prm, "every Linear-1 tile first (interleaved, lead kLeadAllRows)"});
+      variants.back().first.order = MoeOrder::kInterleaved;
+      variants.back().first.lead = moe_kernel::kLeadAllRows;
       // both Linear-2 widths where both run with the first run's cluster: an even count of 256-column tiles, or
       // hidden / 128 odd (the last 256-column tile ragged; no pairs with either width)
       if (!c.bf16 && (H % 512 == 0 || (H / 128) % 2 == 1)) {

@@ -18,7 +18,7 @@ from xstage.attention import XstageError  # noqa: E402
 from xstage.moe import ORDERS, MoeLayer, moe_reference, quantize_act, quantize_weights  # noqa: E402
 from xstage.team import Team  # noqa: E402
 
-xmoe_orders = tuple(ORDERS)  # expert-wave, interleaved, expert-wave-lagged
+xmoe_orders = tuple(ORDERS)  # expert-wave, interleaved, expert-wave-lagged, l1-first
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from moe_cases import make_inputs  # noqa: E402

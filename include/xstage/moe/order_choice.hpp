@@ -112,6 +112,7 @@ struct OrderChoice {
   int lead = 1;              // D for Interleaved (D_knee unless q.lead), >= 1; reported whatever the order
   int experts_per_wave = 0;  // for Expert-Wave: 0 = the kernel's default (waves that fill the SMs)
   int wave_lag = 0;          // for Expert-Wave: 1 = lagged waves (MoeLayerParams::wave_lag; P = 1 only)
+  int l1_first = 0;          // for Interleaved: 1 = every Linear-1 tile first (a lead past every row; P = 1 only)
   double predicted_stall_wave_us = 0, predicted_stall_interleaved_us = 0;  // per L2 tile
   double weight_working_set_bytes = 0;  // of the interleaved order, vs l2_bytes
   std::string reason;                   // one line, with the numbers

@@ -55,10 +55,11 @@ int forward(xstage_moe layer, const int* tokens, const int32_t* topk_index_all, 
             const float* w1_scale, const void* w2, const float* w2_scale, int order, void* stream) {
   if (x == nullptr || topk_weight == nullptr || out == nullptr)
     return set_error(XSTAGE_ERR_INVALID, "the x / topk_weight / out arrays are null (x_scale's may be: bf16)");
-  if (order != XSTAGE_MOE_EXPERT_WAVE && order != XSTAGE_MOE_INTERLEAVED && order != XSTAGE_MOE_EXPERT_WAVE_LAGGED)
+  if (order != XSTAGE_MOE_EXPERT_WAVE && order != XSTAGE_MOE_INTERLEAVED && order != XSTAGE_MOE_EXPERT_WAVE_LAGGED &&
+      order != XSTAGE_MOE_L1_FIRST)
     return set_error(XSTAGE_ERR_INVALID, "order = " + std::to_string(order) +
                                              " is none of expert-wave (0), interleaved (1), expert-wave with lagged "
-                                             "waves (2)");
+                                             "waves (2), every Linear-1 tile first (3)");
   return guarded([&] {
     auto& t = *layer->team->team;
     mk::MoeLayerParams p;
@@ -77,8 +78,10 @@ int forward(xstage_moe layer, const int* tokens, const int32_t* topk_index_all, 
     p.w1_scale = w1_scale;
     p.w2 = w2;
     p.w2_scale = w2_scale;
-    p.order = order == XSTAGE_MOE_INTERLEAVED ? mk::MoeOrder::kInterleaved : mk::MoeOrder::kExpertWave;
+    const bool l1_first = order == XSTAGE_MOE_L1_FIRST;
+    p.order = order == XSTAGE_MOE_INTERLEAVED || l1_first ? mk::MoeOrder::kInterleaved : mk::MoeOrder::kExpertWave;
     p.wave_lag = order == XSTAGE_MOE_EXPERT_WAVE_LAGGED ? 1 : 0;
+    p.lead = l1_first ? mk::kLeadAllRows : 0;
     mk::run_moe_layer(t, *layer->ws, p, static_cast<cudaStream_t>(stream));  // validates the rest (named values)
     return int(XSTAGE_OK);
   });
@@ -135,7 +138,8 @@ extern "C" int xstage_moe_auto_order(xstage_moe layer, int tokens, int skewed, c
                              skewed ? xstage::moe::RoutingKind::Skewed : xstage::moe::RoutingKind::Balanced, 1,
                              mx.tc_fp8 / mx.sm_count);
     const xstage::moe::OrderChoice& ch = adv.choice;
-    *order = ch.order == xstage::moe::OrderChoice::Order::kInterleaved ? XSTAGE_MOE_INTERLEAVED
+    *order = ch.l1_first                                                ? XSTAGE_MOE_L1_FIRST
+             : ch.order == xstage::moe::OrderChoice::Order::kInterleaved ? XSTAGE_MOE_INTERLEAVED
              : ch.wave_lag                                             ? XSTAGE_MOE_EXPERT_WAVE_LAGGED
                                                                        : XSTAGE_MOE_EXPERT_WAVE;
     if (lead) *lead = ch.lead;
