@@ -68,6 +68,11 @@ def main():
                          "sim_interleaved_us < sim_wave_us; session 53 sends some ties to interleaved, "
                          "moe::choose_moe_order) -- a re-analysis of measured "
                          "rows, labelled as such in the summaries")
+    ap.add_argument("--reapply-l1-first", action="store_true",
+                    help="P = 1 rows that timed every Linear-1 tile first (ms_fused_l1first) under an earlier rule: take as "
+                         "fused the order auto picks now from the row's own simulator times (every Linear-1 tile first "
+                         "where sim_interleaved_all_us < (1 - 1e-6) min(sim_wave_us, sim_interleaved_us), "
+                         "moe::choose_moe_order since session 60) -- a re-analysis of measured rows, labelled as such")
     ap.add_argument("--out-moe", required=True)
     ap.add_argument("--out-schedule", required=True)
     a = ap.parse_args()
@@ -116,6 +121,30 @@ def main():
             r.pop("fused_vs_unfused_flipped", None)  # the order check was made against the other backend
             reapplied += 1
 
+    relabelled = 0
+    if a.reapply_l1_first:
+        if P != 1:
+            sys.exit("--reapply-l1-first is for P = 1 runs")
+        for r in rows:
+            if "ms_fused_l1first" not in r or not r.get("sim_interleaved_all_us") or "sim_wave_us" not in r:
+                continue
+            l1f = r["sim_interleaved_all_us"] < (1 - 1e-6) * min(r["sim_wave_us"], r["sim_interleaved_us"])
+            if l1f == (r.get("fused_backend") == "fused_l1first"):
+                continue
+            if not l1f:
+                sys.exit(f'--reapply-l1-first: {r["shape"]} {r["precision"]} {r["tokens"]} {r["routing"]} took '
+                         "fused_l1first, which the current rule would not: re-run instead")
+            tf = r["ms_fused_l1first"]
+            times = [r[k] for k in ("ms_fused_wave", "ms_fused_interleaved", "ms_fused_wave_g1", "ms_fused_l1first") if k in r]
+            r.update({"fused_backend": "fused_l1first", "auto_l1_first": 1, "auto_order": "interleaved",
+                      "fused_vs_unfused": r["ms_unfused"] / tf, "ceiling_fraction": r["ms_ceiling"] / tf,
+                      "auto_vs_best": min(times) / tf, "auto_vs_wave": r["ms_fused_wave"] / tf,
+                      "auto_reason": f'l1-first: re-applied from the row\'s simulator times {r["sim_interleaved_all_us"]:.2f} us '
+                                     f'every Linear-1 tile first vs {r["sim_wave_us"]:.2f} us expert-wave and '
+                                     f'{r["sim_interleaved_us"]:.2f} us interleaved'})
+            r.pop("fused_vs_unfused_flipped", None)  # the order check was made against the other backend
+            relabelled += 1
+
     ratios = [r["fused_vs_unfused"] for r in rows if r.get("fused_vs_unfused") is not None]
     v4 = {}
     for r in rows:
@@ -148,6 +177,9 @@ def main():
                               "auto picks now from the row's simulator times, both orders having been timed in that run")
         moe["fused_orders"] = {o: sum(1 for r in rows if r.get("fused_backend") == "fused_" + o)
                                for o in ("wave", "interleaved")}
+    if relabelled:
+        moe["written_by"] += (f"; re-analysis (--reapply-l1-first): in {relabelled} rows the fused column is every Linear-1 "
+                              "tile first, which auto picks now from the row's simulator times, timed in that run")
     if P == 1:
         moe["geomean_fused_vs_unfused_p1"] = moe["geomean_fused_vs_unfused"]
         moe["min_fused_vs_unfused_p1"] = moe["min_fused_vs_unfused"]
