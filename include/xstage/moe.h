@@ -65,8 +65,8 @@ int xstage_moe_forward_device(xstage_moe layer, const int* tokens, const int32_t
 /* The tile order the platform model picks for this layer on this team (the harness's `auto`, docs/SCHEDULERS.md):
  * at P = 1 the discrete-event simulator's faster order (on a tie, Interleaved where an expert holds at most two 128-row
  * tiles: kTieInterleavedMaxRows; Expert-Wave with lagged waves where it predicts that >= 5 % faster than both:
- * kLagMinGain, and there every Linear-1 tile first, XSTAGE_MOE_L1_FIRST, where it predicts that no slower than the
- * lag), at P > 1 the Burst-Gap design test of the combine stores
+ * kLagMinGain; every Linear-1 tile first, XSTAGE_MOE_L1_FIRST, where it predicts that strictly faster than both plain
+ * orders), at P > 1 the Burst-Gap design test of the combine stores
  * against M_X = (T_iss^0, R, Q) and the weights' L2 working set. tokens: the tokens per rank to choose for, 1 to the
  * layer's capacity (0: the capacity), for calls of fewer tokens than the layer holds (the order that pays can differ:
  * fewer rows per expert). platform: a preset name or a platform JSON file (NULL: "h200-nvlink4"); skewed: the routing

@@ -191,8 +191,8 @@ class MoeLayer(_team._Handle):
     def auto_order(self, skewed: bool = False, platform: str | None = None, tokens: int | None = None):
         """The tile order the platform model picks for this layer on this team (bench_moe's `auto`): at P = 1 the
         simulator's faster order (on a tie, Interleaved where an expert holds at most two 128-row tiles; Expert-Wave with
-        lagged waves, "expert-wave-lagged", where it predicts that >= 5 % faster than both, and there every Linear-1 tile
-        first, "l1-first", where it predicts that no slower than the lag), at P > 1 the
+        lagged waves, "expert-wave-lagged", where it predicts that >= 5 % faster than both; every Linear-1 tile first,
+        "l1-first", where it predicts that strictly faster than both plain orders), at P > 1 the
         Burst-Gap design test of the combine stores (docs/SCHEDULERS.md). tokens: the tokens per rank to choose for
         (default: the layer's capacity, tokens_per_rank, as order="auto" does); with fewer, an expert holds fewer rows
         and the order that pays can differ, so a caller whose calls are much smaller than the capacity can ask for

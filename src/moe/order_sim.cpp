@@ -1,18 +1,8 @@
 #include "xstage/moe/order_sim.hpp"
 
-#include <algorithm>
-
 #include "xstage/sim/moe.hpp"
 
 namespace xstage::moe {
-
-int lead_all_rows(const OrderQuery& q) {
-  // rows of all local experts: T P k routed rows arrive at one rank at most (every token to it), in 128-row tiles,
-  // plus one partial tile per local expert
-  const long long local = q.experts / std::max(q.world, 1);
-  const long long rows = (q.tokens * q.world * q.topk + q.b_m - 1) / q.b_m + local;
-  return int(std::min<long long>(rows, 1 << 30));
-}
 
 SimOrders simulate_orders(const model::Platform& platform, const OrderQuery& q, int lead, int staging,
                           std::uint64_t seed, double rate_per_sm) {
@@ -40,7 +30,7 @@ SimOrders simulate_orders(const model::Platform& platform, const OrderQuery& q, 
     sc.wave_lag = 1;   // (simulate_moe runs both orders again; only Expert-Wave's time differs)
     so.wave_lag_us = sim::simulate_moe(platform, sc).wave.sim.total_time * 1e6;
     sc.wave_lag = 0;
-    sc.lead = lead_all_rows(q);
+    sc.lead = kLeadAllRows;
     so.interleaved_all_us = sim::simulate_moe(platform, sc).interleaved.sim.total_time * 1e6;
   }
   return so;

@@ -66,6 +66,11 @@ inline constexpr long long kTieInterleavedMaxRows = 2;
 // (docs/SCHEDULERS.md, "auto").
 inline constexpr double kLagMinGain = 0.05;
 
+// The Interleaved lead (rows) that runs every Linear-1 tile before any Linear-2 tile, whatever the layer: the
+// scheduler compares p1 - p2 >= D, so a lead past every row cannot overflow. The kernel's XSTAGE_MOE_L1_FIRST and the
+// simulator's time of that order (OrderQuery::sim_interleaved_all_s) both run it.
+inline constexpr int kLeadAllRows = 1 << 30;
+
 struct OrderQuery {
   // The layer (expert parallel over P ranks: rank r holds experts [r E/P, (r+1) E/P)).
   long long hidden = 0, inter = 0;  // h, h_inter
@@ -95,7 +100,7 @@ struct OrderQuery {
   // Expert-Wave), and of Expert-Wave with lagged waves (0 = not given: not considered). moe::simulate_orders
   // (order_sim.hpp) computes them for this query.
   double sim_wave_s = 0, sim_interleaved_s = 0, sim_wave_lag_s = 0;
-  // P = 1: the simulator's time of Interleaved with every Linear-1 tile first (moe::lead_all_rows); recorded, 0 = not given
+  // P = 1: the simulator's time of Interleaved with every Linear-1 tile first (lead kLeadAllRows); 0 = not given
   double sim_interleaved_all_s = 0;
 };
 

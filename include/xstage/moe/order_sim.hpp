@@ -17,13 +17,9 @@ struct SimOrders {
   double wave_us = 0, interleaved_us = 0;  // predicted layer time of the most loaded rank
   double speedup = 0;                      // wave / interleaved
   double wave_lag_us = 0;  // Expert-Wave with lagged waves (sched::MoeExpertWaveScheduler wave_lag); P = 1 only, else 0
-  // Interleaved with every Linear-1 tile first (lead moe::lead_all_rows(q)); P = 1 only, else 0
+  // Interleaved with every Linear-1 tile first (lead kLeadAllRows); P = 1 only, else 0
   double interleaved_all_us = 0;
 };
-
-// A lead D (rows) at least every local row tile of the layer of `q` (its tokens over its local experts, each
-// expert's last row partial): Interleaved at this lead runs every Linear-1 tile before any Linear-2 tile.
-int lead_all_rows(const OrderQuery& q);
 
 // The layer of `q` (shape, tokens, world, routing kind, q.sms CTAs) at lead `lead` with `staging` epilogue
 // slots, the routing seed `seed` (skewed routing: generate_routing's stream) and a tensor rate of

@@ -391,10 +391,9 @@ void launch_moe_layer(runtime::Team& team, MoeWorkspace& ws, const MoeLayerParam
 // and ::cluster resolved against the team and the GPU); throws the launch's UsageError for invalid ones.
 int moe_launch_ctas(runtime::Team& team, const MoeLayerParams& params, int* cluster);
 
+// The Interleaved lead of every Linear-1 tile first (the C ABI's XSTAGE_MOE_L1_FIRST): moe::kLeadAllRows.
+using moe::kLeadAllRows;
 // D_knee of the interleaved order for `ctas` CTAs per rank: ceil(ctas * 128 / inter) scheduler rows.
-// The Interleaved lead that runs every Linear-1 tile before any Linear-2 tile, whatever the layer (the scheduler
-// compares p1 - p2 >= D, so a lead past every row cannot overflow): the C ABI's XSTAGE_MOE_L1_FIRST.
-inline constexpr int kLeadAllRows = 1 << 30;
 int moe_lead_knee(int ctas, int inter);
 
 // `auto` for a layer of prm's shape and format (the harness's fused column, the C ABI's xstage_moe_auto_order): the
