@@ -850,6 +850,13 @@ int main(int argc, char** argv) try {
               names.push_back("fused_interleaved_D" + std::to_string(a.leads[i]));
               fns.push_back([&, i](int) { moe_kernel::launch_moe_layer(*team1, ws, lead_prm[i], st); });
             }
+            // one more fused backend: these launch parameters under this name
+            auto add_backend = [&](const std::string& name, const moe_kernel::MoeLayerParams& p2) {
+              variant_prm.push_back(p2);
+              names.push_back(name);
+              const size_t j = variant_prm.size() - 1;
+              fns.push_back([&, j](int) { moe_kernel::launch_moe_layer(*team1, ws, variant_prm[j], st); });
+            };
             // the same orders with one launch option changed (backend fused_<order><suffix>)
             // (wave_only: an Expert-Wave option, which Interleaved ignores)
             auto add_variants = [&](const std::string& suffix, const std::function<void(moe_kernel::MoeLayerParams&)>& set,
@@ -858,10 +865,7 @@ int main(int argc, char** argv) try {
                 if (wave_only && order_prm[i].order != MoeOrder::kExpertWave) continue;
                 moe_kernel::MoeLayerParams p2 = order_prm[i];
                 set(p2);
-                variant_prm.push_back(p2);
-                names.push_back("fused_" + a.orders[i] + suffix);
-                const size_t j = variant_prm.size() - 1;
-                fns.push_back([&, j](int) { moe_kernel::launch_moe_layer(*team1, ws, variant_prm[j], st); });
+                add_backend("fused_" + a.orders[i] + suffix, p2);
               }
             };
             // The same launch again under another name: what a variant's slot in the ABBA blocks alone does to its ratio
@@ -897,10 +901,7 @@ int main(int argc, char** argv) try {
               moe_kernel::MoeLayerParams p2 = prm;
               p2.order = MoeOrder::kInterleaved;
               p2.lead = moe_kernel::kLeadAllRows;
-              variant_prm.push_back(p2);
-              names.push_back("fused_l1first");
-              const size_t j = variant_prm.size() - 1;
-              fns.push_back([&, j](int) { moe_kernel::launch_moe_layer(*team1, ws, variant_prm[j], st); });
+              add_backend("fused_l1first", p2);
             }
             if (a.compare_row_order && !int4)
               add_variants(prm.row_order ? "_o0" : "_o1", [](moe_kernel::MoeLayerParams& q) { q.row_order = 1 - q.row_order; });
@@ -918,10 +919,7 @@ int main(int argc, char** argv) try {
                   moe_kernel::MoeLayerParams p2 = order_prm[i];
                   p2.l2_prefetch = d;
                   p2.l2_prefetch_streamed = only;
-                  variant_prm.push_back(p2);
-                  names.push_back("fused_" + a.orders[i] + (only ? "_ps" : "_pf") + std::to_string(d));
-                  const size_t j = variant_prm.size() - 1;
-                  fns.push_back([&, j](int) { moe_kernel::launch_moe_layer(*team1, ws, variant_prm[j], st); });
+                  add_backend("fused_" + a.orders[i] + (only ? "_ps" : "_pf") + std::to_string(d), p2);
                 }
             // --compare-padding: the orders on workspaces of their own, whose receive rows hold other values where
             // the tiles load padding rows (MoeLayerParams::zero_padding; moe::loaded_padding_rows): _pn 0xFF, as the
