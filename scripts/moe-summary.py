@@ -146,11 +146,13 @@ def main():
             relabelled += 1
 
     ratios = [r["fused_vs_unfused"] for r in rows if r.get("fused_vs_unfused") is not None]
-    v4 = {}
+    v4, v4b = {}, {}
     for r in rows:
         if r["shape"].startswith("deepseek-v4") and r["precision"] == "w8a8" and "ceiling_fraction" in r:
             k = r["tokens"]
             v4[k] = min(v4.get(k, 1e9), r["ceiling_fraction"])
+            if "bound_fraction" in r:  # the fraction of the roofline (runs since session 62)
+                v4b[k] = min(v4b.get(k, 1e9), r["bound_fraction"])
     moe = {
         "configs": len(rows),
         "correct_configs": sum(1 for r in rows if r["correct"]),
@@ -159,6 +161,9 @@ def main():
         "min_fused_vs_unfused": min(ratios) if ratios else None,
         "ceiling_fraction_v4_w8a8_8k": v4.get(8192),
         "ceiling_fraction_v4_w8a8_32k": v4.get(32768),
+        "bound_fraction_v4_w8a8_8k": v4b.get(8192),
+        "bound_fraction_v4_w8a8_32k": v4b.get(32768),
+        "memory_bound_configs": sum(1 for r in rows if r.get("bound_by") == "memory"),
         "emulated_ranks_tested": sorted(emulated or []),
         "emulated_note": "emulated P ranks on one GPU split the same global batch (T/P tokens per rank): output "
                          "bit-identical to P = 1 on every token, at 2048 tokens, every shape, precision and routing",
@@ -199,10 +204,16 @@ def main():
     def tolerance(r):  # bench_moe's reference check: half the reference's own requantisation error (fixed 1e-2 before s46)
         return f'{0.5 * r["ref_requant_rel_rms"]:.1e}' if "ref_requant_rel_rms" in r else "1.0e-02"
 
+    def bound_cells(r):  # the memory floor's time and the fraction of the larger floor (m: memory, c: compute)
+        if "ms_stream" not in r or "bound_fraction" not in r:
+            return "- | -"
+        return f'{r["ms_stream"]:.3f} | {r["bound_fraction"]:.3f} {r["bound_by"][0]}'
+
     with open(os.path.join(a.out_moe, "table.md"), "w") as f:
         f.write("| shape | prec | routing | tokens | fused order | fused ms | unfused ms | fused/unfused | "
-                "fused TFLOP/s | ceiling TFLOP/s | fraction of ceiling | ref rel. err | tolerance | correct |\n")
-        f.write("|" + " --- |" * 14 + "\n")
+                "fused TFLOP/s | ceiling TFLOP/s | fraction of ceiling | stream ms | fraction of bound | ref rel. err | "
+                "tolerance | correct |\n")
+        f.write("|" + " --- |" * 16 + "\n")
         for r in rows:
             fl = r["flops"]
             # the fused column is the order the harness timed as "fused" (auto's choice; runs before it: wave)
@@ -211,7 +222,7 @@ def main():
             label = {"wave_g1": "wave-lagged", "wave_g0": "wave", "l1first": "l1-first"}.get(fb[len("fused_"):], fb[len("fused_"):])
             f.write(f'| {r["shape"]} | {r["precision"]} | {r["routing"]} | {r["tokens"]} | {label} | '
                     f'{fms:.3f} | {r["ms_unfused"]:.3f} | {r["fused_vs_unfused"]:.3f} | {fl / fms / 1e9:.0f} | '
-                    f'{fl / r["ms_ceiling"] / 1e9:.0f} | {r["ceiling_fraction"]:.3f} | {r["ref_rel_rms"]:.1e} | '
+                    f'{fl / r["ms_ceiling"] / 1e9:.0f} | {r["ceiling_fraction"]:.3f} | {bound_cells(r)} | {r["ref_rel_rms"]:.1e} | '
                     f'{tolerance(r)} | {"yes" if r["correct"] else "NO"} |\n')
 
     # issue 12 (P = 1) / issue 14 (real ranks)

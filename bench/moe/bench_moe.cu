@@ -6,6 +6,7 @@
 //   bench_moe --out DIR [--shapes all|k1,k2] [--tokens 2048,8192,32768] [--routing balanced,skewed]
 //             [--precision w8a8,w4a8] [--orders wave[,interleaved]] [--worlds 1,2,4,8] [--emulated-tokens 2048]
 //             [--block-s 0.1] [--warmup-s 0.05] [--rounds 1] [--min-calls 3] [--check-tokens 4] [--seed 1] [--no-time]
+//             [--no-stream]
 //             [--trace] [--trace-csv FILE] [--ctas N] [--leads D1,D2,...] [--platform FILE]
 //             [--cluster 0|1|2] [--pair-share 0|1|2|3] [--row-order 0|1] [--l2-cols 0|128|256] [--compare-control] [--compare-padding] [--compare-single] [--compare-pingpong] [--compare-l2-scratch]
 //             [--compare-l2-cols] [--compare-hints M1,M2,...]
@@ -65,6 +66,13 @@
 // --compare-hints M1,M2: adds, per order and mask M, the kernel with MoeLayerParams::l2_hints = M (L2 cache hints:
 // 1 combine stores evict_first, 2 Linear-2 weights evict_last, 4 Linear-1 weights evict_first; backend
 // fused_<order>_h<M>), checked bit-identical and timed beside it.
+//
+// The memory floor (backend "stream", unless --no-stream): one kernel that reads the layer's unavoidable bytes once
+// (the weights of every local expert with a routed row, the rank's tokens and top-k weights, the real buffers the
+// fused kernel reads) and writes its output once (xstage/moe/layer_bound.hpp, moe_bench::ByteStream), timed beside
+// the ceiling. The row's bound_ms is the larger of the two (the roofline), bound_by which one, bound_fraction the
+// part of it the fused column reaches; summary.json's bound_fraction_v4_w8a8_8k / _32k are the lowest over the V4
+// shapes, as for the ceiling.
 //
 // The fused column (fused ms, fused_vs_unfused, ceiling_fraction; row key fused_backend) is the order `auto`
 // chose (moe::choose_moe_order; at P = 1 it follows the discrete-event simulator's prediction, which the harness
@@ -144,6 +152,7 @@
 #include "xstage/common/error.hpp"
 #include "xstage/common/hash.hpp"
 #include "xstage/model/platform.hpp"
+#include "xstage/moe/layer_bound.hpp"
 #include "xstage/moe/order_choice.hpp"
 #include "xstage/moe/quant.hpp"
 #include "xstage/moe/routing.hpp"
@@ -361,7 +370,7 @@ struct Args {
   int rounds = 1;
   long min_calls = bench::kDefaultMinCalls;
   uint64_t seed = 1;
-  bool time = true, trace = false;
+  bool time = true, trace = false, stream = true;
   std::string out, trace_csv, platform = "platforms/h200-nvlink4.json";
   std::vector<int> leads, prefetch;
   bool prefetch_streamed = false;  // --prefetch-streamed: each --prefetch distance also with l2_prefetch_streamed 1
@@ -451,6 +460,7 @@ Args parse(int argc, char** argv) {
     else if (k == "--min-calls") a.min_calls = split_int(val(), k.c_str()).at(0);
     else if (k == "--seed") a.seed = std::stoull(val());
     else if (k == "--no-time") a.time = false;
+    else if (k == "--no-stream") a.stream = false;
     else if (k == "--ctas") a.ctas = split_int(val(), k.c_str()).at(0);
     else if (k == "--pair-share") {
       a.pair_share = std::stoi(val());
@@ -750,9 +760,11 @@ int main(int argc, char** argv) try {
   int configs = 0, correct = 0;
   std::vector<int> emulated_ok;
   std::map<std::string, double> v4frac;  // "8192"/"32768" -> lowest ceiling fraction over the two V4 shapes
+  std::map<std::string, double> v4bound;  // the same for the fraction of the roofline (the larger floor)
   if (lead_rank)
-    std::printf("%-18s %6s %-8s %-5s %9s %9s %9s %7s %7s %6s %8s %8s %s\n", "shape", "T", "routing", "prec",
-              "fused ms", "unfus ms", "ceil ms", "ratio", "TFLOP/s", "ceil%", "ref err", "vs unf", "ok");
+    std::printf("%-18s %6s %-8s %-5s %9s %9s %9s %7s %7s %6s %9s %6s %8s %8s %s\n", "shape", "T", "routing", "prec",
+              "fused ms", "unfus ms", "ceil ms", "ratio", "TFLOP/s", "ceil%", "stream ms", "bound%", "ref err",
+              "vs unf", "ok");
 
   for (const std::string& prec : a.precisions) {
     const bool int4 = prec == "w4a8";
@@ -1068,6 +1080,34 @@ int main(int argc, char** argv) try {
           moe_bench::CeilingGemm ceil(us);  // one rank's FLOPs (T tokens per rank)
           names.push_back("ceiling");
           fns.push_back([&](int) { ceil.run(st); });
+          // ---- the memory floor: the layer's unavoidable bytes, the real buffers the fused kernel reads (each
+          // codes / scales array of the used experts in expert order, so that adjacent experts merge into one range)
+          const std::vector<long long> loc_rows = moe::local_expert_rows(routing.index, s.experts, P, rank);
+          const moe::LayerBytes lbytes =
+              moe::layer_min_bytes(s, int4 ? moe::WeightFormat::kInt4 : moe::WeightFormat::kFp8, T, loc_rows);
+          std::unique_ptr<moe_bench::ByteStream> bstream;
+          const bool timed_stream = a.stream && a.time;
+          Dev<float> stream_out(timed_stream ? size_t(T) * s.hidden : 0);
+          if (timed_stream) {
+            std::vector<moe_bench::DeviceRange> reads;
+            const std::pair<const void*, size_t> arrays[] = {
+                {W.fused_w1(), W.w1e}, {W.fused_w2(), W.w2e}, {W.s1.p, W.s1e * 4}, {W.s2.p, W.s2e * 4}};
+            for (const auto& [base, bytes] : arrays)
+              for (int l = 0; l < E_loc; ++l)
+                if (loc_rows[size_t(l)] > 0) reads.push_back({static_cast<const uint8_t*>(base) + size_t(l) * bytes, bytes});
+            reads.push_back({x.p, x.n});
+            reads.push_back({xs.p, xs.n * 4});
+            reads.push_back({wt.p, wt.n * 4});
+            bstream = std::make_unique<moe_bench::ByteStream>(reads, stream_out.p, stream_out.n * 4);
+            XSTAGE_CHECK(bstream->bytes_read() == lbytes.read() && bstream->bytes_written() == lbytes.output,
+                         "bench_moe: the stream's buffers (", bstream->bytes_read(), " B read, ", bstream->bytes_written(),
+                         " B written) are not layer_min_bytes' (", lbytes.read(), ", ", lbytes.output, ")");
+            names.push_back("stream");
+            fns.push_back([&](int) { bstream->run(st); });
+          }
+          row["min_bytes"] = double(lbytes.total());
+          row["weight_bytes"] = double(lbytes.weights);
+          row["experts_read"] = lbytes.experts_read;
           ok(cudaMemsetAsync(out_u.p, 0xFF, out_u.n * 4, st), "poison");
           run_unfused();
           ok(cudaStreamSynchronize(st), "unfused");
@@ -1182,6 +1222,18 @@ int main(int argc, char** argv) try {
               row["fused_vs_unfused"] = r.ratio.value_or(NAN);
               row["fused_vs_unfused_flipped"] = r.flipped.value_or(false);
               row["ceiling_fraction"] = ceil_ms / fused_ms;
+              if (timed_stream) {
+                const double stream_ms = agreed.at("stream").median_ms.value_or(NAN);
+                const moe::LayerBound lb = moe::make_layer_bound(ceil_ms, stream_ms);
+                row["bound_ms"] = lb.bound_ms();
+                row["bound_by"] = lb.bound_by();
+                row["bound_fraction"] = lb.fraction(fused_ms);
+                row["stream_tbps"] = double(lbytes.total()) / (stream_ms * 1e-3) / 1e12;
+                if (key.rfind("deepseek-v4", 0) == 0 && prec == "w8a8") {
+                  const std::string k = std::to_string(T);
+                  v4bound[k] = v4bound.count(k) ? std::min(v4bound[k], lb.fraction(fused_ms)) : lb.fraction(fused_ms);
+                }
+              }
               if (r.ratio) {
                 ratios_p1.push_back(*r.ratio);
                 min_ratio = std::min(min_ratio, *r.ratio);
@@ -1226,9 +1278,10 @@ int main(int argc, char** argv) try {
                        << t.first_wait_cycles << "," << t.full_wait_cycles << "," << int(t.half) << "\n";
             }
           if (lead_rank)
-          std::printf("%-18s %6d %-8s %-5s %9.3f %9.3f %9.3f %7.3f %7.1f %5.1f%% %8.1e %8.1e %s\n", key.c_str(), T,
-                      rname.c_str(), prec.c_str(), fused_ms, unf_ms, ceil_ms, unf_ms / fused_ms,
-                      flops / (fused_ms * 1e-3) / 1e12, 100 * ceil_ms / fused_ms,
+          std::printf("%-18s %6d %-8s %-5s %9.3f %9.3f %9.3f %7.3f %7.1f %5.1f%% %9.3f %5.1f%%%c %8.1e %8.1e %s\n",
+                      key.c_str(), T, rname.c_str(), prec.c_str(), fused_ms, unf_ms, ceil_ms, unf_ms / fused_ms,
+                      flops / (fused_ms * 1e-3) / 1e12, 100 * ceil_ms / fused_ms, row.value("ms_stream", NAN),
+                      100 * row.value("bound_fraction", NAN), row.value("bound_by", "") == "memory" ? 'm' : 'c',
                       row.value("ref_rel_rms", NAN), row.value("vs_unfused_rel_rms", NAN),
                       row["correct"].get<bool>() ? "yes" : "NO");
           if (lead_rank && a.compare_single) {
@@ -1408,6 +1461,8 @@ int main(int argc, char** argv) try {
                   {"min_fused_vs_unfused", jratio_min},
                   {"ceiling_fraction_v4_w8a8_8k", v4frac.count("8192") ? json(v4frac["8192"]) : json()},
                   {"ceiling_fraction_v4_w8a8_32k", v4frac.count("32768") ? json(v4frac["32768"]) : json()},
+                  {"bound_fraction_v4_w8a8_8k", v4bound.count("8192") ? json(v4bound["8192"]) : json()},
+                  {"bound_fraction_v4_w8a8_32k", v4bound.count("32768") ? json(v4bound["32768"]) : json()},
                   {"emulated_ranks_tested", emulated_ok},
                   {"machine", machine},
                   {"kernel_build", kernel_build},

@@ -6,6 +6,7 @@
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -564,6 +565,57 @@ void CeilingGemm::run(cudaStream_t stream) {
 double CeilingGemm::flops() const {
   const moe::MoeShape s{"ceiling", shape_.hidden, shape_.inter, shape_.experts, shape_.topk, ""};
   return moe::moe_layer_flops(s, shape_.tokens);
+}
+
+ByteStream::ByteStream(const std::vector<DeviceRange>& reads, void* write, std::size_t write_bytes)
+    : write_bytes_(write_bytes), write_(write) {
+  std::vector<detail::StreamRange> merged;
+  for (std::size_t i = 0; i < reads.size(); ++i) {
+    const DeviceRange& r = reads[i];
+    if (r.bytes == 0) continue;
+    if (!r.p) throw UsageError(cat("byte stream: read range ", i, " of ", r.bytes, " bytes has no pointer"));
+    const auto* p = static_cast<const std::uint8_t*>(r.p);
+    if (!merged.empty() && merged.back().p + merged.back().bytes == p) merged.back().bytes += r.bytes;
+    else merged.push_back({p, r.bytes});
+    read_bytes_ += r.bytes;
+  }
+  if (write_bytes % 16 != 0 || reinterpret_cast<std::uintptr_t>(write) % 16 != 0 || (write_bytes && !write))
+    throw UsageError(cat("byte stream: the write range (", write, ", ", write_bytes,
+                         " bytes) must be 16-byte aligned and a multiple of 16 bytes"));
+  if (read_bytes_ + write_bytes == 0) throw UsageError("byte stream: nothing to read or write");
+  grid_ = detail::byte_stream_grid();
+  if (grid_ <= 0) throw RuntimeError("byte stream: no resident CTAs for its kernel on this device");
+  // About eight chunks per CTA (balance), each at least 64 KiB (a CTA's loads in flight many times over).
+  const std::size_t total = read_bytes_ + write_bytes;
+  chunk_ = std::max<std::size_t>(std::size_t(64) << 10, (total / (std::size_t(grid_) * 8) + 15) / 16 * 16);
+  std::vector<unsigned long long> prefix{0};
+  for (const detail::StreamRange& r : merged) prefix.push_back(prefix.back() + (r.bytes + chunk_ - 1) / chunk_);
+  read_chunks_ = prefix.back();
+  n_ranges_ = int(merged.size());
+  ranges_ = detail::DeviceBuffer(merged.size() * sizeof(detail::StreamRange));
+  prefix_ = detail::DeviceBuffer(prefix.size() * sizeof(unsigned long long));
+  checksum_ = detail::DeviceBuffer(sizeof(unsigned long long));
+  if (!merged.empty())
+    XS_CUDA(cudaMemcpy(ranges_.p, merged.data(), ranges_.bytes, cudaMemcpyHostToDevice));
+  XS_CUDA(cudaMemcpy(prefix_.p, prefix.data(), prefix_.bytes, cudaMemcpyHostToDevice));
+  XS_CUDA(cudaMemset(checksum_.p, 0, checksum_.bytes));
+}
+
+void ByteStream::run(cudaStream_t stream) {
+  XS_CUDA(detail::launch_byte_stream(ranges_.as<detail::StreamRange>(), prefix_.as<unsigned long long>(), n_ranges_,
+                                     read_chunks_, chunk_, write_, write_bytes_, checksum_.as<unsigned long long>(),
+                                     grid_, stream));
+}
+
+std::uint64_t ByteStream::checksum(cudaStream_t stream) const {
+  unsigned long long v = 0;
+  XS_CUDA(cudaMemcpyAsync(&v, checksum_.p, sizeof v, cudaMemcpyDeviceToHost, stream));
+  XS_CUDA(cudaStreamSynchronize(stream));
+  return v;
+}
+
+void ByteStream::reset_checksum(cudaStream_t stream) {
+  XS_CUDA(cudaMemsetAsync(checksum_.p, 0, checksum_.bytes, stream));
 }
 
 }  // namespace xstage::moe_bench

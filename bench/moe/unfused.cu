@@ -316,4 +316,74 @@ cudaError_t launch_fill_f32(float* p, std::int64_t n, float value, cudaStream_t 
   return cudaGetLastError();
 }
 
+// The memory floor's stream: one chunk per CTA iteration (persistent grid). A chunk's 16-byte-aligned body is read
+// by every thread with four independent evict-first vector loads in flight, its unaligned ends byte by byte;
+// every byte is summed (__vsadu4 against 0) so that no load can be elided and a test can check coverage.
+constexpr int kStreamThreads = 256;
+__global__ void __launch_bounds__(kStreamThreads) byte_stream_kernel(
+    const StreamRange* __restrict__ ranges, const unsigned long long* __restrict__ prefix, int n_ranges,
+    unsigned long long read_chunks, unsigned long long chunk_bytes, uint4* __restrict__ write,
+    unsigned long long write_bytes, unsigned long long* checksum) {
+  const unsigned tid = threadIdx.x;
+  unsigned long long acc = 0;
+  const unsigned long long write_chunks = (write_bytes + chunk_bytes - 1) / chunk_bytes;
+  auto sum16 = [](uint4 v) { return __vsadu4(v.x, 0u) + __vsadu4(v.y, 0u) + __vsadu4(v.z, 0u) + __vsadu4(v.w, 0u); };
+  for (unsigned long long c = blockIdx.x; c < read_chunks + write_chunks; c += gridDim.x) {
+    if (c >= read_chunks) {  // a chunk of the write range
+      const unsigned long long w0 = (c - read_chunks) * chunk_bytes / 16;
+      const unsigned long long w1 = min(w0 + chunk_bytes / 16, write_bytes / 16);
+      const uint4 one = make_uint4(0x3f800000u, 0x3f800000u, 0x3f800000u, 0x3f800000u);
+      for (unsigned long long i = w0 + tid; i < w1; i += kStreamThreads) __stcs(write + i, one);
+      continue;
+    }
+    int lo = 0, hi = n_ranges - 1;  // the range holding chunk c: the last r with prefix[r] <= c
+    while (lo < hi) {
+      const int mid = (lo + hi + 1) / 2;
+      if (prefix[mid] <= c) lo = mid;
+      else hi = mid - 1;
+    }
+    const unsigned long long off = (c - prefix[lo]) * chunk_bytes;
+    const std::uint8_t* b = ranges[lo].p + off;
+    const std::uint8_t* e = ranges[lo].p + min(off + chunk_bytes, ranges[lo].bytes);
+    const std::uint8_t* ab = reinterpret_cast<const std::uint8_t*>((reinterpret_cast<uintptr_t>(b) + 15) & ~uintptr_t(15));
+    const std::uint8_t* ae = reinterpret_cast<const std::uint8_t*>(reinterpret_cast<uintptr_t>(e) & ~uintptr_t(15));
+    if (ab >= ae) {  // shorter than an aligned vector
+      for (const std::uint8_t* q = b + tid; q < e; q += kStreamThreads) acc += *q;
+      continue;
+    }
+    if (int(tid) < ab - b) acc += b[tid];
+    if (int(tid) < e - ae) acc += ae[tid];
+    const uint4* v = reinterpret_cast<const uint4*>(ab);
+    const long long n = (ae - ab) / 16;
+    long long i = tid;
+    for (; i + 3 * kStreamThreads < n; i += 4 * kStreamThreads) {
+      const uint4 v0 = __ldcs(v + i), v1 = __ldcs(v + i + kStreamThreads), v2 = __ldcs(v + i + 2 * kStreamThreads),
+                  v3 = __ldcs(v + i + 3 * kStreamThreads);
+      acc += sum16(v0) + sum16(v1) + sum16(v2) + sum16(v3);
+    }
+    for (; i < n; i += kStreamThreads) acc += sum16(__ldcs(v + i));
+  }
+  for (int o = 16; o > 0; o /= 2) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+  if (tid % 32 == 0 && acc) atomicAdd(checksum, acc);
+}
+
+cudaError_t launch_byte_stream(const StreamRange* ranges, const unsigned long long* prefix, int n_ranges,
+                               unsigned long long read_chunks, unsigned long long chunk_bytes, void* write,
+                               unsigned long long write_bytes, unsigned long long* checksum, int grid,
+                               cudaStream_t stream) {
+  if (grid <= 0 || (read_chunks == 0 && write_bytes == 0)) return cudaSuccess;
+  byte_stream_kernel<<<grid, kStreamThreads, 0, stream>>>(ranges, prefix, n_ranges, read_chunks, chunk_bytes,
+                                                          static_cast<uint4*>(write), write_bytes, checksum);
+  return cudaGetLastError();
+}
+
+int byte_stream_grid() {
+  int dev = 0, sms = 0, per_sm = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, byte_stream_kernel, kStreamThreads, 0) != cudaSuccess)
+    return 0;
+  return sms * per_sm;
+}
+
 }  // namespace xstage::moe_bench::detail

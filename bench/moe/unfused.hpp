@@ -297,4 +297,36 @@ class CeilingGemm {
   detail::DeviceBuffer workspace_, w1_, w1s_, x1_, x1s_, d1_, w2_, w2s_, x2_, x2s_, d2_;
 };
 
+// The memory floor beside the tensor-core ceiling (xstage/moe/layer_bound.hpp): the time the GPU takes to read a
+// layer's unavoidable bytes once and write its output once, with nothing else to do. One persistent kernel reads
+// every byte of the given device ranges (adjacent ranges merged; chunks spread over every SM, evict-first loads,
+// four 16-byte vectors in flight per thread) and stores write_bytes of fp32 ones at `write`. The reads are summed
+// byte by byte into a device checksum (so no load is elided, and a test can check that every byte was read once).
+struct DeviceRange {
+  const void* p = nullptr;
+  std::size_t bytes = 0;
+};
+class ByteStream {
+ public:
+  // UsageError naming the value: a null range with bytes, a write range not 16-byte aligned or not a multiple
+  // of 16 bytes, or nothing to move.
+  ByteStream(const std::vector<DeviceRange>& reads, void* write, std::size_t write_bytes);
+  ByteStream(const ByteStream&) = delete;
+  ByteStream& operator=(const ByteStream&) = delete;
+
+  void run(cudaStream_t stream);
+  std::size_t bytes_read() const { return read_bytes_; }
+  std::size_t bytes_written() const { return write_bytes_; }
+  int ranges() const { return n_ranges_; }  // after merging adjacent ones
+  // The byte sum of everything read since construction or the last reset (synchronises the stream).
+  std::uint64_t checksum(cudaStream_t stream) const;
+  void reset_checksum(cudaStream_t stream);
+
+ private:
+  std::size_t read_bytes_ = 0, write_bytes_ = 0, chunk_ = 0, read_chunks_ = 0;
+  int n_ranges_ = 0, grid_ = 0;
+  void* write_ = nullptr;
+  detail::DeviceBuffer ranges_, prefix_, checksum_;
+};
+
 }  // namespace xstage::moe_bench

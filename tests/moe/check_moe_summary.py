@@ -16,12 +16,17 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 SCRIPT = os.path.join(ROOT, "scripts", "moe-summary.py")
 
 
-def row(shape, prec, tokens, routing, fused_ms, unfused_ms, ceil_ms, correct=True):
+def row(shape, prec, tokens, routing, fused_ms, unfused_ms, ceil_ms, correct=True, stream_ms=None):
     flops = 1e12  # per call; TFLOP/s columns are flops / ms / 1e9
-    return {"shape": shape, "precision": prec, "tokens": tokens, "routing": routing, "flops": flops,
+    r = {"shape": shape, "precision": prec, "tokens": tokens, "routing": routing, "flops": flops,
             "fused_backend": "fused_interleaved", "ms_fused_interleaved": fused_ms, "ms_unfused": unfused_ms,
             "ms_ceiling": ceil_ms, "fused_vs_unfused": unfused_ms / fused_ms, "ceiling_fraction": ceil_ms / fused_ms,
             "ref_rel_rms": 3e-3, "ref_requant_rel_rms": 2.2e-2, "correct": correct}
+    if stream_ms is not None:  # the memory floor, as bench_moe writes it (runs before session 62 have none)
+        bound = max(ceil_ms, stream_ms)
+        r.update({"ms_stream": stream_ms, "bound_ms": bound, "bound_by": "memory" if stream_ms > ceil_ms else "compute",
+                  "bound_fraction": bound / fused_ms})
+    return r
 
 
 def write_run(d, rows, machine="NVIDIA H200, 132 SMs", extra=None):
@@ -47,8 +52,8 @@ def check(cond, what):
 
 def main():
     with tempfile.TemporaryDirectory() as tmp:
-        w8 = [row("deepseek-v4-pro", "w8a8", 8192, "skewed", 10.0, 17.0, 5.3),    # fraction 0.53
-              row("deepseek-v4-flash", "w8a8", 8192, "balanced", 3.5, 7.5, 2.0),  # 0.571
+        w8 = [row("deepseek-v4-pro", "w8a8", 8192, "skewed", 10.0, 17.0, 5.3, stream_ms=6.4),    # 0.53; bound 0.64 m
+              row("deepseek-v4-flash", "w8a8", 8192, "balanced", 3.5, 7.5, 2.0, stream_ms=1.5),  # 0.571; 0.571 c
               row("deepseek-v4-pro", "w8a8", 32768, "balanced", 30.0, 39.0, 21.0),  # 0.70
               row("dit-moe-xl", "w8a8", 8192, "balanced", 0.7, 1.0, 0.1)]         # not a V4 shape: 0.14 ignored
         w4 = [row("deepseek-v4-pro", "w4a8", 8192, "skewed", 11.0, 28.0, 1.0),    # W4A8: not in the V4 bar
@@ -69,6 +74,10 @@ def main():
         check(abs(s["ceiling_fraction_v4_w8a8_8k"] - 5.3 / 10.0) < 1e-12,
               f"8K V4 fraction {s['ceiling_fraction_v4_w8a8_8k']} != 0.53 (the lower V4 W8A8 point)")
         check(abs(s["ceiling_fraction_v4_w8a8_32k"] - 0.7) < 1e-12, "32K V4 fraction")
+        check(abs(s["bound_fraction_v4_w8a8_8k"] - 2.0 / 3.5) < 1e-12,
+              f"8K V4 bound fraction {s['bound_fraction_v4_w8a8_8k']} != 0.571 (the lower of 0.64 memory, 0.571 compute)")
+        check(s["bound_fraction_v4_w8a8_32k"] is None, "a 32K row without a stream gives no bound fraction")
+        check(s["memory_bound_configs"] == 1, f"memory_bound_configs {s['memory_bound_configs']} != 1")
         check(s["fused_beats_unfused_everywhere"] is True, "fused_beats_unfused_everywhere")
         check(s["emulated_ranks_tested"] == [2, 4, 8], "emulated_ranks_tested")
         check(s["machine"] == "NVIDIA H200, 132 SMs", "machine")
@@ -79,6 +88,9 @@ def main():
         check(len(table) == 2 + 6, f"table rows {len(table) - 2} != 6")
         check("| NO |" in table[-1] and table[-1].startswith("| qwen3-30b-a3b | w4a8"), "the incorrect row says NO")
         check("| 0.530 |" in table[2], f"the V4-Pro row's fraction of ceiling: {table[2]}")
+        check("| 6.400 | 0.640 m |" in table[2], f"the V4-Pro row's stream time and fraction of bound: {table[2]}")
+        check("| 1.500 | 0.571 c |" in table[3], f"the V4-Flash row's (compute-bound): {table[3]}")
+        check("| - | - |" in table[4], f"a row without a stream: {table[4]}")
 
         # a run slower than unfused somewhere, and runs that disagree on their padding rows: both said
         write_run(d4, w4 + [row("glm-flash", "w4a8", 32768, "balanced", 2.0, 1.9, 1.0)],

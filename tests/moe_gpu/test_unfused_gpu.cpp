@@ -446,3 +446,52 @@ TEST(UnfusedMoeGpu, RejectsBadUse) {
   EXPECT_EQ(moe.padded_rows(), 2 * T);
   EXPECT_THROW(moe.set_weights(nullptr, nullptr, nullptr, nullptr), UsageError);
 }
+
+// The memory floor's stream (mb::ByteStream): random bytes in ranges of odd lengths and offsets, two of them
+// adjacent (merged), plus one range shorter than a vector; the device checksum after two runs equals twice the
+// host byte sum (every byte read once per run), the write range holds fp32 ones (poisoned before) and nothing
+// beyond it is touched.
+TEST(UnfusedMoeGpu, ByteStreamReadsEveryByteOnce) {
+  NEED_SM90();
+  const size_t n = (size_t(3) << 20) + 77;
+  std::vector<uint8_t> h(n);
+  uint64_t st64 = test_seed() | 1;
+  for (auto& b : h) {
+    st64 ^= st64 << 13, st64 ^= st64 >> 7, st64 ^= st64 << 17;
+    b = uint8_t(st64 >> 24);
+  }
+  DevBuf d(n);
+  CUDA_CHECK(cudaMemcpy(d.p, h.data(), n, cudaMemcpyHostToDevice));
+  const auto* p = static_cast<const uint8_t*>(d.p);
+  // [3, 1000003) and [1000003, 1500010) adjacent; [1600001, 1600009) short; [1700000, n) to the end
+  const std::vector<mb::DeviceRange> reads{{p + 3, 1000000}, {p + 1000003, 500007}, {p + 1600001, 8},
+                                           {p + 1700000, n - 1700000}, {nullptr, 0}};
+  uint64_t want = 0;
+  for (const auto& r : reads)
+    for (size_t i = 0; i < r.bytes; ++i) want += h[size_t(static_cast<const uint8_t*>(r.p) - p) + i];
+  const size_t wn = (size_t(1) << 20) + 64;  // fp32 words
+  DevBuf w((wn + 16) * 4);
+  CUDA_CHECK(cudaMemset(w.p, 0xFF, (wn + 16) * 4));
+  mb::ByteStream bs(reads, w.p, wn * 4);
+  EXPECT_EQ(bs.ranges(), 3);
+  EXPECT_EQ(bs.bytes_read(), size_t(1000000 + 500007 + 8) + (n - 1700000));
+  EXPECT_EQ(bs.bytes_written(), wn * 4);
+  Stream st;
+  bs.run(st.s);
+  bs.run(st.s);
+  EXPECT_EQ(bs.checksum(st.s), 2 * want);
+  std::vector<uint32_t> got(wn + 16);
+  CUDA_CHECK(cudaMemcpy(got.data(), w.p, got.size() * 4, cudaMemcpyDeviceToHost));
+  size_t ones = 0;
+  for (size_t i = 0; i < wn; ++i) ones += got[i] == 0x3f800000u;
+  EXPECT_EQ(ones, wn);
+  for (size_t i = wn; i < wn + 16; ++i) EXPECT_EQ(got[i], 0xFFFFFFFFu) << "word " << i << " past the write range";
+  bs.reset_checksum(st.s);
+  bs.run(st.s);
+  EXPECT_EQ(bs.checksum(st.s), want);
+  // refusals, before any device work
+  EXPECT_THROW(mb::ByteStream({{nullptr, 16}}, w.p, 16), UsageError);
+  EXPECT_THROW(mb::ByteStream({{p, 16}}, static_cast<uint8_t*>(w.p) + 4, 16), UsageError);
+  EXPECT_THROW(mb::ByteStream({{p, 16}}, w.p, 20), UsageError);
+  EXPECT_THROW(mb::ByteStream({}, nullptr, 0), UsageError);
+}
