@@ -1102,6 +1102,7 @@ int main(int argc, char** argv) try {
             XSTAGE_CHECK(bstream->bytes_read() == lbytes.read() && bstream->bytes_written() == lbytes.output,
                          "bench_moe: the stream's buffers (", bstream->bytes_read(), " B read, ", bstream->bytes_written(),
                          " B written) are not layer_min_bytes' (", lbytes.read(), ", ", lbytes.output, ")");
+            row["stream_variant"] = bstream->variant_name();
             names.push_back("stream");
             fns.push_back([&](int) { bstream->run(st); });
           }

@@ -317,9 +317,26 @@ cudaError_t launch_fill_f32(float* p, std::int64_t n, float value, cudaStream_t 
 }
 
 // The memory floor's stream: one chunk per CTA iteration (persistent grid). A chunk's 16-byte-aligned body is read
-// by every thread with four independent evict-first vector loads in flight, its unaligned ends byte by byte;
-// every byte is summed (__vsadu4 against 0) so that no load can be elided and a test can check coverage.
+// by every thread with kUnroll independent vector loads in flight (evict-first, or non-coherent without L1
+// allocation), its unaligned ends byte by byte; every byte is summed (__vsadu4 against 0, 32-bit per chunk, then
+// 64-bit) so that no load can be elided and a test can check coverage.
 constexpr int kStreamThreads = 256;
+template <bool kEvictFirst>
+__device__ __forceinline__ uint4 stream_load(const uint4* p) {
+  if constexpr (kEvictFirst) {
+    return __ldcs(p);
+  } else {
+    uint4 v;
+    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "l"(p));
+    return v;
+  }
+}
+__device__ __forceinline__ unsigned sum16(uint4 v) {
+  return __vsadu4(v.x, 0u) + __vsadu4(v.y, 0u) + __vsadu4(v.z, 0u) + __vsadu4(v.w, 0u);
+}
+template <int kUnroll, bool kEvictFirst>
 __global__ void __launch_bounds__(kStreamThreads) byte_stream_kernel(
     const StreamRange* __restrict__ ranges, const unsigned long long* __restrict__ prefix, int n_ranges,
     unsigned long long read_chunks, unsigned long long chunk_bytes, uint4* __restrict__ write,
@@ -327,7 +344,6 @@ __global__ void __launch_bounds__(kStreamThreads) byte_stream_kernel(
   const unsigned tid = threadIdx.x;
   unsigned long long acc = 0;
   const unsigned long long write_chunks = (write_bytes + chunk_bytes - 1) / chunk_bytes;
-  auto sum16 = [](uint4 v) { return __vsadu4(v.x, 0u) + __vsadu4(v.y, 0u) + __vsadu4(v.z, 0u) + __vsadu4(v.w, 0u); };
   for (unsigned long long c = blockIdx.x; c < read_chunks + write_chunks; c += gridDim.x) {
     if (c >= read_chunks) {  // a chunk of the write range
       const unsigned long long w0 = (c - read_chunks) * chunk_bytes / 16;
@@ -347,41 +363,59 @@ __global__ void __launch_bounds__(kStreamThreads) byte_stream_kernel(
     const std::uint8_t* e = ranges[lo].p + min(off + chunk_bytes, ranges[lo].bytes);
     const std::uint8_t* ab = reinterpret_cast<const std::uint8_t*>((reinterpret_cast<uintptr_t>(b) + 15) & ~uintptr_t(15));
     const std::uint8_t* ae = reinterpret_cast<const std::uint8_t*>(reinterpret_cast<uintptr_t>(e) & ~uintptr_t(15));
+    unsigned part = 0;  // < 2^32: a chunk is at most 16 MiB, a thread's share of it 64 KiB of bytes <= 255
     if (ab >= ae) {  // shorter than an aligned vector
-      for (const std::uint8_t* q = b + tid; q < e; q += kStreamThreads) acc += *q;
-      continue;
+      for (const std::uint8_t* q = b + tid; q < e; q += kStreamThreads) part += *q;
+    } else {
+      if (int(tid) < ab - b) part += b[tid];
+      if (int(tid) < e - ae) part += ae[tid];
+      const uint4* v = reinterpret_cast<const uint4*>(ab);
+      const long long n = (ae - ab) / 16;
+      long long i = tid;
+      for (; i + (kUnroll - 1) * kStreamThreads < n; i += kUnroll * kStreamThreads) {
+        uint4 r[kUnroll];
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) r[u] = stream_load<kEvictFirst>(v + i + u * kStreamThreads);
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) part += sum16(r[u]);
+      }
+      for (; i < n; i += kStreamThreads) part += sum16(stream_load<kEvictFirst>(v + i));
     }
-    if (int(tid) < ab - b) acc += b[tid];
-    if (int(tid) < e - ae) acc += ae[tid];
-    const uint4* v = reinterpret_cast<const uint4*>(ab);
-    const long long n = (ae - ab) / 16;
-    long long i = tid;
-    for (; i + 3 * kStreamThreads < n; i += 4 * kStreamThreads) {
-      const uint4 v0 = __ldcs(v + i), v1 = __ldcs(v + i + kStreamThreads), v2 = __ldcs(v + i + 2 * kStreamThreads),
-                  v3 = __ldcs(v + i + 3 * kStreamThreads);
-      acc += sum16(v0) + sum16(v1) + sum16(v2) + sum16(v3);
-    }
-    for (; i < n; i += kStreamThreads) acc += sum16(__ldcs(v + i));
+    acc += part;
   }
   for (int o = 16; o > 0; o /= 2) acc += __shfl_xor_sync(0xffffffffu, acc, o);
   if (tid % 32 == 0 && acc) atomicAdd(checksum, acc);
 }
 
-cudaError_t launch_byte_stream(const StreamRange* ranges, const unsigned long long* prefix, int n_ranges,
-                               unsigned long long read_chunks, unsigned long long chunk_bytes, void* write,
-                               unsigned long long write_bytes, unsigned long long* checksum, int grid,
+using StreamKernel = void (*)(const StreamRange*, const unsigned long long*, int, unsigned long long,
+                              unsigned long long, uint4*, unsigned long long, unsigned long long*);
+constexpr StreamKernel kStreamKernels[kByteStreamVariants] = {
+    byte_stream_kernel<4, true>, byte_stream_kernel<8, true>, byte_stream_kernel<4, false>,
+    byte_stream_kernel<8, false>};
+
+const char* byte_stream_variant_name(int variant) {
+  static const char* const names[kByteStreamVariants] = {"u4-evict-first", "u8-evict-first", "u4-nc-no-l1",
+                                                         "u8-nc-no-l1"};
+  return variant >= 0 && variant < kByteStreamVariants ? names[variant] : "?";
+}
+
+cudaError_t launch_byte_stream(int variant, const StreamRange* ranges, const unsigned long long* prefix,
+                               int n_ranges, unsigned long long read_chunks, unsigned long long chunk_bytes,
+                               void* write, unsigned long long write_bytes, unsigned long long* checksum, int grid,
                                cudaStream_t stream) {
+  if (variant < 0 || variant >= kByteStreamVariants) return cudaErrorInvalidValue;
   if (grid <= 0 || (read_chunks == 0 && write_bytes == 0)) return cudaSuccess;
-  byte_stream_kernel<<<grid, kStreamThreads, 0, stream>>>(ranges, prefix, n_ranges, read_chunks, chunk_bytes,
-                                                          static_cast<uint4*>(write), write_bytes, checksum);
+  kStreamKernels[variant]<<<grid, kStreamThreads, 0, stream>>>(ranges, prefix, n_ranges, read_chunks, chunk_bytes,
+                                                               static_cast<uint4*>(write), write_bytes, checksum);
   return cudaGetLastError();
 }
 
-int byte_stream_grid() {
+int byte_stream_grid(int variant) {
   int dev = 0, sms = 0, per_sm = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess ||
+  if (variant < 0 || variant >= kByteStreamVariants || cudaGetDevice(&dev) != cudaSuccess ||
       cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
-      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, byte_stream_kernel, kStreamThreads, 0) != cudaSuccess)
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kStreamKernels[variant], kStreamThreads, 0) !=
+          cudaSuccess)
     return 0;
   return sms * per_sm;
 }

@@ -299,9 +299,11 @@ class CeilingGemm {
 
 // The memory floor beside the tensor-core ceiling (xstage/moe/layer_bound.hpp): the time the GPU takes to read a
 // layer's unavoidable bytes once and write its output once, with nothing else to do. One persistent kernel reads
-// every byte of the given device ranges (adjacent ranges merged; chunks spread over every SM, evict-first loads,
-// four 16-byte vectors in flight per thread) and stores write_bytes of fp32 ones at `write`. The reads are summed
-// byte by byte into a device checksum (so no load is elided, and a test can check that every byte was read once).
+// every byte of the given device ranges (adjacent ranges merged; chunks spread over every SM, 16-byte vector loads)
+// and stores write_bytes of fp32 ones at `write`. The reads are summed byte by byte into a device checksum (so no
+// load is elided, and a test can check that every byte was read once). A floor must be as fast as the GPU allows:
+// the constructor times each load form of the kernel (4 or 8 loads in flight per thread, evict-first or
+// non-coherent; twice each, in both orders) on these very ranges and keeps the fastest.
 struct DeviceRange {
   const void* p = nullptr;
   std::size_t bytes = 0;
@@ -318,13 +320,15 @@ class ByteStream {
   std::size_t bytes_read() const { return read_bytes_; }
   std::size_t bytes_written() const { return write_bytes_; }
   int ranges() const { return n_ranges_; }  // after merging adjacent ones
+  int variant() const { return variant_; }  // the load form the constructor picked
+  const char* variant_name() const;
   // The byte sum of everything read since construction or the last reset (synchronises the stream).
   std::uint64_t checksum(cudaStream_t stream) const;
   void reset_checksum(cudaStream_t stream);
 
  private:
   std::size_t read_bytes_ = 0, write_bytes_ = 0, chunk_ = 0, read_chunks_ = 0;
-  int n_ranges_ = 0, grid_ = 0;
+  int n_ranges_ = 0, grid_ = 0, variant_ = 0;
   void* write_ = nullptr;
   detail::DeviceBuffer ranges_, prefix_, checksum_;
 };

@@ -57,17 +57,21 @@ cudaError_t launch_fill_f32(float* p, std::int64_t n, float value, cudaStream_t 
 
 // The memory floor's stream (ByteStream, unfused.hpp): every byte of the read ranges read once (chunks of
 // chunk_bytes, chunk i of range r at prefix[r] + i; prefix has n_ranges + 1 entries, prefix[n_ranges] chunks in
-// all), their byte sum added to *checksum, and write_bytes (a multiple of 16, write 16-byte aligned) stored once
-// (fp32 ones) in chunks of chunk_bytes after the read chunks. ranges and prefix are device arrays.
+// all; chunk_bytes at most 16 MiB), their byte sum added to *checksum, and write_bytes (a multiple of 16, write
+// 16-byte aligned) stored once (fp32 ones) in chunks of chunk_bytes after the read chunks. ranges and prefix are
+// device arrays. Variants (the same result, other load forms): 4 or 8 vector loads in flight per thread, evict-first
+// or non-coherent without L1 allocation; cudaErrorInvalidValue for another variant.
 struct StreamRange {
   const std::uint8_t* p;
   unsigned long long bytes;
 };
-cudaError_t launch_byte_stream(const StreamRange* ranges, const unsigned long long* prefix, int n_ranges,
-                               unsigned long long read_chunks, unsigned long long chunk_bytes, void* write,
-                               unsigned long long write_bytes, unsigned long long* checksum, int grid,
+inline constexpr int kByteStreamVariants = 4;
+const char* byte_stream_variant_name(int variant);
+cudaError_t launch_byte_stream(int variant, const StreamRange* ranges, const unsigned long long* prefix,
+                               int n_ranges, unsigned long long read_chunks, unsigned long long chunk_bytes,
+                               void* write, unsigned long long write_bytes, unsigned long long* checksum, int grid,
                                cudaStream_t stream);
-// CTAs of launch_byte_stream that fill the current device (resident at once).
-int byte_stream_grid();
+// CTAs of a variant of launch_byte_stream that fill the current device (resident at once); 0 on failure.
+int byte_stream_grid(int variant);
 
 }  // namespace xstage::moe_bench::detail

@@ -476,6 +476,7 @@ TEST(UnfusedMoeGpu, ByteStreamReadsEveryByteOnce) {
   EXPECT_EQ(bs.ranges(), 3);
   EXPECT_EQ(bs.bytes_read(), size_t(1000000 + 500007 + 8) + (n - 1700000));
   EXPECT_EQ(bs.bytes_written(), wn * 4);
+  EXPECT_TRUE(bs.variant() >= 0 && std::string(bs.variant_name()) != "?") << bs.variant();
   Stream st;
   bs.run(st.s);
   bs.run(st.s);
@@ -494,4 +495,29 @@ TEST(UnfusedMoeGpu, ByteStreamReadsEveryByteOnce) {
   EXPECT_THROW(mb::ByteStream({{p, 16}}, static_cast<uint8_t*>(w.p) + 4, 16), UsageError);
   EXPECT_THROW(mb::ByteStream({{p, 16}}, w.p, 20), UsageError);
   EXPECT_THROW(mb::ByteStream({}, nullptr, 0), UsageError);
+}
+
+// Informational (not a benchmark): the rate of the picked load form on 4 GiB, and the pick.
+TEST(UnfusedMoeGpu, ByteStreamRateIsPrinted) {
+  NEED_SM90();
+  const size_t n = size_t(4) << 30;
+  DevBuf d(n), w(size_t(64) << 20);
+  CUDA_CHECK(cudaMemset(d.p, 1, n));
+  mb::ByteStream bs({{d.p, n}}, w.p, size_t(64) << 20);
+  Stream st;
+  bs.run(st.s);
+  cudaEvent_t a, b;
+  CUDA_CHECK(cudaEventCreate(&a));
+  CUDA_CHECK(cudaEventCreate(&b));
+  CUDA_CHECK(cudaEventRecord(a, st.s));
+  for (int i = 0; i < 5; ++i) bs.run(st.s);
+  CUDA_CHECK(cudaEventRecord(b, st.s));
+  CUDA_CHECK(cudaEventSynchronize(b));
+  float ms = 0;
+  CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
+  EXPECT_EQ(bs.checksum(st.s), 6 * uint64_t(n));  // every byte 1, six runs since construction
+  std::printf("byte stream %s: %.3f ms per 4 GiB + 64 MiB, %.2f TB/s\n", bs.variant_name(), ms / 5,
+              double(n + (size_t(64) << 20)) / (ms / 5 * 1e-3) / 1e12);
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
 }
