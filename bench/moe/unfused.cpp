@@ -567,8 +567,12 @@ double CeilingGemm::flops() const {
   return moe::moe_layer_flops(s, shape_.tokens);
 }
 
-ByteStream::ByteStream(const std::vector<DeviceRange>& reads, void* write, std::size_t write_bytes)
+int ByteStream::variants() { return detail::kByteStreamVariants; }
+
+ByteStream::ByteStream(const std::vector<DeviceRange>& reads, void* write, std::size_t write_bytes, int force_variant)
     : write_bytes_(write_bytes), write_(write) {
+  if (force_variant < -1 || force_variant >= detail::kByteStreamVariants)
+    throw UsageError(cat("byte stream: variant ", force_variant, " outside [0, ", detail::kByteStreamVariants, ")"));
   std::vector<detail::StreamRange> merged;
   for (std::size_t i = 0; i < reads.size(); ++i) {
     const DeviceRange& r = reads[i];
@@ -603,6 +607,12 @@ ByteStream::ByteStream(const std::vector<DeviceRange>& reads, void* write, std::
   if (!merged.empty())
     XS_CUDA(cudaMemcpy(ranges_.p, merged.data(), merged.size() * sizeof(detail::StreamRange), cudaMemcpyHostToDevice));
   XS_CUDA(cudaMemcpy(prefix_.p, prefix.data(), prefix_.bytes, cudaMemcpyHostToDevice));
+  if (force_variant >= 0) {
+    variant_ = force_variant;
+    grid_ = grids[variant_];
+    XS_CUDA(cudaMemset(checksum_.p, 0, checksum_.bytes));
+    return;
+  }
   // The fastest load form on these ranges: each variant warmed and timed once per pass, two passes in opposite
   // orders (the clock drifts under the power limit), the smallest sum kept.
   cudaStream_t s = nullptr;

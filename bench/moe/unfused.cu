@@ -9,8 +9,10 @@
 #include "unfused_kernels.hpp"
 #include "xstage/common/hash.hpp"
 #include "xstage/moe/quant.hpp"
+#include "xstage/ptx/tma.cuh"
 
 namespace xstage::moe_bench::detail {
+namespace ptx = ::xstage::ptx;
 namespace {
 
 constexpr int kBlock = 128;  // the quantisation block (1x128 / 128x128)
@@ -387,15 +389,92 @@ __global__ void __launch_bounds__(kStreamThreads) byte_stream_kernel(
   if (tid % 32 == 0 && acc) atomicAdd(checksum, acc);
 }
 
+// The bulk-copy form: the SM's copy engine (cp.async.bulk, 16 KiB pieces into a ring of kBulkStages in shared memory,
+// one thread issuing) instead of the threads' loads; every thread sums each piece from shared memory, then thread 0
+// refills the stage. A piece of size 0 says the CTA's chunks are done. The chunks' unaligned ends are read by
+// thread 0 directly, the write chunks with plain stores after the reads.
+constexpr int kBulkStages = 6, kBulkPiece = 16384;
+constexpr int kBulkSmem = kBulkStages * kBulkPiece;
+__global__ void __launch_bounds__(kStreamThreads) byte_stream_bulk_kernel(
+    const StreamRange* __restrict__ ranges, const unsigned long long* __restrict__ prefix, int n_ranges,
+    unsigned long long read_chunks, unsigned long long chunk_bytes, uint4* __restrict__ write,
+    unsigned long long write_bytes, unsigned long long* checksum) {
+  extern __shared__ __align__(128) std::uint8_t ring[];
+  __shared__ __align__(8) std::uint64_t full[kBulkStages];
+  __shared__ unsigned piece[kBulkStages];
+  const unsigned tid = threadIdx.x;
+  unsigned long long acc = 0;
+  // thread 0's cursor over the aligned bodies of this CTA's read chunks
+  unsigned long long chunk = blockIdx.x;
+  const std::uint8_t *pos = nullptr, *end = nullptr;
+  auto issue = [&](int st) {  // thread 0: the next piece into stage st (size 0 when none is left)
+    while (pos >= end && chunk < read_chunks) {
+      int lo = 0, hi = n_ranges - 1;
+      while (lo < hi) {
+        const int mid = (lo + hi + 1) / 2;
+        if (prefix[mid] <= chunk) lo = mid;
+        else hi = mid - 1;
+      }
+      const unsigned long long off = (chunk - prefix[lo]) * chunk_bytes;
+      const std::uint8_t* b = ranges[lo].p + off;
+      const std::uint8_t* e = ranges[lo].p + min(off + chunk_bytes, ranges[lo].bytes);
+      pos = reinterpret_cast<const std::uint8_t*>((reinterpret_cast<uintptr_t>(b) + 15) & ~uintptr_t(15));
+      end = reinterpret_cast<const std::uint8_t*>(reinterpret_cast<uintptr_t>(e) & ~uintptr_t(15));
+      if (pos >= end) {  // shorter than an aligned vector
+        for (const std::uint8_t* q = b; q < e; ++q) acc += *q;
+      } else {
+        for (const std::uint8_t* q = b; q < pos; ++q) acc += *q;
+        for (const std::uint8_t* q = end; q < e; ++q) acc += *q;
+      }
+      chunk += gridDim.x;
+    }
+    const unsigned n = pos < end ? unsigned(min((long long)kBulkPiece, (long long)(end - pos))) : 0u;
+    piece[st] = n;
+    ptx::mbar_arrive_expect_tx_release_cta(&full[st], n);
+    if (n) ptx::bulk_load(ring + st * kBulkPiece, pos, n, &full[st]);
+    pos += n;
+  };
+  if (tid == 0) {
+    for (int st = 0; st < kBulkStages; ++st) ptx::mbar_init(&full[st], 1);
+    ptx::fence_mbar_init_release_cluster();
+  }
+  __syncthreads();
+  if (tid == 0)
+    for (int st = 0; st < kBulkStages; ++st) issue(st);
+  for (unsigned i = 0;; ++i) {
+    const int st = int(i % kBulkStages);
+    const long long t0 = clock64();  // a bounded wait: a lost piece traps instead of hanging the bench
+    while (!ptx::mbar_test_wait_acquire_cta(&full[st], (i / kBulkStages) & 1))
+      if (clock64() - t0 > (1ll << 35)) __trap();
+    const unsigned n = piece[st];
+    if (n == 0) break;
+    const uint4* v = reinterpret_cast<const uint4*>(ring + st * kBulkPiece);
+    unsigned part = 0;
+    for (unsigned j = tid; j < n / 16; j += kStreamThreads) part += sum16(v[j]);
+    acc += part;
+    __syncthreads();  // every thread done with the stage before it is refilled
+    if (tid == 0) issue(st);
+  }
+  const unsigned long long write_chunks = (write_bytes + chunk_bytes - 1) / chunk_bytes;
+  const uint4 one = make_uint4(0x3f800000u, 0x3f800000u, 0x3f800000u, 0x3f800000u);
+  for (unsigned long long c = blockIdx.x; c < write_chunks; c += gridDim.x) {
+    const unsigned long long w0 = c * chunk_bytes / 16, w1 = min(w0 + chunk_bytes / 16, write_bytes / 16);
+    for (unsigned long long i = w0 + tid; i < w1; i += kStreamThreads) __stcs(write + i, one);
+  }
+  for (int o = 16; o > 0; o /= 2) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+  if (tid % 32 == 0 && acc) atomicAdd(checksum, acc);
+}
+
 using StreamKernel = void (*)(const StreamRange*, const unsigned long long*, int, unsigned long long,
                               unsigned long long, uint4*, unsigned long long, unsigned long long*);
 constexpr StreamKernel kStreamKernels[kByteStreamVariants] = {
     byte_stream_kernel<4, true>, byte_stream_kernel<8, true>, byte_stream_kernel<4, false>,
-    byte_stream_kernel<8, false>};
+    byte_stream_kernel<8, false>, byte_stream_bulk_kernel};
+constexpr int kStreamSmem[kByteStreamVariants] = {0, 0, 0, 0, kBulkSmem};
 
 const char* byte_stream_variant_name(int variant) {
   static const char* const names[kByteStreamVariants] = {"u4-evict-first", "u8-evict-first", "u4-nc-no-l1",
-                                                         "u8-nc-no-l1"};
+                                                         "u8-nc-no-l1", "bulk-copy"};
   return variant >= 0 && variant < kByteStreamVariants ? names[variant] : "?";
 }
 
@@ -405,7 +484,7 @@ cudaError_t launch_byte_stream(int variant, const StreamRange* ranges, const uns
                                cudaStream_t stream) {
   if (variant < 0 || variant >= kByteStreamVariants) return cudaErrorInvalidValue;
   if (grid <= 0 || (read_chunks == 0 && write_bytes == 0)) return cudaSuccess;
-  kStreamKernels[variant]<<<grid, kStreamThreads, 0, stream>>>(ranges, prefix, n_ranges, read_chunks, chunk_bytes,
+  kStreamKernels[variant]<<<grid, kStreamThreads, kStreamSmem[variant], stream>>>(ranges, prefix, n_ranges, read_chunks, chunk_bytes,
                                                                static_cast<uint4*>(write), write_bytes, checksum);
   return cudaGetLastError();
 }
@@ -414,8 +493,10 @@ int byte_stream_grid(int variant) {
   int dev = 0, sms = 0, per_sm = 0;
   if (variant < 0 || variant >= kByteStreamVariants || cudaGetDevice(&dev) != cudaSuccess ||
       cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
-      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kStreamKernels[variant], kStreamThreads, 0) !=
-          cudaSuccess)
+      cudaFuncSetAttribute(kStreamKernels[variant], cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           kStreamSmem[variant]) != cudaSuccess ||
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kStreamKernels[variant], kStreamThreads,
+                                                    kStreamSmem[variant]) != cudaSuccess)
     return 0;
   return sms * per_sm;
 }

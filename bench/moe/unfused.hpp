@@ -303,7 +303,8 @@ class CeilingGemm {
 // and stores write_bytes of fp32 ones at `write`. The reads are summed byte by byte into a device checksum (so no
 // load is elided, and a test can check that every byte was read once). A floor must be as fast as the GPU allows:
 // the constructor times each load form of the kernel (4 or 8 loads in flight per thread, evict-first or
-// non-coherent; twice each, in both orders) on these very ranges and keeps the fastest.
+// non-coherent, or bulk copies into shared memory; twice each, in both orders) on these very ranges and keeps the
+// fastest.
 struct DeviceRange {
   const void* p = nullptr;
   std::size_t bytes = 0;
@@ -312,7 +313,9 @@ class ByteStream {
  public:
   // UsageError naming the value: a null range with bytes, a write range not 16-byte aligned or not a multiple
   // of 16 bytes, or nothing to move.
-  ByteStream(const std::vector<DeviceRange>& reads, void* write, std::size_t write_bytes);
+  // force_variant >= 0: that load form, untimed (tests: every form's coverage); UsageError outside [0, variants()).
+  ByteStream(const std::vector<DeviceRange>& reads, void* write, std::size_t write_bytes, int force_variant = -1);
+  static int variants();
   ByteStream(const ByteStream&) = delete;
   ByteStream& operator=(const ByteStream&) = delete;
 

@@ -60,12 +60,13 @@ cudaError_t launch_fill_f32(float* p, std::int64_t n, float value, cudaStream_t 
 // all; chunk_bytes at most 16 MiB), their byte sum added to *checksum, and write_bytes (a multiple of 16, write
 // 16-byte aligned) stored once (fp32 ones) in chunks of chunk_bytes after the read chunks. ranges and prefix are
 // device arrays. Variants (the same result, other load forms): 4 or 8 vector loads in flight per thread, evict-first
-// or non-coherent without L1 allocation; cudaErrorInvalidValue for another variant.
+// or non-coherent without L1 allocation (0-3); bulk copies into a shared-memory ring (4); cudaErrorInvalidValue for
+// another variant.
 struct StreamRange {
   const std::uint8_t* p;
   unsigned long long bytes;
 };
-inline constexpr int kByteStreamVariants = 4;
+inline constexpr int kByteStreamVariants = 5;
 const char* byte_stream_variant_name(int variant);
 cudaError_t launch_byte_stream(int variant, const StreamRange* ranges, const unsigned long long* prefix,
                                int n_ranges, unsigned long long read_chunks, unsigned long long chunk_bytes,

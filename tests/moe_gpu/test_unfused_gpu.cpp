@@ -448,9 +448,9 @@ TEST(UnfusedMoeGpu, RejectsBadUse) {
 }
 
 // The memory floor's stream (mb::ByteStream): random bytes in ranges of odd lengths and offsets, two of them
-// adjacent (merged), plus one range shorter than a vector; the device checksum after two runs equals twice the
-// host byte sum (every byte read once per run), the write range holds fp32 ones (poisoned before) and nothing
-// beyond it is touched.
+// adjacent (merged), plus one range shorter than a vector; for every load form and the constructor's pick, the
+// device checksum after two runs equals twice the host byte sum (every byte read once per run), the write range
+// holds fp32 ones (poisoned before) and nothing beyond it is touched.
 TEST(UnfusedMoeGpu, ByteStreamReadsEveryByteOnce) {
   NEED_SM90();
   const size_t n = (size_t(3) << 20) + 77;
@@ -471,53 +471,62 @@ TEST(UnfusedMoeGpu, ByteStreamReadsEveryByteOnce) {
     for (size_t i = 0; i < r.bytes; ++i) want += h[size_t(static_cast<const uint8_t*>(r.p) - p) + i];
   const size_t wn = (size_t(1) << 20) + 64;  // fp32 words
   DevBuf w((wn + 16) * 4);
-  CUDA_CHECK(cudaMemset(w.p, 0xFF, (wn + 16) * 4));
-  mb::ByteStream bs(reads, w.p, wn * 4);
-  EXPECT_EQ(bs.ranges(), 3);
-  EXPECT_EQ(bs.bytes_read(), size_t(1000000 + 500007 + 8) + (n - 1700000));
-  EXPECT_EQ(bs.bytes_written(), wn * 4);
-  EXPECT_TRUE(bs.variant() >= 0 && std::string(bs.variant_name()) != "?") << bs.variant();
   Stream st;
-  bs.run(st.s);
-  bs.run(st.s);
-  EXPECT_EQ(bs.checksum(st.s), 2 * want);
-  std::vector<uint32_t> got(wn + 16);
-  CUDA_CHECK(cudaMemcpy(got.data(), w.p, got.size() * 4, cudaMemcpyDeviceToHost));
-  size_t ones = 0;
-  for (size_t i = 0; i < wn; ++i) ones += got[i] == 0x3f800000u;
-  EXPECT_EQ(ones, wn);
-  for (size_t i = wn; i < wn + 16; ++i) EXPECT_EQ(got[i], 0xFFFFFFFFu) << "word " << i << " past the write range";
-  bs.reset_checksum(st.s);
-  bs.run(st.s);
-  EXPECT_EQ(bs.checksum(st.s), want);
+  for (int v = -1; v < mb::ByteStream::variants(); ++v) {  // -1: the constructor's pick
+    SCOPED_TRACE("variant " + std::to_string(v));
+    CUDA_CHECK(cudaMemset(w.p, 0xFF, (wn + 16) * 4));
+    mb::ByteStream bs(reads, w.p, wn * 4, v);
+    if (v >= 0) {
+      EXPECT_EQ(bs.variant(), v);
+    }
+    EXPECT_EQ(bs.ranges(), 3);
+    EXPECT_EQ(bs.bytes_read(), size_t(1000000 + 500007 + 8) + (n - 1700000));
+    EXPECT_EQ(bs.bytes_written(), wn * 4);
+    EXPECT_TRUE(bs.variant() >= 0 && std::string(bs.variant_name()) != "?") << bs.variant();
+    bs.run(st.s);
+    bs.run(st.s);
+    EXPECT_EQ(bs.checksum(st.s), 2 * want);
+    std::vector<uint32_t> got(wn + 16);
+    CUDA_CHECK(cudaMemcpy(got.data(), w.p, got.size() * 4, cudaMemcpyDeviceToHost));
+    size_t ones = 0;
+    for (size_t i = 0; i < wn; ++i) ones += got[i] == 0x3f800000u;
+    EXPECT_EQ(ones, wn);
+    for (size_t i = wn; i < wn + 16; ++i) EXPECT_EQ(got[i], 0xFFFFFFFFu) << "word " << i << " past the write range";
+    bs.reset_checksum(st.s);
+    bs.run(st.s);
+    EXPECT_EQ(bs.checksum(st.s), want);
+  }
   // refusals, before any device work
+  EXPECT_THROW(mb::ByteStream(reads, w.p, 16, mb::ByteStream::variants()), UsageError);
   EXPECT_THROW(mb::ByteStream({{nullptr, 16}}, w.p, 16), UsageError);
   EXPECT_THROW(mb::ByteStream({{p, 16}}, static_cast<uint8_t*>(w.p) + 4, 16), UsageError);
   EXPECT_THROW(mb::ByteStream({{p, 16}}, w.p, 20), UsageError);
   EXPECT_THROW(mb::ByteStream({}, nullptr, 0), UsageError);
 }
 
-// Informational (not a benchmark): the rate of the picked load form on 4 GiB, and the pick.
+// Informational (not a benchmark): the rate of every load form on 4 GiB, and the constructor's pick.
 TEST(UnfusedMoeGpu, ByteStreamRateIsPrinted) {
   NEED_SM90();
-  const size_t n = size_t(4) << 30;
-  DevBuf d(n), w(size_t(64) << 20);
+  const size_t n = size_t(4) << 30, wb = size_t(64) << 20;
+  DevBuf d(n), w(wb);
   CUDA_CHECK(cudaMemset(d.p, 1, n));
-  mb::ByteStream bs({{d.p, n}}, w.p, size_t(64) << 20);
   Stream st;
-  bs.run(st.s);
   cudaEvent_t a, b;
   CUDA_CHECK(cudaEventCreate(&a));
   CUDA_CHECK(cudaEventCreate(&b));
-  CUDA_CHECK(cudaEventRecord(a, st.s));
-  for (int i = 0; i < 5; ++i) bs.run(st.s);
-  CUDA_CHECK(cudaEventRecord(b, st.s));
-  CUDA_CHECK(cudaEventSynchronize(b));
-  float ms = 0;
-  CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
-  EXPECT_EQ(bs.checksum(st.s), 6 * uint64_t(n));  // every byte 1, six runs since construction
-  std::printf("byte stream %s: %.3f ms per 4 GiB + 64 MiB, %.2f TB/s\n", bs.variant_name(), ms / 5,
-              double(n + (size_t(64) << 20)) / (ms / 5 * 1e-3) / 1e12);
+  for (int v = -1; v < mb::ByteStream::variants(); ++v) {
+    mb::ByteStream bs({{d.p, n}}, w.p, wb, v);
+    bs.run(st.s);
+    CUDA_CHECK(cudaEventRecord(a, st.s));
+    for (int i = 0; i < 5; ++i) bs.run(st.s);
+    CUDA_CHECK(cudaEventRecord(b, st.s));
+    CUDA_CHECK(cudaEventSynchronize(b));
+    float ms = 0;
+    CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
+    EXPECT_EQ(bs.checksum(st.s), 6 * uint64_t(n));  // every byte 1, six runs since construction
+    std::printf("byte stream %s%s: %.3f ms per 4 GiB + 64 MiB, %.2f TB/s\n", bs.variant_name(),
+                v < 0 ? " (picked)" : "", ms / 5, double(n + wb) / (ms / 5 * 1e-3) / 1e12);
+  }
   cudaEventDestroy(a);
   cudaEventDestroy(b);
 }
