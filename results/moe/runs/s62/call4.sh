@@ -1,7 +1,6 @@
 #!/usr/bin/env bash
 # s62 call 4 (nvidia-h200 only: exits 3 at once on another card): call 3 again (the stream's five load forms) for the
-# H200 table of record. The stream's GPU test (coverage:
-# every byte read once) plain and under compute-sanitizer memcheck, then the P = 1 table (scripts/moe-study.sh
+# H200 table of record: the stream's GPU test (coverage of every form, each form's rate), then the P = 1 table (scripts/moe-study.sh
 # STEPS="w8 w4 merge") with the new backend "stream" in every configuration's ABBA blocks.
 # Carry build/s62.tar.xz (bench_moe, test_unfused_gpu; stripped).
 #   OUT=$OUT bash results/moe/runs/s62/call4.sh
