@@ -3,7 +3,7 @@
 // rank holds all E experts, no communication): what a user assembles from libraries. Library
 // xstage_moe_unfused (bench/moe/CMakeLists.txt). The expert half (weights, GEMMs, SwiGLU + requantisation) lives in
 // detail::GemmEngine / detail::ExpertStage below, shared with the expert-parallel version UnfusedEpMoe
-// (unfused_ep.hpp). Tested by tests/moe_gpu/test_unfused_gpu.cpp (12 passing on an H200, results/gpu-tests).
+// (unfused_ep.hpp). Tested by tests/moe_gpu/test_unfused_gpu.cpp (14 passing on an H200 in s62, results/gpu-tests).
 //
 // UnfusedMoe::run enqueues, on one stream, no host synchronisation:
 //   1. permute: routed rows (token t, slot j) of the FP8 activations x [T][H] and their 1x128 scales
