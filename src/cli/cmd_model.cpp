@@ -12,7 +12,9 @@
 #include "xstage/model/design.hpp"
 #include "xstage/model/fit.hpp"
 #include "xstage/model/platform.hpp"
+#include "xstage/moe/layer_bound.hpp"
 #include "xstage/moe/order_choice.hpp"
+#include "xstage/moe/routing.hpp"
 #include "xstage/moe/order_sim.hpp"
 #include "xstage/moe/shapes.hpp"
 
@@ -510,10 +512,122 @@ void add_moe_order(CLI::App* des) {
   });
 }
 
+// ---------------------------------------------------------------- design moe-bound (the two floors)
+struct BoundOpts {
+  std::string platform = "h200-nvlink4", shape, hidden, inter, experts, topk, tokens = "8192", P = "1",
+              precision = "w8a8", routing = "balanced", seed = "1", tflops, hbm;
+  bool json = false;
+};
+
+// A positive, finite rate in `unit`; empty: 0 (the platform's).
+double parse_rate(const std::string& text, const std::string& what, const char* unit) {
+  if (text.empty()) return 0;
+  size_t pos = 0;
+  double v = 0;
+  try {
+    v = std::stod(text, &pos);
+  } catch (...) {
+    pos = std::string::npos;
+  }
+  XSTAGE_REQUIRE(pos == text.size() && v > 0 && std::isfinite(v) && v <= 1e6, what, " must be a positive, finite rate (",
+                 unit, "), got '", text, "'");
+  return v;
+}
+
+void add_moe_bound(CLI::App* des) {
+  auto o = std::make_shared<BoundOpts>();
+  auto* c = des->add_subcommand(
+      "moe-bound", "The two floors of a MoE layer call per rank: its FLOPs at the tensor-core rate and its "
+                   "unavoidable bytes at the HBM rate (memory- or compute-bound; xstage/moe/layer_bound.hpp)");
+  c->add_option("--platform", o->platform, "Preset name or platform JSON file (its measured rates)")->capture_default_str();
+  c->add_option("--shape", o->shape, "Layer shape: " + shape_names());
+  c->add_option("--hidden", o->hidden, "Hidden size (overrides --shape)");
+  c->add_option("--inter", o->inter, "Expert intermediate size (overrides --shape)");
+  c->add_option("--experts", o->experts, "Routed experts (overrides --shape)");
+  c->add_option("--topk", o->topk, "Experts per token (overrides --shape)");
+  c->add_option("--tokens", o->tokens, "Tokens per rank")->capture_default_str();
+  c->add_option("-P,--world-size,--world", o->P, "Ranks (EP degree); the experts are split evenly")->capture_default_str();
+  c->add_option("--precision", o->precision, "w8a8 | w4a8 | bf16")->capture_default_str();
+  c->add_option("--routing", o->routing, "balanced | skewed (bench_moe's routing of --seed)")->capture_default_str();
+  c->add_option("--seed", o->seed, "bench_moe's --seed: the same routing its tables timed")->capture_default_str();
+  c->add_option("--tflops", o->tflops, "Tensor-core rate per GPU, TFLOP/s (default: the platform's, fp8 or bf16)");
+  c->add_option("--hbm-tbps", o->hbm, "HBM read rate per GPU, TB/s (default: the platform's memory_tbps.hbm_read)");
+  c->add_flag("--json", o->json, "Print JSON");
+  c->callback([o] {
+    const Platform p = Platform::load(o->platform);
+    xstage::moe::MoeShape s{"custom", 0, 0, 0, 0, ""};
+    if (!o->shape.empty()) {
+      const auto* f = xstage::moe::find_moe_shape(o->shape);
+      XSTAGE_REQUIRE(f, "--shape: unknown shape '", o->shape, "' (shapes: ", shape_names(), ")");
+      s = *f;
+    } else {
+      XSTAGE_REQUIRE(!o->hidden.empty() && !o->inter.empty() && !o->experts.empty() && !o->topk.empty(),
+                     "give --shape (", shape_names(), ") or all of --hidden, --inter, --experts, --topk");
+    }
+    if (!o->hidden.empty()) s.hidden = parse_count(o->hidden, "--hidden");
+    if (!o->inter.empty()) s.inter = parse_count(o->inter, "--inter");
+    if (!o->experts.empty()) s.experts = parse_count(o->experts, "--experts");
+    if (!o->topk.empty()) s.topk = parse_count(o->topk, "--topk");
+    const int T = parse_count(o->tokens, "--tokens"), P = parse_count(o->P, "-P");
+    XSTAGE_REQUIRE(T >= 1, "--tokens must be >= 1, got ", T);
+    XSTAGE_REQUIRE(P >= 1 && s.experts % P == 0, "-P ", P, " does not divide ", s.experts, " experts");
+    XSTAGE_REQUIRE(o->precision == "w8a8" || o->precision == "w4a8" || o->precision == "bf16",
+                   "--precision must be w8a8, w4a8 or bf16, got '", o->precision, "'");
+    const auto wf = o->precision == "w8a8"   ? xstage::moe::WeightFormat::kFp8
+                    : o->precision == "w4a8" ? xstage::moe::WeightFormat::kInt4
+                                             : xstage::moe::WeightFormat::kBf16;
+    double flops_rate = parse_rate(o->tflops, "--tflops", "TFLOP/s") * 1e12;
+    if (flops_rate == 0) flops_rate = o->precision == "bf16" ? p.tc_bf16 : p.tc_fp8;
+    XSTAGE_REQUIRE(flops_rate > 0, "platform '", p.name, "' records no ", o->precision == "bf16" ? "bf16" : "fp8",
+                   " tensor-core rate; give --tflops");
+    double hbm = parse_rate(o->hbm, "--hbm-tbps", "TB/s") * 1e12;
+    if (hbm == 0) hbm = p.hbm_read;
+    XSTAGE_REQUIRE(hbm > 0, "platform '", p.name, "' records no HBM read rate (memory_tbps.hbm_read); give --hbm-tbps");
+    const auto kind = xstage::moe::parse_routing_kind(o->routing);
+    const auto r = xstage::moe::generate_routing(
+        {P, T, s.experts, s.topk, kind, 1.0, xstage::moe::harness_routing_seed(parse_seed(o->seed, "--seed"), T, kind)});
+    const auto work = xstage::moe::rank_work(s, wf, r.index, P, T);
+    // The layer's floor is its slowest rank's.
+    auto bound_of = [&](const xstage::moe::RankWork& w) {
+      return xstage::moe::make_layer_bound(std::max(w.flops, 1.0) / flops_rate * 1e3,
+                                           std::max<double>(double(w.bytes.total()), 1.0) / hbm * 1e3);
+    };
+    size_t worst = 0;
+    for (size_t i = 1; i < work.size(); ++i)
+      if (bound_of(work[i]).bound_ms() > bound_of(work[worst]).bound_ms()) worst = i;
+    const auto& w = work[worst];
+    const auto b = bound_of(w);
+    if (o->json) {
+      nlohmann::json j = {{"platform", p.name}, {"shape", std::string(s.name)}, {"hidden", s.hidden}, {"inter", s.inter},
+                          {"experts", s.experts}, {"topk", s.topk}, {"tokens_per_rank", T}, {"world", P},
+                          {"precision", o->precision}, {"routing", o->routing}, {"tflops", flops_rate / 1e12},
+                          {"hbm_tbps", hbm / 1e12}, {"rank", w.rank}, {"rows", w.rows}, {"flops", w.flops},
+                          {"experts_read", w.bytes.experts_read}, {"weight_bytes", double(w.bytes.weights)},
+                          {"min_bytes", double(w.bytes.total())}, {"compute_ms", b.compute_ms},
+                          {"memory_ms", b.memory_ms}, {"bound_ms", b.bound_ms()}, {"bound_by", b.bound_by()}};
+      std::cout << j.dump(2) << "\n";
+      return;
+    }
+    std::ostringstream os;
+    os << "layer " << s.name << ": hidden " << s.hidden << ", inter " << s.inter << ", " << s.experts << " experts (" << s.experts / P
+       << " per rank), top-" << s.topk << ", " << T << " tokens per rank, P = " << P << ", " << o->precision << ", "
+       << o->routing << " routing; rates (" << p.name << "): " << fmt(flops_rate / 1e12, 0) << " TFLOP/s, HBM read "
+       << fmt(hbm / 1e12, 2) << " TB/s\n";
+    os << "rank " << w.rank << (P > 1 ? " (the slowest)" : "") << ": " << w.rows << " routed rows, " << w.bytes.experts_read
+       << " of its experts read; FLOPs " << fmt(w.flops / 1e12, 3) << " T -> " << fmt(b.compute_ms, 3) << " ms; bytes "
+       << fmt(double(w.bytes.total()) / 1e9, 3) << " GB (weights " << fmt(double(w.bytes.weights) / 1e9, 3) << ") -> "
+       << fmt(b.memory_ms, 3) << " ms\n";
+    os << "floor: " << fmt(b.bound_ms(), 3) << " ms, " << b.bound_by() << "-bound; 0.60 of the tensor-core ceiling ("
+       << fmt(b.compute_ms / 0.6, 3) << " ms) is " << fmt(b.fraction(b.compute_ms / 0.6), 3) << " of this floor\n";
+    std::cout << os.str();
+  });
+}
+
 void add_design(CLI::App& app) {
   auto* des = app.add_subcommand("design", "Design test (piggyback or reshape) for a kernel's remote-store bursts");
   des->require_subcommand(1);
   add_moe_order(des);
+  add_moe_bound(des);
   auto plat = std::make_shared<std::string>("h200-nvlink4");
   auto json = std::make_shared<bool>(false);
 

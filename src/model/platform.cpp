@@ -137,6 +137,7 @@ void Platform::validate() const {
   }
   XSTAGE_REQUIRE(tc_bf16 >= 0 && tc_fp8 >= 0 && attn_bf16 >= 0, "platform '", name,
                  "': tensor-core rates must be >= 0");
+  XSTAGE_REQUIRE(hbm_read >= 0, "platform '", name, "': the HBM read rate must be >= 0");
 }
 
 // JSON uses readable units (GB/s, us, bytes, TFLOP/s); the struct holds SI.
@@ -160,6 +161,7 @@ nlohmann::json Platform::to_json() const {
   if (tc_fp8 > 0) tc["fp8"] = tc_fp8 / 1e12;
   if (attn_bf16 > 0) tc["attention_bf16"] = attn_bf16 / 1e12;
   if (!tc.empty()) j["tensor_core_tflops"] = tc;
+  if (hbm_read > 0) j["memory_tbps"] = {{"hbm_read", hbm_read / 1e12}};
   return j;
 }
 
@@ -198,6 +200,11 @@ Platform Platform::from_json(const nlohmann::json& j) {
     if (tc.contains("fp8")) p.tc_fp8 = positive(tc, "fp8", "tensor_core_tflops", 1e6, "TFLOP/s") * 1e12;
     if (tc.contains("attention_bf16"))
       p.attn_bf16 = positive(tc, "attention_bf16", "tensor_core_tflops", 1e6, "TFLOP/s") * 1e12;
+  }
+  if (j.contains("memory_tbps")) {
+    const auto& m = j.at("memory_tbps");
+    XSTAGE_REQUIRE(m.is_object(), "platform JSON: 'memory_tbps' must be an object");
+    if (m.contains("hbm_read")) p.hbm_read = positive(m, "hbm_read", "memory_tbps", 1e3, "TB/s") * 1e12;
   }
   p.validate();
   return p;

@@ -79,6 +79,27 @@ std::vector<long long> local_expert_rows(const std::vector<std::int32_t>& index,
   return rows;
 }
 
+std::vector<RankWork> rank_work(const MoeShape& s, WeightFormat f, const std::vector<std::int32_t>& index,
+                                int routing_world, long long tokens_per_rank) {
+  check_shape(s);
+  XSTAGE_REQUIRE(tokens_per_rank >= 0, "rank work: tokens per rank ", tokens_per_rank, " < 0");
+  XSTAGE_REQUIRE(routing_world >= 1 && index.size() == std::size_t(routing_world) * std::size_t(tokens_per_rank) *
+                                                          std::size_t(s.topk),
+                 "rank work: a routing of ", index.size(), " slots is not ", routing_world, " ranks x ",
+                 tokens_per_rank, " tokens x top-", s.topk, " of shape ", s.name);
+  std::vector<RankWork> w;
+  for (int r = 0; r < routing_world; ++r) {
+    RankWork k;
+    k.rank = r;
+    const std::vector<long long> rows = local_expert_rows(index, s.experts, routing_world, r);
+    for (long long c : rows) k.rows += c;
+    k.bytes = layer_min_bytes(s, f, tokens_per_rank, rows);
+    k.flops = double(k.rows) * 6.0 * s.hidden * double(s.inter);
+    w.push_back(k);
+  }
+  return w;
+}
+
 double LayerBound::fraction(double layer_ms) const {
   XSTAGE_REQUIRE(layer_ms > 0 && std::isfinite(layer_ms), "layer bound: layer time ", layer_ms, " ms");
   return bound_ms() / layer_ms;

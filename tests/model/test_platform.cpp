@@ -49,6 +49,7 @@ TEST(Platform, PresetsMatchTheirSources) {
   EXPECT_LT(h.Q(132), 4e6);
   EXPECT_GT(h.Q(132), h.Q(66));
   EXPECT_NEAR(h.tc_fp8, 1228e12, 1e9);
+  EXPECT_NEAR(h.hbm_read, 4.28e12, 1e9);  // s62's ByteStream on 4 GiB
   // The probe fixture keeps PLATFORM.md's values (the tests of hand-computed numbers use it).
   auto pr = Platform::load(std::string(XSTAGE_SOURCE_DIR) + "/tests/data/h200-probe-platform.json");
   EXPECT_NEAR(pr.R, 370e9, 1e6);
@@ -97,7 +98,10 @@ TEST(Platform, JsonRoundTripAndSaveLoad) {
   auto p = two_row_platform();
   p.provenance = {"m", "2026-11-29", "cmd", "calibration", "n"};
   p.tc_bf16 = 700e12;
+  p.hbm_read = 4.1e12;
   auto q = Platform::from_json(p.to_json());
+  EXPECT_DOUBLE_EQ(q.hbm_read, 4.1e12);
+  EXPECT_EQ(Platform::from_json(two_row_platform().to_json()).hbm_read, 0);  // optional: absent is unknown
   EXPECT_EQ(q.name, p.name);
   EXPECT_EQ(q.provenance.command, "cmd");
   EXPECT_DOUBLE_EQ(q.R, p.R);
@@ -130,6 +134,17 @@ TEST(Platform, ErrorsNameTheProblem) {
     EXPECT_NE(std::string(e.what()).find("'R_GBps' in the top level must be in (0, 1e+06] GB/s, got -1"), std::string::npos)
         << e.what();
   }
+  j = two_row_platform().to_json();
+  j["memory_tbps"] = {{"hbm_read", 0}};
+  try {
+    Platform::from_json(j);
+    FAIL();
+  } catch (const xstage::UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("'hbm_read' in memory_tbps must be in (0, 1000] TB/s, got 0"), std::string::npos)
+        << e.what();
+  }
+  j["memory_tbps"] = 4.2;
+  EXPECT_THROW(Platform::from_json(j), xstage::UsageError);
   j = two_row_platform().to_json();
   j["tiss0_table"][1].erase("V_bytes");
   try {

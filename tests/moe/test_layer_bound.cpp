@@ -66,6 +66,30 @@ TEST(MoeLayerBound, LocalRowsFromARouting) {
   EXPECT_EQ(sum, 4LL * 256 * 4);
 }
 
+TEST(MoeLayerBound, RankWorkOfARouting) {
+  const MoeShape& pro = *find_moe_shape("deepseek-v4-pro");
+  // P = 1: the whole layer, FLOPs as moe_layer_flops
+  const Routing r1 = generate_routing({1, 512, pro.experts, pro.topk, RoutingKind::Balanced, 1.0, 3});
+  const std::vector<RankWork> one = rank_work(pro, WeightFormat::kFp8, r1.index, 1, 512);
+  ASSERT_EQ(one.size(), 1u);
+  EXPECT_EQ(one[0].rows, 512LL * 6);
+  EXPECT_DOUBLE_EQ(one[0].flops, moe_layer_flops(pro, 512));
+  EXPECT_EQ(one[0].bytes.weights, std::size_t(one[0].bytes.experts_read) * 66076416u);
+  // P = 4: the ranks' rows add up to every slot, each rank's bytes count its own experts and tokens
+  const Routing r4 = generate_routing({4, 256, pro.experts, pro.topk, RoutingKind::Skewed, 1.0, 9});
+  const std::vector<RankWork> four = rank_work(pro, WeightFormat::kInt4, r4.index, 4, 256);
+  ASSERT_EQ(four.size(), 4u);
+  long long rows = 0;
+  for (const RankWork& k : four) {
+    rows += k.rows;
+    EXPECT_LE(k.bytes.experts_read, pro.experts / 4);
+    EXPECT_EQ(k.bytes.output, 256u * 7168 * 4);
+    EXPECT_DOUBLE_EQ(k.flops, double(k.rows) * 6 * 7168 * 3072);
+  }
+  EXPECT_EQ(rows, 4LL * 256 * 6);
+  EXPECT_THROW(rank_work(pro, WeightFormat::kFp8, r4.index, 2, 256), UsageError);  // 4 ranks' slots, not 2
+}
+
 TEST(MoeLayerBound, Floors) {
   const LayerBound m = make_layer_bound(5.0, 6.3);
   EXPECT_TRUE(m.memory_bound());

@@ -42,6 +42,9 @@ class Platform {
   // Optional measured dense tensor-core rates per GPU, FLOP/s (0: unknown). The design tests derive
   // MMA times from them (rate per SM = rate / sm_count) unless a rate is given explicitly.
   double tc_bf16 = 0, tc_fp8 = 0, attn_bf16 = 0;
+  // Optional measured HBM read rate per GPU, bytes/s (0: unknown): the memory floor of `xstage design moe-bound`
+  // (xstage/moe/layer_bound.hpp). JSON: memory_tbps.hbm_read in TB/s.
+  double hbm_read = 0;
 
   // T_iss^0(K, V): interpolated in the measured table (linear in V within the K rows that bracket K,
   // then linear in K; clamped at the table's K edges). Below a row's smallest V the row's first value

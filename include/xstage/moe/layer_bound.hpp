@@ -52,6 +52,20 @@ LayerBytes layer_min_bytes(const MoeShape& s, WeightFormat f, long long tokens,
 // divide E, rank is out of [0, P), or an id is out of [0, E).
 std::vector<long long> local_expert_rows(const std::vector<std::int32_t>& index, int experts, int world, int rank);
 
+// One rank's share of a routed layer: the rows its experts receive (from every rank's tokens), its unavoidable bytes
+// and its FLOPs (rows x the two GEMMs' 6 * hidden * inter; at P = 1 moe_layer_flops). The layer takes as long as its
+// most loaded rank.
+struct RankWork {
+  int rank = 0;
+  long long rows = 0;
+  LayerBytes bytes;
+  double flops = 0;
+};
+// Every rank of a routing (routing_world ranks, tokens_per_rank tokens each, experts of the shape): UsageError when the
+// routing's experts or top-k are not the shape's, or P does not divide E.
+std::vector<RankWork> rank_work(const MoeShape& s, WeightFormat f, const std::vector<std::int32_t>& index,
+                                int routing_world, long long tokens_per_rank);
+
 struct LayerBound {
   double compute_ms = 0;  // the FLOPs at the tensor cores' measured rate (the ceiling GEMM's time)
   double memory_ms = 0;   // the unavoidable bytes at the memory's measured rate (the stream's time)
