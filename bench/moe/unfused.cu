@@ -338,6 +338,27 @@ __device__ __forceinline__ uint4 stream_load(const uint4* p) {
 __device__ __forceinline__ unsigned sum16(uint4 v) {
   return __vsadu4(v.x, 0u) + __vsadu4(v.y, 0u) + __vsadu4(v.z, 0u) + __vsadu4(v.w, 0u);
 }
+// Chunk c of the read ranges: its bytes [b, e) (the last r with prefix[r] <= c holds it).
+__device__ __forceinline__ void stream_chunk(const StreamRange* ranges, const unsigned long long* prefix, int n_ranges,
+                                             unsigned long long c, unsigned long long chunk_bytes,
+                                             const std::uint8_t*& b, const std::uint8_t*& e) {
+  int lo = 0, hi = n_ranges - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (prefix[mid] <= c) lo = mid;
+    else hi = mid - 1;
+  }
+  const unsigned long long off = (c - prefix[lo]) * chunk_bytes;
+  b = ranges[lo].p + off;
+  e = ranges[lo].p + min(off + chunk_bytes, ranges[lo].bytes);
+}
+__device__ __forceinline__ const std::uint8_t* align_up16(const std::uint8_t* p) {
+  return reinterpret_cast<const std::uint8_t*>((reinterpret_cast<uintptr_t>(p) + 15) & ~uintptr_t(15));
+}
+__device__ __forceinline__ const std::uint8_t* align_down16(const std::uint8_t* p) {
+  return reinterpret_cast<const std::uint8_t*>(reinterpret_cast<uintptr_t>(p) & ~uintptr_t(15));
+}
+
 template <int kUnroll, bool kEvictFirst>
 __global__ void __launch_bounds__(kStreamThreads) byte_stream_kernel(
     const StreamRange* __restrict__ ranges, const unsigned long long* __restrict__ prefix, int n_ranges,
@@ -354,17 +375,9 @@ __global__ void __launch_bounds__(kStreamThreads) byte_stream_kernel(
       for (unsigned long long i = w0 + tid; i < w1; i += kStreamThreads) __stcs(write + i, one);
       continue;
     }
-    int lo = 0, hi = n_ranges - 1;  // the range holding chunk c: the last r with prefix[r] <= c
-    while (lo < hi) {
-      const int mid = (lo + hi + 1) / 2;
-      if (prefix[mid] <= c) lo = mid;
-      else hi = mid - 1;
-    }
-    const unsigned long long off = (c - prefix[lo]) * chunk_bytes;
-    const std::uint8_t* b = ranges[lo].p + off;
-    const std::uint8_t* e = ranges[lo].p + min(off + chunk_bytes, ranges[lo].bytes);
-    const std::uint8_t* ab = reinterpret_cast<const std::uint8_t*>((reinterpret_cast<uintptr_t>(b) + 15) & ~uintptr_t(15));
-    const std::uint8_t* ae = reinterpret_cast<const std::uint8_t*>(reinterpret_cast<uintptr_t>(e) & ~uintptr_t(15));
+    const std::uint8_t *b, *e;
+    stream_chunk(ranges, prefix, n_ranges, c, chunk_bytes, b, e);
+    const std::uint8_t *ab = align_up16(b), *ae = align_down16(e);
     unsigned part = 0;  // < 2^32: a chunk is at most 16 MiB, a thread's share of it 64 KiB of bytes <= 255
     if (ab >= ae) {  // shorter than an aligned vector
       for (const std::uint8_t* q = b + tid; q < e; q += kStreamThreads) part += *q;
@@ -409,17 +422,10 @@ __global__ void __launch_bounds__(kStreamThreads) byte_stream_bulk_kernel(
   const std::uint8_t *pos = nullptr, *end = nullptr;
   auto issue = [&](int st) {  // thread 0: the next piece into stage st (size 0 when none is left)
     while (pos >= end && chunk < read_chunks) {
-      int lo = 0, hi = n_ranges - 1;
-      while (lo < hi) {
-        const int mid = (lo + hi + 1) / 2;
-        if (prefix[mid] <= chunk) lo = mid;
-        else hi = mid - 1;
-      }
-      const unsigned long long off = (chunk - prefix[lo]) * chunk_bytes;
-      const std::uint8_t* b = ranges[lo].p + off;
-      const std::uint8_t* e = ranges[lo].p + min(off + chunk_bytes, ranges[lo].bytes);
-      pos = reinterpret_cast<const std::uint8_t*>((reinterpret_cast<uintptr_t>(b) + 15) & ~uintptr_t(15));
-      end = reinterpret_cast<const std::uint8_t*>(reinterpret_cast<uintptr_t>(e) & ~uintptr_t(15));
+      const std::uint8_t *b, *e;
+      stream_chunk(ranges, prefix, n_ranges, chunk, chunk_bytes, b, e);
+      pos = align_up16(b);
+      end = align_down16(e);
       if (pos >= end) {  // shorter than an aligned vector
         for (const std::uint8_t* q = b; q < e; ++q) acc += *q;
       } else {

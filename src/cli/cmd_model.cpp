@@ -339,8 +339,14 @@ std::vector<MoeOpts> paper_moe_shapes() {
 }
 
 // ---------------------------------------------------------------- design moe-order (`auto`)
+// A layer shape from --shape (the issue-11 table) and the dimension options that override it.
+struct ShapeOpts {
+  std::string shape, hidden, inter, experts, topk;
+};
+
 struct OrderOpts {
-  std::string platform = "h200-nvlink4", shape, hidden, inter, experts, topk, tokens = "4096", P, K, l2 = "60MiB",
+  ShapeOpts sh;
+  std::string platform = "h200-nvlink4", tokens = "4096", P, K, l2 = "60MiB",
               tile = "128x128", l1_cols, l2_cols, tflops, t_l1, t_l2, precision = "w8a8", routing = "balanced", staging = "0",
               min_gain = "0.05", lead = "0", seed = "1";
   bool json = false, no_sim = false;
@@ -371,23 +377,37 @@ std::string shape_names() {
   return s;
 }
 
-xstage::moe::OrderQuery order_query(const Platform& p, const OrderOpts& o, double& rate_per_sm) {
-  xstage::moe::OrderQuery q;
+void add_shape_options(CLI::App* c, ShapeOpts& o) {
+  c->add_option("--shape", o.shape, "Layer shape: " + shape_names());
+  c->add_option("--hidden", o.hidden, "Hidden size (overrides --shape)");
+  c->add_option("--inter", o.inter, "Expert intermediate size h_inter (overrides --shape)");
+  c->add_option("--experts", o.experts, "Routed experts (overrides --shape)");
+  c->add_option("--topk", o.topk, "Experts per token (overrides --shape)");
+}
+xstage::moe::MoeShape resolve_shape(const ShapeOpts& o) {
+  xstage::moe::MoeShape s{"custom", 0, 0, 0, 0, ""};
   if (!o.shape.empty()) {
-    const auto* s = xstage::moe::find_moe_shape(o.shape);
-    XSTAGE_REQUIRE(s, "--shape: unknown shape '", o.shape, "' (shapes: ", shape_names(), ")");
-    q.hidden = s->hidden;
-    q.inter = s->inter;
-    q.experts = s->experts;
-    q.topk = s->topk;
+    const auto* f = xstage::moe::find_moe_shape(o.shape);
+    XSTAGE_REQUIRE(f, "--shape: unknown shape '", o.shape, "' (shapes: ", shape_names(), ")");
+    s = *f;
   } else {
     XSTAGE_REQUIRE(!o.hidden.empty() && !o.inter.empty() && !o.experts.empty() && !o.topk.empty(),
                    "give --shape (", shape_names(), ") or all of --hidden, --inter, --experts, --topk");
   }
-  if (!o.hidden.empty()) q.hidden = parse_count(o.hidden, "--hidden");
-  if (!o.inter.empty()) q.inter = parse_count(o.inter, "--inter");
-  if (!o.experts.empty()) q.experts = parse_count(o.experts, "--experts");
-  if (!o.topk.empty()) q.topk = parse_count(o.topk, "--topk");
+  if (!o.hidden.empty()) s.hidden = parse_count(o.hidden, "--hidden");
+  if (!o.inter.empty()) s.inter = parse_count(o.inter, "--inter");
+  if (!o.experts.empty()) s.experts = parse_count(o.experts, "--experts");
+  if (!o.topk.empty()) s.topk = parse_count(o.topk, "--topk");
+  return s;
+}
+
+xstage::moe::OrderQuery order_query(const Platform& p, const OrderOpts& o, double& rate_per_sm) {
+  xstage::moe::OrderQuery q;
+  const xstage::moe::MoeShape s = resolve_shape(o.sh);
+  q.hidden = s.hidden;
+  q.inter = s.inter;
+  q.experts = s.experts;
+  q.topk = s.topk;
   q.tokens = parse_count(o.tokens, "--tokens");
   q.world = o.P.empty() ? p.world_size : parse_count(o.P, "-P");
   XSTAGE_REQUIRE(o.P.empty() || q.world >= 1, "-P must be >= 1, got ", q.world);
@@ -426,11 +446,7 @@ void add_moe_order(CLI::App* des) {
   auto* c = des->add_subcommand("moe-order", "auto: choose the fused MoE kernel's tile order (Expert-Wave or "
                                              "Interleaved with lead D) from M_X and the expert-weight working set");
   c->add_option("--platform", o->platform, "Preset name or platform JSON file")->capture_default_str();
-  c->add_option("--shape", o->shape, "Layer shape: " + shape_names());
-  c->add_option("--hidden", o->hidden, "Hidden size (overrides --shape)");
-  c->add_option("--inter", o->inter, "Expert intermediate size h_inter (overrides --shape)");
-  c->add_option("--experts", o->experts, "Routed experts (overrides --shape)");
-  c->add_option("--topk", o->topk, "Experts per token (overrides --shape)");
+  add_shape_options(c, o->sh);
   c->add_option("--tokens", o->tokens, "Tokens per rank")->capture_default_str();
   c->add_option("-P,--world-size,--world", o->P, "World size / EP degree P (1: no remote stores; default: the platform's)");
   c->add_option("-K,--sms", o->K, "Participating SMs = CTAs per rank (default: the platform's SM count)");
@@ -466,7 +482,7 @@ void add_moe_order(CLI::App* des) {
     if (o->json) {
       auto j = ch.to_json();
       j["platform"] = p.name;
-      j["shape"] = o->shape;
+      j["shape"] = o->sh.shape;
       j["rate_per_sm_TFLOPs"] = rate_per_sm / 1e12;
       std::cout << j.dump(2) << "\n";
       return;
@@ -474,7 +490,7 @@ void add_moe_order(CLI::App* des) {
     const auto& r = ch.query;
     std::ostringstream os;
     print_platform_summary(os, p);
-    os << "layer " << (o->shape.empty() ? std::string("(custom)") : o->shape) << ": hidden " << r.hidden << ", h_inter "
+    os << "layer " << (o->sh.shape.empty() ? std::string("(custom)") : o->sh.shape) << ": hidden " << r.hidden << ", h_inter "
        << r.inter << ", " << r.experts << " experts (" << ch.local_experts << " per rank), top-" << r.topk << ", "
        << r.tokens << " tokens per rank, P = " << r.world << ", " << o->precision << " (" << fmt(r.weight_bytes, 1)
        << " B per weight), " << xstage::moe::to_string(r.routing) << " routing\n"
@@ -514,7 +530,8 @@ void add_moe_order(CLI::App* des) {
 
 // ---------------------------------------------------------------- design moe-bound (the two floors)
 struct BoundOpts {
-  std::string platform = "h200-nvlink4", shape, hidden, inter, experts, topk, tokens = "8192", P = "1",
+  ShapeOpts sh;
+  std::string platform = "h200-nvlink4", tokens = "8192", P = "1",
               precision = "w8a8", routing = "balanced", seed = "1", tflops, hbm;
   bool json = false;
 };
@@ -540,11 +557,7 @@ void add_moe_bound(CLI::App* des) {
       "moe-bound", "The two floors of a MoE layer call per rank: its FLOPs at the tensor-core rate and its "
                    "unavoidable bytes at the HBM rate (memory- or compute-bound; xstage/moe/layer_bound.hpp)");
   c->add_option("--platform", o->platform, "Preset name or platform JSON file (its measured rates)")->capture_default_str();
-  c->add_option("--shape", o->shape, "Layer shape: " + shape_names());
-  c->add_option("--hidden", o->hidden, "Hidden size (overrides --shape)");
-  c->add_option("--inter", o->inter, "Expert intermediate size (overrides --shape)");
-  c->add_option("--experts", o->experts, "Routed experts (overrides --shape)");
-  c->add_option("--topk", o->topk, "Experts per token (overrides --shape)");
+  add_shape_options(c, o->sh);
   c->add_option("--tokens", o->tokens, "Tokens per rank")->capture_default_str();
   c->add_option("-P,--world-size,--world", o->P, "Ranks (EP degree); the experts are split evenly")->capture_default_str();
   c->add_option("--precision", o->precision, "w8a8 | w4a8 | bf16")->capture_default_str();
@@ -555,19 +568,7 @@ void add_moe_bound(CLI::App* des) {
   c->add_flag("--json", o->json, "Print JSON");
   c->callback([o] {
     const Platform p = Platform::load(o->platform);
-    xstage::moe::MoeShape s{"custom", 0, 0, 0, 0, ""};
-    if (!o->shape.empty()) {
-      const auto* f = xstage::moe::find_moe_shape(o->shape);
-      XSTAGE_REQUIRE(f, "--shape: unknown shape '", o->shape, "' (shapes: ", shape_names(), ")");
-      s = *f;
-    } else {
-      XSTAGE_REQUIRE(!o->hidden.empty() && !o->inter.empty() && !o->experts.empty() && !o->topk.empty(),
-                     "give --shape (", shape_names(), ") or all of --hidden, --inter, --experts, --topk");
-    }
-    if (!o->hidden.empty()) s.hidden = parse_count(o->hidden, "--hidden");
-    if (!o->inter.empty()) s.inter = parse_count(o->inter, "--inter");
-    if (!o->experts.empty()) s.experts = parse_count(o->experts, "--experts");
-    if (!o->topk.empty()) s.topk = parse_count(o->topk, "--topk");
+    const xstage::moe::MoeShape s = resolve_shape(o->sh);
     const int T = parse_count(o->tokens, "--tokens"), P = parse_count(o->P, "-P");
     XSTAGE_REQUIRE(T >= 1, "--tokens must be >= 1, got ", T);
     XSTAGE_REQUIRE(P >= 1 && s.experts % P == 0, "-P ", P, " does not divide ", s.experts, " experts");
