@@ -44,8 +44,8 @@ int parse_count(const std::string& text, const std::string& what) {
   return int(v);
 }
 
-// A rate in TFLOP/s; empty: 0 (the platform's). Given: positive and finite.
-double parse_tflops(const std::string& text, const std::string& what) {
+// A positive, finite rate in `unit` (at most 1e6 of it); empty: 0 (the platform's).
+double parse_rate(const std::string& text, const std::string& what, const char* unit) {
   if (text.empty()) return 0;
   size_t pos = 0;
   double v = 0;
@@ -54,11 +54,11 @@ double parse_tflops(const std::string& text, const std::string& what) {
   } catch (...) {
     pos = std::string::npos;
   }
-  XSTAGE_REQUIRE(pos == text.size(), what, " must be a number (TFLOP/s), got '", text, "'");
-  XSTAGE_REQUIRE(v > 0 && std::isfinite(v) && v <= 1e6, what,
-                 " must be a positive, finite rate (at most 1e6 TFLOP/s), got '", text, "'");
+  XSTAGE_REQUIRE(pos == text.size() && v > 0 && std::isfinite(v) && v <= 1e6, what, " must be a positive, finite rate (",
+                 unit, ", at most 1e6), got '", text, "'");
   return v;
 }
+double parse_tflops(const std::string& text, const std::string& what) { return parse_rate(text, what, "TFLOP/s"); }
 
 // Comma-separated list items (repeatable option): an empty item is an error, not skipped.
 std::vector<std::string> items(const std::vector<std::string>& args, const std::string& what) {
@@ -536,20 +536,6 @@ struct BoundOpts {
   bool json = false;
 };
 
-// A positive, finite rate in `unit`; empty: 0 (the platform's).
-double parse_rate(const std::string& text, const std::string& what, const char* unit) {
-  if (text.empty()) return 0;
-  size_t pos = 0;
-  double v = 0;
-  try {
-    v = std::stod(text, &pos);
-  } catch (...) {
-    pos = std::string::npos;
-  }
-  XSTAGE_REQUIRE(pos == text.size() && v > 0 && std::isfinite(v) && v <= 1e6, what, " must be a positive, finite rate (",
-                 unit, "), got '", text, "'");
-  return v;
-}
 
 void add_moe_bound(CLI::App* des) {
   auto o = std::make_shared<BoundOpts>();

@@ -57,8 +57,8 @@ TEST(CliMoeBound, BadArgumentsAreOneLine) {
   expect_usage(kCmd + "--hidden 4096", "give --shape");
   expect_usage(kCmd + "--shape deepseek-v4-pro --precision fp4", "--precision must be w8a8, w4a8 or bf16, got 'fp4'");
   expect_usage(kCmd + "--shape deepseek-v4-pro -P 5", "-P 5 does not divide 384 experts");
-  expect_usage(kCmd + "--shape deepseek-v4-pro --hbm-tbps 0", "--hbm-tbps must be a positive, finite rate (TB/s), got '0'");
-  expect_usage(kCmd + "--shape deepseek-v4-pro --tflops x", "--tflops must be a positive, finite rate (TFLOP/s), got 'x'");
+  expect_usage(kCmd + "--shape deepseek-v4-pro --hbm-tbps 0", "--hbm-tbps must be a positive, finite rate (TB/s, at most 1e6), got '0'");
+  expect_usage(kCmd + "--shape deepseek-v4-pro --tflops x", "--tflops must be a positive, finite rate (TFLOP/s, at most 1e6), got 'x'");
   expect_usage(kCmd + "--shape deepseek-v4-pro --routing zipf", "zipf");
   expect_usage(kCmd + "--shape deepseek-v4-pro --platform paper-b200 --tflops 2000",
                "platform 'paper-b200' records no HBM read rate (memory_tbps.hbm_read); give --hbm-tbps");
