@@ -601,4 +601,78 @@ TEST(MoeRowOrder, SpreadOnRandomLayoutsAndSchedulersWalkIt) {
   std::printf("spread orders: %d of %d layouts\n", spread, kRandomCases);
 }
 
+// Row groups (MoeLayout::group_min): the rows of an expert with at least group_min rows are walked N-tile-major.
+// One instance, a lead past every row: the L1 stream is the hand-checked order, then the L2 stream likewise.
+TEST(MoeGroups, HandCheckedSequence) {
+  MoeLayoutStorage st({300, 100}, 128, 2, 1);  // expert 0: rows 0-2 (a group), expert 1: row 3 (alone)
+  MoeInterleavedScheduler::Params p;
+  p.layout = st.view();
+  p.layout.group_min = 2;
+  p.instances = 1;
+  p.lead = 100;
+  const auto seqs = sequences<MoeInterleavedScheduler>(p);
+  ASSERT_EQ(seqs.size(), 1u);
+  std::ostringstream got;
+  for (const MoeTile& t : seqs[0]) got << (t.kind == MoeTileKind::L1 ? "A" : "B") << t.row << t.n << " ";
+  EXPECT_EQ(got.str(), "A00 A10 A20 A01 A11 A21 A30 A31 B00 B10 B20 B30 ");
+  // group_min 4: expert 0's three rows are no group, the walk is the plain one (as group_min 0)
+  for (int gm : {4, 0}) {
+    p.layout.group_min = gm;
+    std::ostringstream plain;
+    const auto plain_seqs = sequences<MoeInterleavedScheduler>(p);
+    for (const MoeTile& t : plain_seqs[0])
+      plain << (t.kind == MoeTileKind::L1 ? "A" : "B") << t.row << t.n << " ";
+    EXPECT_EQ(plain.str(), "A00 A01 A10 A11 A20 A21 A30 A31 B00 B10 B20 B30 ") << "group_min " << gm;
+  }
+}
+
+// On random layouts, group sizes, leads and roles: every tile exactly once, no cyclic wait, each group's L1 tiles in
+// N-tile-major order per CTA, and a CTA emits an L2 tile of a grouped row only after all of its own L1 tiles of that
+// group.
+TEST(MoeGroups, RandomLayoutsExactlyOnceNoDeadlockAndRowsInner) {
+  std::mt19937 rng(20261205);
+  int grouped = 0;
+  for (int it = 0; it < kRandomCases; ++it) {
+    const Case c = random_case(rng);
+    MoeLayoutStorage st(c.tokens, c.b_m, c.l1_ntiles, c.l2_ntiles);
+    MoeInterleavedScheduler::Params p;
+    p.layout = st.view();
+    p.layout.group_min = 2 + int(rng() % 3);
+    p.instances = c.instances;
+    p.roles = c.roles;
+    p.lead = 1 + int(rng() % 4);
+    SCOPED_TRACE(::testing::Message() << "case " << it << " group_min " << p.layout.group_min << " lead " << p.lead);
+    const auto seqs = sequences<MoeInterleavedScheduler>(p);
+    expect_exactly_once(st, seqs);
+    ASSERT_TRUE(executes_without_deadlock(p.layout, seqs));
+    const MoeLayout& l = p.layout;
+    for (size_t cta = 0; cta < seqs.size(); ++cta) {
+      int last_first = -1, last_key = -1;  // the current group's first row and the last (n, row) key seen in it
+      std::vector<int> own_l1_left(l.rows(), 0);  // this CTA's L1 tiles of each row still to come
+      for (const MoeTile& t : seqs[cta])
+        if (t.kind == MoeTileKind::L1) own_l1_left[t.row]++;
+      for (const MoeTile& t : seqs[cta]) {
+        int f = 0, n = 1;
+        l.group_of(t.row, f, n);
+        if (t.kind == MoeTileKind::L1) {
+          own_l1_left[t.row]--;
+          if (n > 1) {
+            ++grouped;
+            const int key = t.n * n + (t.row - f);
+            if (f == last_first) {
+              ASSERT_GT(key, last_key) << "group not walked N-tile-major, row " << t.row;
+            }
+            last_first = f;
+            last_key = key;
+          }
+        } else {
+          for (int r = f; r < f + n; ++r)
+            ASSERT_EQ(own_l1_left[r], 0) << "L2 of row " << t.row << " before this CTA's L1 tiles of row " << r;
+        }
+      }
+    }
+  }
+  EXPECT_GT(grouped, 1000) << "the random cases should exercise groups";
+}
+
 }  // namespace
