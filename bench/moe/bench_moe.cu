@@ -6,7 +6,7 @@
 //   bench_moe --out DIR [--shapes all|k1,k2] [--tokens 2048,8192,32768] [--routing balanced,skewed]
 //             [--precision w8a8,w4a8] [--orders wave[,interleaved]] [--worlds 1,2,4,8] [--emulated-tokens 2048]
 //             [--block-s 0.1] [--warmup-s 0.05] [--rounds 1] [--min-calls 3] [--check-tokens 4] [--seed 1] [--no-time]
-//             [--no-stream] [--group-rows N] [--compare-group-rows N1,N2,...]
+//             [--no-stream]
 //             [--trace] [--trace-csv FILE] [--ctas N] [--leads D1,D2,...] [--platform FILE]
 //             [--cluster 0|1|2] [--pair-share 0|1|2|3] [--row-order 0|1] [--l2-cols 0|128|256] [--compare-control] [--compare-padding] [--compare-single] [--compare-pingpong] [--compare-l2-scratch]
 //             [--compare-l2-cols] [--compare-hints M1,M2,...]
@@ -52,9 +52,6 @@
 // fused_<order>_b0). --compare-early adds, per order, the kernel with the other MoeLayerParams::early_release (backend
 // fused_<order>_e1 with the default 0, fused_<order>_e0 with 1). --compare-row-order adds, per order, the kernel walking
 // the rows in the other MoeLayerParams::row_order (backend fused_<order>_o1 with the default 0; W8A8 only).
-// --group-rows N sets MoeLayerParams::group_rows of every fused launch (Interleaved: the rows of experts with at least
-// N 128-row blocks walked N-tile-major); --compare-group-rows N1,N2 adds, per order, the kernel with each (backend
-// fused_<order>_rg<N>; Expert-Wave ignores it: there it is an identical-work control), checked bit-identical.
 // --zero-padding sets MoeLayerParams::zero_padding of every fused launch (the library's default, 1: every launch zeroes
 // the padding rows first; 0: they hold the harness's poison, 0xFF, while they are timed, as in the tables before
 // session 58; the header and summary.json's padding_rows say which).
@@ -359,8 +356,6 @@ struct Args {
   bool compare_borrow = false;      // --compare-borrow: also the orders with l2_borrow = 0
   bool compare_early = false;       // --compare-early: also the orders with the other early_release
   bool compare_row_order = false;   // --compare-row-order: also the orders with the other row_order (W8A8)
-  int group_rows = 0;               // --group-rows: MoeLayerParams::group_rows of every fused launch
-  std::vector<int> compare_group_rows;  // --compare-group-rows: also the orders with these group_rows
   int wave_lag = 0;                 // --wave-lag: MoeLayerParams::wave_lag of every fused launch (Expert-Wave)
   int zero_padding = moe_kernel::MoeLayerParams{}.zero_padding;  // --zero-padding: of every fused launch
   bool compare_wave_lag = false;    // --compare-wave-lag: also Expert-Wave with the other wave_lag
@@ -492,11 +487,6 @@ Args parse(int argc, char** argv) {
     else if (k == "--compare-borrow") a.compare_borrow = true;
     else if (k == "--compare-early") a.compare_early = true;
     else if (k == "--compare-row-order") a.compare_row_order = true;
-    else if (k == "--group-rows") {
-      const std::string v = val();
-      a.group_rows = v == "0" ? 0 : split_int(v, "--group-rows").at(0);  // 1: the layer's check names it
-    }
-    else if (k == "--compare-group-rows") a.compare_group_rows = split_int(val(), "--compare-group-rows");
     else if (k == "--compare-wave-lag") a.compare_wave_lag = true;
     else if (k == "--compare-l1-first") a.compare_l1_first = true;
     else if (k == "--zero-padding") {
@@ -828,7 +818,6 @@ int main(int argc, char** argv) try {
           prm.cluster = a.cluster;
           prm.pair_share = a.pair_share;
           prm.row_order = a.row_order;
-          prm.group_rows = a.group_rows;
           prm.wave_lag = a.wave_lag;
           prm.zero_padding = a.zero_padding;
           // 256-column Linear-2 tiles where they keep CTA pairs possible (W8A8 / W4A8, hidden % 512 == 0) or where no
@@ -928,9 +917,6 @@ int main(int argc, char** argv) try {
             }
             if (a.compare_row_order && !int4)
               add_variants(prm.row_order ? "_o0" : "_o1", [](moe_kernel::MoeLayerParams& q) { q.row_order = 1 - q.row_order; });
-            for (int gr : a.compare_group_rows)
-              if (gr != prm.group_rows)
-                add_variants("_rg" + std::to_string(gr), [gr](moe_kernel::MoeLayerParams& q) { q.group_rows = gr; });
             if (a.compare_half && !int4)
               add_variants(prm.half_together ? "_h0" : "_h1", [](moe_kernel::MoeLayerParams& q) { q.half_together = 1 - q.half_together; });
             if (a.compare_half_wide && !int4)

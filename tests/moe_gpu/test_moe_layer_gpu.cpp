@@ -593,7 +593,6 @@ void run_case(const Case& c) {
       EXPECT_EQ(prm.l2_borrow, 1) << "the default stages a wide Linear-2 tile's second block in its last stage";
       EXPECT_EQ(prm.early_release, 0) << "the default releases a stage in the next block's shadow only";
       EXPECT_EQ(prm.row_order, 0) << "the default walks the rows in expert order";
-      EXPECT_EQ(prm.group_rows, 0) << "the default walks every row's N tiles in turn";
       EXPECT_EQ(prm.half_together, 1) << "the default issues a half tile's gate and up batches together";
       EXPECT_EQ(prm.half_wide, 1) << "the default runs a half tile's own weights as m64n128 batches";
       EXPECT_EQ(prm.lean, 1) << "the default launches the lean W8A8 kernel where the options allow it";
@@ -611,7 +610,6 @@ void run_case(const Case& c) {
           {"a stage released early where the next one is late (early_release 1", &moe_kernel::MoeLayerParams::early_release,
            1, "0"},
           {"the rows walked in the spread order (row_order 1", &moe_kernel::MoeLayerParams::row_order, 1, "0"},
-          {"an expert's rows walked N-tile-major (group_rows 2", &moe_kernel::MoeLayerParams::group_rows, 2, "0"},
           {"a half tile's batches one at a time (half_together 0", &moe_kernel::MoeLayerParams::half_together, 0, "1"},
           {"a half tile's weights as loaded for a full tile (half_wide 0", &moe_kernel::MoeLayerParams::half_wide, 0, "1"},
           {"the kernel holding every option's code (lean 0", &moe_kernel::MoeLayerParams::lean, 0, "1"},
@@ -1721,18 +1719,6 @@ TEST(MoeLayerGpu, RejectsBadClusters) {
               std::string::npos);
   moe_kernel::MoeLayerParams pp = params(even);
   pp.pingpong = 2;
-  {  // row groups: 1 is no group size; groups do not combine with the spread row order
-    moe_kernel::MoeLayerParams gp = params(even);
-    gp.group_rows = 1;
-    EXPECT_NE(usage_error([&] { moe_kernel::run_moe_layer(*team, ws2, gp, team->stream()); })
-                  .find("group_rows must be 0 (off) or >= 2, got 1"),
-              std::string::npos);
-    gp.group_rows = 2;
-    gp.row_order = 1;
-    EXPECT_NE(usage_error([&] { moe_kernel::run_moe_layer(*team, ws2, gp, team->stream()); })
-                  .find("group_rows and row_order 1 do not combine"),
-              std::string::npos);
-  }
   EXPECT_NE(usage_error([&] { moe_kernel::run_moe_layer(*team, ws2, pp, team->stream()); }).find("pingpong must be 0 or 1, got 2"),
             std::string::npos);
   {  // the 0/1 options, each named with the bad value

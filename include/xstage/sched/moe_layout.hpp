@@ -47,11 +47,6 @@ struct MoeLayout {
   const int* tokens = nullptr;      // tokens routed to each local expert (num_experts entries)
   int b_m = 0;                      // token rows per tile row
   const int* row_order = nullptr;   // position -> row (rows() entries); null: position q is row q
-  // Row groups (0: none): without a row order, the rows of an expert with at least group_min rows form one group,
-  // which the interleaved scheduler walks N-tile-major (its rows inner), so that the rows read each weight tile
-  // together, while the L2 holds it, instead of each row pair reading all of the expert's weights in turn
-  // (MoeLayerParams::group_rows).
-  int group_min = 0;
 
   // The same layout over other copies of the arrays (e.g. device memory for a kernel); the row order too (null
   // without one: a host pointer must never reach a kernel).
@@ -66,15 +61,6 @@ struct MoeLayout {
 
   // The row the walk visits at position q.
   XSTAGE_HD int row_at(int q) const { return row_order ? row_order[q] : q; }
-
-  // The group of position q: positions [first, first + count) (q alone where there is no group).
-  XSTAGE_HD void group_of(int q, int& first, int& count) const {
-    first = q;
-    count = 1;
-    if (group_min <= 0 || row_order) return;
-    const int e = expert_of_row(q), f = row_offset[e], c = row_offset[e + 1] - f;
-    if (c >= group_min) first = f, count = c;
-  }
 
   XSTAGE_HD int rows() const { return row_offset[num_experts]; }
   XSTAGE_HD int ntiles(MoeTileKind k) const { return k == MoeTileKind::L1 ? l1_ntiles : l2_ntiles; }

@@ -49,11 +49,6 @@ inline void check_moe_params(const MoeLayout& l, int instances, int roles) {
 //   L1(e(p1), m = p1 - O_e, n = roles*(k1 mod P1) + r), k1 += S   otherwise,
 // until both streams are exhausted. D >= 1 is needed for an in-order kernel that waits on L1 rows:
 // with D = 0 an instance may emit L2 of row p before its own L1 tiles of row p (docs/SCHEDULERS.md).
-// Row groups (MoeLayout::group_min): a group of positions [f, f + c) keeps its tiles' index range in each stream,
-// walked N-tile-major (index f*P + i is position f + i mod c, N-tile roles*(i div c) + r); p1 becomes the first
-// position of the L1 cursor's group and an L2 tile needs last(its group) + D <= p1, so an L2 tile still follows
-// every L1 tile of its row at earlier indices and the deadlock argument is unchanged. Without groups (c = 1) this is
-// the walk above, tile for tile.
 class MoeInterleavedScheduler {
  public:
   struct Params {
@@ -91,18 +86,14 @@ class MoeInterleavedScheduler {
     w.cursor[1] = k2;
     if (k1 >= T1 && k2 >= T2) return w;  // invalid: both streams done
     const bool l1_done = k1 >= T1;
-    // The cursors' groups (a position alone without groups): g1 = +inf when l1_done (handled by the flag).
-    int g1 = 0, c1 = 1, g2 = 0, c2 = 1;
-    if (!l1_done) l.group_of(k1 / P1, g1, c1);
-    if (k2 < T2) l.group_of(k2 / P2, g2, c2);
-    // last(g2) + D <= g1, written as a difference so a large D cannot overflow. Without groups: p2 + D <= p1.
-    if (k2 < T2 && (l1_done || g1 - (g2 + c2 - 1) >= p_.lead)) {
-      const int q = k2 - g2 * P2;  // the tile's index inside its group
-      w.tile = l.tile(MoeTileKind::L2, g2 + q % c2, p_.roles * (q / c2) + r_);
+    const int p1 = l1_done ? 0 : k1 / P1;  // p1 = +inf when l1_done (handled by the flag)
+    const int p2 = k2 / P2;
+    // p2 + D <= p1, written as p1 - p2 >= D so a large D cannot overflow.
+    if (k2 < T2 && (l1_done || p1 - p2 >= p_.lead)) {
+      w.tile = l.tile(MoeTileKind::L2, p2, p_.roles * (k2 % P2) + r_);
       w.cursor[1] = k2 + p_.instances;
     } else {
-      const int q = k1 - g1 * P1;
-      w.tile = l.tile(MoeTileKind::L1, g1 + q % c1, p_.roles * (q / c1) + r_);
+      w.tile = l.tile(MoeTileKind::L1, p1, p_.roles * (k1 % P1) + r_);
       w.cursor[0] = k1 + p_.instances;
     }
     return w;

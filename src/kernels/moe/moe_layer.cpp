@@ -532,11 +532,6 @@ void MoeWorkspace::check_params(runtime::Team& team, const MoeLayerParams& prm) 
   XSTAGE_REQUIRE(prm.zero_padding == 0 || prm.zero_padding == 1, "moe layer: zero_padding must be 0 or 1, got ",
                  prm.zero_padding);
   XSTAGE_REQUIRE(prm.row_order == 0 || prm.row_order == 1, "moe layer: row_order must be 0 or 1, got ", prm.row_order);
-  XSTAGE_REQUIRE(prm.group_rows == 0 || prm.group_rows >= 2, "moe layer: group_rows must be 0 (off) or >= 2, got ",
-                 prm.group_rows);
-  XSTAGE_REQUIRE(prm.group_rows == 0 || prm.row_order == 0,
-                 "moe layer: group_rows and row_order 1 do not combine (groups need an expert's rows adjacent); got "
-                 "group_rows ", prm.group_rows, " with row_order ", prm.row_order);
   XSTAGE_REQUIRE(prm.l2_prefetch_streamed == 0 || prm.l2_prefetch_streamed == 1,
                  "moe layer: l2_prefetch_streamed must be 0 or 1, got ", prm.l2_prefetch_streamed);
   XSTAGE_REQUIRE(prm.half_together == 0 || prm.half_together == 1, "moe layer: half_together must be 0 or 1, got ",
@@ -906,7 +901,6 @@ void launch_moe_layer(runtime::Team& team, MoeWorkspace& ws, const MoeLayerParam
       l.l1_ntiles = I / kBlockN;  // one L1 tile = 128 gate + 128 up columns -> 128 h columns
       l.l2_ntiles = n2;
       l.b_m = kBlockM;
-      l.group_min = std::is_same_v<Sched, sched::MoeInterleavedScheduler> ? prm.group_rows : 0;
       typename Sched::Params sp;
       if constexpr (std::is_same_v<Sched, sched::MoeInterleavedScheduler>) {
         // Weight-sharing pairs: an L2 tile may compute the next row's tile at its position (moe_kernel.cuh, OwnRow),

@@ -212,13 +212,6 @@ struct MoeLayerParams {
   // docs/MOE-NOTEBOOK.md "Session 29"). W8A8 only (W4A8 and bf16 ignore it: not measured there). Bit-identical either way (a
   // row's tiles compute the same values wherever they run).
   int row_order = 0;
-  // Row groups of the Interleaved order (Expert-Wave ignores it): 0 = off (the default); N >= 2 = the rows of an
-  // expert with at least N 128-row blocks are walked N-tile-major (sched::MoeLayout::group_min), so that they read each
-  // weight tile at about the same time, while the L2 holds it; otherwise each few rows read the whole of the expert's
-  // weights in turn, from DRAM again once they outgrow the L2 (skewed V4-Pro at 8K reads ~5 GB more than its weights,
-  // docs/MOE-NOTEBOOK.md "Session 32"; session 62). A group's Linear-2 tiles wait for all of its Linear-1 tiles. Not
-  // with row_order 1. Bit-identical either way (a row's tiles compute the same values wherever they run).
-  int group_rows = 0;
   // A half Linear-1 tile's K block (W8A8; W4A8 and bf16 ignore it): 1 = its gate and up batches (m64n64 per
   // warpgroup) issued back to back into two scratch accumulators and waited for once; 0 = one batch at a time, each
   // waited for and promoted before the next is issued (the full tile's structure, whose 192 accumulators leave no
