@@ -1082,7 +1082,7 @@ int main(int argc, char** argv) try {
           fns.push_back([&](int) { ceil.run(st); });
           // ---- the memory floor: the layer's unavoidable bytes, the real buffers the fused kernel reads (each
           // codes / scales array of the used experts in expert order, so that adjacent experts merge into one range)
-          const std::vector<long long> loc_rows = moe::local_expert_rows(routing.index, s.experts, P, rank);
+          const std::vector<long long> loc_rows = moe::local_expert_rows(moe::expert_counts(routing), P, rank);
           const moe::LayerBytes lbytes =
               moe::layer_min_bytes(s, int4 ? moe::WeightFormat::kInt4 : moe::WeightFormat::kFp8, T, loc_rows);
           std::unique_ptr<moe_bench::ByteStream> bstream;

@@ -573,17 +573,17 @@ void add_moe_bound(CLI::App* des) {
     const auto kind = xstage::moe::parse_routing_kind(o->routing);
     const auto r = xstage::moe::generate_routing(
         {P, T, s.experts, s.topk, kind, 1.0, xstage::moe::harness_routing_seed(parse_seed(o->seed, "--seed"), T, kind)});
-    const auto work = xstage::moe::rank_work(s, wf, r.index, P, T);
-    // The layer's floor is its slowest rank's.
-    auto bound_of = [&](const xstage::moe::RankWork& w) {
-      return xstage::moe::make_layer_bound(std::max(w.flops, 1.0) / flops_rate * 1e3,
-                                           std::max<double>(double(w.bytes.total()), 1.0) / hbm * 1e3);
-    };
+    const auto work = xstage::moe::rank_work(s, wf, r);
+    // The layer's floor is its slowest rank's (a rank with no rows still reads its tokens: its floors stay positive).
+    std::vector<xstage::moe::LayerBound> bounds;
+    for (const auto& w : work)
+      bounds.push_back(xstage::moe::make_layer_bound(std::max(w.flops, 1.0) / flops_rate * 1e3,
+                                                     std::max<double>(double(w.bytes.total()), 1.0) / hbm * 1e3));
     size_t worst = 0;
-    for (size_t i = 1; i < work.size(); ++i)
-      if (bound_of(work[i]).bound_ms() > bound_of(work[worst]).bound_ms()) worst = i;
+    for (size_t i = 1; i < bounds.size(); ++i)
+      if (bounds[i].bound_ms() > bounds[worst].bound_ms()) worst = i;
     const auto& w = work[worst];
-    const auto b = bound_of(w);
+    const auto& b = bounds[worst];
     if (o->json) {
       nlohmann::json j = {{"platform", p.name}, {"shape", std::string(s.name)}, {"hidden", s.hidden}, {"inter", s.inter},
                           {"experts", s.experts}, {"topk", s.topk}, {"tokens_per_rank", T}, {"world", P},

@@ -64,37 +64,28 @@ LayerBytes layer_min_bytes(const MoeShape& s, WeightFormat f, long long tokens,
   return b;
 }
 
-std::vector<long long> local_expert_rows(const std::vector<std::int32_t>& index, int experts, int world, int rank) {
+std::vector<long long> local_expert_rows(const std::vector<int>& expert_rows, int world, int rank) {
+  const int experts = int(expert_rows.size());
   XSTAGE_REQUIRE(world >= 1 && experts >= 1 && experts % world == 0, "local expert rows: world ", world,
                  " does not divide ", experts, " experts");
   XSTAGE_REQUIRE(rank >= 0 && rank < world, "local expert rows: rank ", rank, " outside [0, ", world, ")");
-  const int per = experts / world, e0 = rank * per;
-  std::vector<long long> rows(std::size_t(per), 0);
-  for (std::size_t i = 0; i < index.size(); ++i) {
-    const std::int32_t e = index[i];
-    XSTAGE_REQUIRE(e >= 0 && e < experts, "local expert rows: entry ", i, " is expert ", e, ", outside [0, ", experts,
-                   ")");
-    if (e >= e0 && e < e0 + per) ++rows[std::size_t(e - e0)];
-  }
-  return rows;
+  const int per = experts / world;
+  return std::vector<long long>(expert_rows.begin() + rank * per, expert_rows.begin() + (rank + 1) * per);
 }
 
-std::vector<RankWork> rank_work(const MoeShape& s, WeightFormat f, const std::vector<std::int32_t>& index,
-                                int routing_world, long long tokens_per_rank) {
+std::vector<RankWork> rank_work(const MoeShape& s, WeightFormat f, const Routing& r) {
   check_shape(s);
-  XSTAGE_REQUIRE(tokens_per_rank >= 0, "rank work: tokens per rank ", tokens_per_rank, " < 0");
-  XSTAGE_REQUIRE(routing_world >= 1 && index.size() == std::size_t(routing_world) * std::size_t(tokens_per_rank) *
-                                                          std::size_t(s.topk),
-                 "rank work: a routing of ", index.size(), " slots is not ", routing_world, " ranks x ",
-                 tokens_per_rank, " tokens x top-", s.topk, " of shape ", s.name);
+  XSTAGE_REQUIRE(r.experts == s.experts && r.topk == s.topk, "rank work: a routing over ", r.experts, " experts, top-",
+                 r.topk, " is not of shape ", s.name, " (", s.experts, " experts, top-", s.topk, ")");
+  const std::vector<int> counts = expert_counts(r);  // one pass over every rank's slots
   std::vector<RankWork> w;
-  for (int r = 0; r < routing_world; ++r) {
+  for (int q = 0; q < r.world; ++q) {
     RankWork k;
-    k.rank = r;
-    const std::vector<long long> rows = local_expert_rows(index, s.experts, routing_world, r);
+    k.rank = q;
+    const std::vector<long long> rows = local_expert_rows(counts, r.world, q);
     for (long long c : rows) k.rows += c;
-    k.bytes = layer_min_bytes(s, f, tokens_per_rank, rows);
-    k.flops = double(k.rows) * 6.0 * s.hidden * double(s.inter);
+    k.bytes = layer_min_bytes(s, f, r.tokens_per_rank, rows);
+    k.flops = double(k.rows) * moe_row_flops(s);
     w.push_back(k);
   }
   return w;

@@ -54,15 +54,18 @@ TEST(MoeLayerBound, LayerBytesCountOnlyRoutedExperts) {
 
 TEST(MoeLayerBound, LocalRowsFromARouting) {
   // 2 ranks x 2 tokens x k 2 over 4 experts: rank 0 owns experts 0, 1; rank 1 owns 2, 3
-  const std::vector<std::int32_t> index{0, 2, 1, 2, 3, 2, 0, 1};
-  EXPECT_EQ(local_expert_rows(index, 4, 2, 0), (std::vector<long long>{2, 2}));
-  EXPECT_EQ(local_expert_rows(index, 4, 2, 1), (std::vector<long long>{3, 1}));
-  EXPECT_EQ(local_expert_rows(index, 4, 1, 0), (std::vector<long long>{2, 2, 3, 1}));
+  Routing hand;
+  hand.world = 2, hand.tokens_per_rank = 2, hand.experts = 4, hand.topk = 2;
+  hand.index = {0, 2, 1, 2, 3, 2, 0, 1};
+  const std::vector<int> counts = expert_counts(hand);
+  EXPECT_EQ(local_expert_rows(counts, 2, 0), (std::vector<long long>{2, 2}));
+  EXPECT_EQ(local_expert_rows(counts, 2, 1), (std::vector<long long>{3, 1}));
+  EXPECT_EQ(local_expert_rows(counts, 1, 0), (std::vector<long long>{2, 2, 3, 1}));
   // on a generated routing the local counts add up to every slot of every rank
   const Routing r = generate_routing({4, 256, 32, 4, RoutingKind::Skewed, 1.0, 7});
   long long sum = 0;
   for (int q = 0; q < 4; ++q)
-    for (long long c : local_expert_rows(r.index, 32, 4, q)) sum += c;
+    for (long long c : local_expert_rows(expert_counts(r), 4, q)) sum += c;
   EXPECT_EQ(sum, 4LL * 256 * 4);
 }
 
@@ -70,14 +73,14 @@ TEST(MoeLayerBound, RankWorkOfARouting) {
   const MoeShape& pro = *find_moe_shape("deepseek-v4-pro");
   // P = 1: the whole layer, FLOPs as moe_layer_flops
   const Routing r1 = generate_routing({1, 512, pro.experts, pro.topk, RoutingKind::Balanced, 1.0, 3});
-  const std::vector<RankWork> one = rank_work(pro, WeightFormat::kFp8, r1.index, 1, 512);
+  const std::vector<RankWork> one = rank_work(pro, WeightFormat::kFp8, r1);
   ASSERT_EQ(one.size(), 1u);
   EXPECT_EQ(one[0].rows, 512LL * 6);
   EXPECT_DOUBLE_EQ(one[0].flops, moe_layer_flops(pro, 512));
   EXPECT_EQ(one[0].bytes.weights, std::size_t(one[0].bytes.experts_read) * 66076416u);
   // P = 4: the ranks' rows add up to every slot, each rank's bytes count its own experts and tokens
   const Routing r4 = generate_routing({4, 256, pro.experts, pro.topk, RoutingKind::Skewed, 1.0, 9});
-  const std::vector<RankWork> four = rank_work(pro, WeightFormat::kInt4, r4.index, 4, 256);
+  const std::vector<RankWork> four = rank_work(pro, WeightFormat::kInt4, r4);
   ASSERT_EQ(four.size(), 4u);
   long long rows = 0;
   for (const RankWork& k : four) {
@@ -87,7 +90,8 @@ TEST(MoeLayerBound, RankWorkOfARouting) {
     EXPECT_DOUBLE_EQ(k.flops, double(k.rows) * 6 * 7168 * 3072);
   }
   EXPECT_EQ(rows, 4LL * 256 * 6);
-  EXPECT_THROW(rank_work(pro, WeightFormat::kFp8, r4.index, 2, 256), UsageError);  // 4 ranks' slots, not 2
+  const Routing other = generate_routing({4, 16, 256, 6, RoutingKind::Balanced, 1.0, 9});
+  EXPECT_THROW(rank_work(pro, WeightFormat::kFp8, other), UsageError);  // a routing over 256 experts, not 384
 }
 
 TEST(MoeLayerBound, Floors) {
@@ -111,9 +115,12 @@ TEST(MoeLayerBound, Refusals) {
   EXPECT_THROW(layer_min_bytes(fl, WeightFormat::kFp8, 8, {}), UsageError);
   EXPECT_THROW(layer_min_bytes(fl, WeightFormat::kFp8, 8, std::vector<long long>(257, 0)), UsageError);
   EXPECT_THROW(layer_min_bytes(fl, WeightFormat::kFp8, 8, {1, -2}), UsageError);
-  EXPECT_THROW(local_expert_rows({0, 1}, 6, 4, 0), UsageError);   // 4 does not divide 6
-  EXPECT_THROW(local_expert_rows({0, 1}, 8, 4, 4), UsageError);   // rank out of range
-  EXPECT_THROW(local_expert_rows({0, 8}, 8, 4, 0), UsageError);   // expert id out of range
+  EXPECT_THROW(local_expert_rows(std::vector<int>(6, 1), 4, 0), UsageError);  // 4 does not divide 6
+  EXPECT_THROW(local_expert_rows(std::vector<int>(8, 1), 4, 4), UsageError);  // rank out of range
+  Routing bad;
+  bad.world = 1, bad.tokens_per_rank = 1, bad.experts = 8, bad.topk = 2;
+  bad.index = {0, 8};
+  EXPECT_THROW(expert_counts(bad), UsageError);  // expert id out of range
   EXPECT_THROW(make_layer_bound(0.0, 1.0), UsageError);
   EXPECT_THROW(make_layer_bound(1.0, std::numeric_limits<double>::quiet_NaN()), UsageError);
   EXPECT_THROW(make_layer_bound(1.0, 1.0).fraction(0.0), UsageError);

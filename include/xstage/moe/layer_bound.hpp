@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "xstage/moe/routing.hpp"
 #include "xstage/moe/shapes.hpp"
 
 namespace xstage::moe {
@@ -47,10 +48,10 @@ struct LayerBytes {
 LayerBytes layer_min_bytes(const MoeShape& s, WeightFormat f, long long tokens,
                            const std::vector<long long>& rows_per_local_expert);
 
-// The routed rows of each of `rank`'s experts, from a routing of every rank's tokens (Routing::index layout:
-// global expert ids, experts [rank * E / P, (rank + 1) * E / P) local to `rank`). UsageError when P does not
-// divide E, rank is out of [0, P), or an id is out of [0, E).
-std::vector<long long> local_expert_rows(const std::vector<std::int32_t>& index, int experts, int world, int rank);
+// The routed rows of each of `rank`'s experts (experts [rank * E / P, (rank + 1) * E / P)), sliced from the rows of
+// every expert (expert_counts of a routing of every rank's tokens, E entries). UsageError when P does not divide E or
+// rank is out of [0, P).
+std::vector<long long> local_expert_rows(const std::vector<int>& expert_rows, int world, int rank);
 
 // One rank's share of a routed layer: the rows its experts receive (from every rank's tokens), its unavoidable bytes
 // and its FLOPs (rows x the two GEMMs' 6 * hidden * inter; at P = 1 moe_layer_flops). The layer takes as long as its
@@ -61,10 +62,9 @@ struct RankWork {
   LayerBytes bytes;
   double flops = 0;
 };
-// Every rank of a routing (routing_world ranks, tokens_per_rank tokens each, experts of the shape): UsageError when the
-// routing's experts or top-k are not the shape's, or P does not divide E.
-std::vector<RankWork> rank_work(const MoeShape& s, WeightFormat f, const std::vector<std::int32_t>& index,
-                                int routing_world, long long tokens_per_rank);
+// Every rank of a routing (its world, tokens per rank and experts): UsageError when the routing's experts or top-k are
+// not the shape's, or its world does not divide E.
+std::vector<RankWork> rank_work(const MoeShape& s, WeightFormat f, const Routing& r);
 
 struct LayerBound {
   double compute_ms = 0;  // the FLOPs at the tensor cores' measured rate (the ceiling GEMM's time)

@@ -53,9 +53,11 @@ inline constexpr const MoeShape* find_moe_shape(std::string_view name) {
 //   Linear-2 (inter -> hidden):                2 * inter * hidden       per routed token,
 // and tokens * topk routed tokens: tokens * topk * (2*h*2*inter + 2*inter*h) = 6 * tokens * topk * h * inter.
 // SwiGLU, quantization and the top-k weighted sum are O(tokens * topk * (inter + hidden)) and not counted.
+inline constexpr double moe_row_flops(const MoeShape& s) {  // one routed (token, expert) row: 6 * hidden * inter
+  return 2.0 * s.hidden * (2.0 * s.inter) + 2.0 * s.inter * s.hidden;
+}
 inline constexpr double moe_layer_flops(const MoeShape& s, long long tokens) {
-  const double routed = double(tokens) * s.topk;
-  return routed * (2.0 * s.hidden * (2.0 * s.inter) + 2.0 * s.inter * s.hidden);
+  return double(tokens) * s.topk * moe_row_flops(s);
 }
 
 }  // namespace xstage::moe
