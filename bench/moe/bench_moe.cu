@@ -1103,6 +1103,10 @@ int main(int argc, char** argv) try {
                          "bench_moe: the stream's buffers (", bstream->bytes_read(), " B read, ", bstream->bytes_written(),
                          " B written) are not layer_min_bytes' (", lbytes.read(), ", ", lbytes.output, ")");
             row["stream_variant"] = bstream->variant_name();
+            // every load form's rate while the stream picked (one pass each way, not the protocol's blocks)
+            for (int v = 0; v < moe_bench::ByteStream::variants(); ++v)
+              row["stream_forms_tbps"][moe_bench::ByteStream::form_name(v)] =
+                  double(lbytes.total()) / (bstream->form_ms(v) * 1e-3) / 1e12;
             names.push_back("stream");
             fns.push_back([&](int) { bstream->run(st); });
           }

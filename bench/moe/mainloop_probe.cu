@@ -52,6 +52,9 @@
 //   l1-tma-mix  l1-tma with the fused kernel's data mix at 8192 tokens: A from a few MB that stay in L2, the weights
 //             streamed from the rest of the source without reuse (with --src-mb beyond L2: from HBM); the row to set
 //             against the 8K layers' ceiling fraction (needs --src-mb >= 8)
+//   l1-tma1-mix, l1-bulkw-mix  l1-tma-mix with a stage's 32 KB of weights as one {128 B, 256 rows} box, or as one bulk
+//             copy of a pre-packed 32 KB block (what a W8A8 weight layout packed per tile and K block would allow);
+//             l1-tma-mix-b is l1-tma-mix again after them (its spread between two places in the run)
 //   l1-tma-2p, l1-tma-mix-2p  l1-tma / l1-tma-mix with a second producer thread (warp 1) issuing the weight boxes
 //             while warp 0's issues A's boxes and row scales (each prints its mean cycles per stage to issue its loads)
 //   l1-w4, l1-w4-mix  l1-tma / l1-tma-mix in W4A8 form: the weights streamed as int4 (16 KB per stage) and expanded
@@ -578,12 +581,16 @@ __global__ void __launch_bounds__(C::kThreads, 1) pipe_kernel(int kblocks, const
 // (s44: the fused kernel's one producer thread takes 700-970 cycles per stage for its TMA loads).
 constexpr int kIssueCtas = 1024;  // CTAs whose issue cycles are kept
 __device__ unsigned long long g_issue[2 * kIssueCtas];
-template <bool kRing, bool kRs, int kProducers = 1>
+// kWLoad (how a stage's 32 KB of weights arrive): 0 two {128 B, 128 rows} boxes, 1 one {128 B, 256 rows} box (the
+// fused kernel's merged load is one box too), 2 one 32 KB bulk copy of a pre-packed weight block (the source read as
+// [row group][K block][32 KB], the same bytes from HBM; a layout a W8A8 weight pack would have: l1-bulkw-mix).
+template <bool kRing, bool kRs, int kProducers = 1, int kWLoad = 0>
 __global__ void __launch_bounds__(C::kThreads, 1) tma_kernel(const __grid_constant__ CUtensorMap map_x,
                                                              const __grid_constant__ CUtensorMap map_w,
                                                              const __grid_constant__ CUtensorMap map_s, int arows,
                                                              int brows, int bstep, int kblocks, const float* scales,
-                                                             float* sums, unsigned long long* cycles) {
+                                                             float* sums, unsigned long long* cycles,
+                                                             const uint8_t* wsrc) {
   extern __shared__ __align__(1024) uint8_t smem[];
   const Pipe pipe = init_pipe(smem, true, kProducers);
   float* sa = pipe.sa;  // [stage][128] row scales
@@ -616,8 +623,15 @@ __global__ void __launch_bounds__(C::kThreads, 1) tma_kernel(const __grid_consta
         mk::tma_load_2d(&map_s, &full[ps.stage], sa + ps.stage * 128, 0, kb % 16);
       }
       if (do_w) {
-        mk::tma_load_2d(&map_w, &full[ps.stage], st + kA, k0, brow);
-        mk::tma_load_2d(&map_w, &full[ps.stage], st + kA + kB / 2, k0, (brow + 128) % brows);
+        if constexpr (kWLoad == 0) {
+          mk::tma_load_2d(&map_w, &full[ps.stage], st + kA, k0, brow);
+          mk::tma_load_2d(&map_w, &full[ps.stage], st + kA + kB / 2, k0, (brow + 128) % brows);
+        } else if constexpr (kWLoad == 1) {
+          mk::tma_load_2d(&map_w, &full[ps.stage], st + kA, k0, brow < brows - 128 ? brow : brows - 256);
+        } else {  // brow is a multiple of 128 and brows of 256: a 32 KB block never straddles the end
+          const size_t off = (size_t(brow) * kCols + size_t(k0 / 128) * kB) % (size_t(brows) * kCols);
+          bulk_load(st + kA, wsrc + off, kB, &full[ps.stage]);
+        }
       }
       issue += clock64() - c0;
       ps.advance();
@@ -1365,7 +1379,7 @@ Row run(const char* name, double batches, int kblocks, int ctas, int reps) {
 // (l1-tma-mix) A comes from the source's first mix_bytes (small: the L2 keeps it, as it keeps the fused kernel's
 // token rows, read by every N tile of their expert) and the weights stream from the rest, every CTA moving on to
 // new rows after each 8192-column sweep (as the kernel's tiles walk an expert's weights once at 8192 tokens).
-template <bool kRing, bool kRs = false, int kProducers = 1>
+template <bool kRing, bool kRs = false, int kProducers = 1, int kWLoad = 0>
 Row run_tma(const char* name, int kblocks, int ctas, int reps, const uint8_t* src, size_t src_bytes,
             const float* scales, size_t mix_bytes = 0) {
   const uint8_t* wsrc = src + mix_bytes;
@@ -1373,15 +1387,14 @@ Row run_tma(const char* name, int kblocks, int ctas, int reps, const uint8_t* sr
   const int brows = int((src_bytes - mix_bytes) / 8192) / 256 * 256;
   const int bstep = mix_bytes ? (ctas * 256) % brows : 0;
   const CUtensorMap mx = make_map(src, false, 8192, uint64_t(arows), 128, 64);
-  const CUtensorMap mw = make_map(wsrc, false, 8192, uint64_t(brows), 128, 128);
+  const CUtensorMap mw = make_map(wsrc, false, 8192, uint64_t(brows), 128, kWLoad == 1 ? 256 : 128);
   const CUtensorMap ms = make_map(scales, true, 128, 16, 128, 1);  // 16 rows of 128 row scales (2048 floats)
   const size_t smem = size_t(kPipeStages) * kStageBytes + kPipeStages * 128 * sizeof(float) +
                       2 * kPipeStages * sizeof(uint64_t);
-  ok(cudaFuncSetAttribute(tma_kernel<kRing, kRs, kProducers>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)),
-     name);
+  auto* kernel = tma_kernel<kRing, kRs, kProducers, kWLoad>;
+  ok(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)), name);
   Row r = run_launch(name, 2, kblocks, ctas, reps, [&](int n, float* sums, unsigned long long* cyc) {
-    tma_kernel<kRing, kRs, kProducers><<<n, C::kThreads, smem>>>(mx, mw, ms, arows, brows, bstep, kblocks, scales, sums,
-                                                                 cyc);
+    kernel<<<n, C::kThreads, smem>>>(mx, mw, ms, arows, brows, bstep, kblocks, scales, sums, cyc, wsrc);
   });
   r.gbs_per_sm = (48.0 * 1024 + 128 * sizeof(float)) * kblocks / (r.ms * 1e-3) / 1e9;
   std::vector<unsigned long long> is(2 * kIssueCtas);
@@ -1664,6 +1677,9 @@ int main(int argc, char** argv) {
       const size_t mix = std::min<size_t>(8, size_t(src_mb) / 4) << 20;
       rows.push_back(run_tma<false>("l1-tma-mix", kblocks, ctas, reps, src, src_bytes, scales, mix));
       rows.push_back(run_tma<false, false, 2>("l1-tma-mix-2p", kblocks, ctas, reps, src, src_bytes, scales, mix));
+      rows.push_back(run_tma<false, false, 1, 1>("l1-tma1-mix", kblocks, ctas, reps, src, src_bytes, scales, mix));
+      rows.push_back(run_tma<false, false, 1, 2>("l1-bulkw-mix", kblocks, ctas, reps, src, src_bytes, scales, mix));
+      rows.push_back(run_tma<false, false, 1, 0>("l1-tma-mix-b", kblocks, ctas, reps, src, src_bytes, scales, mix));
       rows.push_back(run_w4<true>("l1-w4-mix", kblocks, ctas, reps, src, src_bytes, scales, mix));
       rows.push_back(run_w4<false>("l1-w4-mix-nocvt", kblocks, ctas, reps, src, src_bytes, scales, mix));
       rows.push_back(run_w4c("l1-w4c-mix", kblocks, ctas, reps, src, src_bytes, scales, mix));

@@ -7,6 +7,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -607,6 +608,7 @@ ByteStream::ByteStream(const std::vector<DeviceRange>& reads, void* write, std::
   if (!merged.empty())
     XS_CUDA(cudaMemcpy(ranges_.p, merged.data(), merged.size() * sizeof(detail::StreamRange), cudaMemcpyHostToDevice));
   XS_CUDA(cudaMemcpy(prefix_.p, prefix.data(), prefix_.bytes, cudaMemcpyHostToDevice));
+  form_ms_.assign(detail::kByteStreamVariants, std::nan(""));
   if (force_variant >= 0) {
     variant_ = force_variant;
     grid_ = grids[variant_];
@@ -639,10 +641,19 @@ ByteStream::ByteStream(const std::vector<DeviceRange>& reads, void* write, std::
   XS_CUDA(cudaStreamDestroy(s));
   variant_ = int(std::min_element(sum, sum + detail::kByteStreamVariants) - sum);
   grid_ = grids[variant_];
+  for (int v = 0; v < detail::kByteStreamVariants; ++v) form_ms_[std::size_t(v)] = sum[v] / 2;
   XS_CUDA(cudaMemset(checksum_.p, 0, checksum_.bytes));
 }
 
 const char* ByteStream::variant_name() const { return detail::byte_stream_variant_name(variant_); }
+
+const char* ByteStream::form_name(int variant) { return detail::byte_stream_variant_name(variant); }
+
+double ByteStream::form_ms(int variant) const {
+  if (variant < 0 || variant >= detail::kByteStreamVariants)
+    throw UsageError(cat("byte stream: variant ", variant, " outside [0, ", detail::kByteStreamVariants, ")"));
+  return form_ms_[std::size_t(variant)];
+}
 
 void ByteStream::run(cudaStream_t stream) {
   XS_CUDA(detail::launch_byte_stream(variant_, ranges_.as<detail::StreamRange>(), prefix_.as<unsigned long long>(), n_ranges_,

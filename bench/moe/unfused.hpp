@@ -325,6 +325,9 @@ class ByteStream {
   int ranges() const { return n_ranges_; }  // after merging adjacent ones
   int variant() const { return variant_; }  // the load form the constructor picked
   const char* variant_name() const;
+  // Each load form's time per run while the constructor picked (the mean of its two timed runs; NaN when forced).
+  double form_ms(int variant) const;
+  static const char* form_name(int variant);
   // The byte sum of everything read since construction or the last reset (synchronises the stream).
   std::uint64_t checksum(cudaStream_t stream) const;
   void reset_checksum(cudaStream_t stream);
@@ -332,6 +335,7 @@ class ByteStream {
  private:
   std::size_t read_bytes_ = 0, write_bytes_ = 0, chunk_ = 0, read_chunks_ = 0;
   int n_ranges_ = 0, grid_ = 0, variant_ = 0;
+  std::vector<double> form_ms_;
   void* write_ = nullptr;
   detail::DeviceBuffer ranges_, prefix_, checksum_;
 };

@@ -478,7 +478,14 @@ TEST(UnfusedMoeGpu, ByteStreamReadsEveryByteOnce) {
     mb::ByteStream bs(reads, w.p, wn * 4, v);
     if (v >= 0) {
       EXPECT_EQ(bs.variant(), v);
+      for (int f = 0; f < mb::ByteStream::variants(); ++f) EXPECT_TRUE(std::isnan(bs.form_ms(f))) << f;
+    } else {  // picked: every form was timed, and the pick is the fastest of them
+      for (int f = 0; f < mb::ByteStream::variants(); ++f) {
+        EXPECT_GT(bs.form_ms(f), 0.0) << f;
+        EXPECT_LE(bs.form_ms(bs.variant()), bs.form_ms(f)) << f;
+      }
     }
+    EXPECT_THROW(bs.form_ms(mb::ByteStream::variants()), UsageError);
     EXPECT_EQ(bs.ranges(), 3);
     EXPECT_EQ(bs.bytes_read(), size_t(1000000 + 500007 + 8) + (n - 1700000));
     EXPECT_EQ(bs.bytes_written(), wn * 4);
