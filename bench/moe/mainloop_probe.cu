@@ -79,6 +79,7 @@
 //             tensor work (short_kernel below)
 //   short-tma, short-tma-k  short-half with the fused kernel's TMA loads (A box, A row scales, four 64-row weight
 //             boxes per stage); -k also with the kernel's consumer (scales read per K block, the release rule)
+//   short-bulkw-k  short-tma-k with the four weight pieces as 8 KB bulk copies out of a pre-packed 32 KB block
 //   l1-tma-rs l1-tma with A from registers: read from shared memory once per K block (ldmatrix) instead of by each
 //             of the two batches (wgmma's RS form; per K block the SM then reads 128 KB of shared memory, not 144)
 // GB/s/SM: a pipeline variant's bytes per stage x K blocks / launch time, per CTA.
@@ -1241,11 +1242,13 @@ __global__ void __launch_bounds__(C::kThreads, 1) short_kernel(int kblocks, cons
 // weights move to 256 new rows (so the stream comes from HBM once the source is larger than the L2). kKernel: the
 // consumer also reads the A row scales from the stage and the weight block scales by __ldg per K block, and releases
 // a block's stage in the next block's shadow (the fused kernel's consumer).
-template <bool kKernel>
+// kBulkW (short-bulkw-k): the four 64-row weight pieces as four 8 KB bulk copies out of a pre-packed 32 KB block
+// (gate rows [0, 128), up rows [0, 128), 128 B swizzled rows: pieces at 0, 16, 8 and 24 KB), the same bytes from HBM.
+template <bool kKernel, bool kBulkW = false>
 __global__ void __launch_bounds__(C::kThreads, 1) short_tma_kernel(const __grid_constant__ CUtensorMap map_x,
                                                                    const __grid_constant__ CUtensorMap map_s, int rows,
                                                                    int kblocks, const float* scales, float* sums,
-                                                                   unsigned long long* cycles) {
+                                                                   unsigned long long* cycles, const uint8_t* src) {
   extern __shared__ __align__(1024) uint8_t smem[];
   const Pipe pipe = init_pipe(smem, true);
   float* sa = pipe.sa;  // [stage][128] row scales
@@ -1268,8 +1271,14 @@ __global__ void __launch_bounds__(C::kThreads, 1) short_tma_kernel(const __grid_
       mk::tma_load_2d(&map_s, &full[ps.stage], sa + ps.stage * 128, 0, kb % 16);
 #pragma unroll 1
       for (int h = 0; h < 2; ++h) {  // warpgroup h's rows: 64 gate, then 64 up
-        mk::tma_load_2d(&map_x, &full[ps.stage], st + kBOff + h * 16384, k0, brow + h * 64);
-        mk::tma_load_2d(&map_x, &full[ps.stage], st + kBOff + h * 16384 + 8192, k0, brow + 128 + h * 64);
+        if constexpr (kBulkW) {
+          const uint8_t* blk = src + (size_t(brow) * 8192 + size_t(k0 / 128) * 32768) % (size_t(rows) * 8192);
+          bulk_load(st + kBOff + h * 16384, blk + h * 8192, 8192, &full[ps.stage]);
+          bulk_load(st + kBOff + h * 16384 + 8192, blk + 16384 + h * 8192, 8192, &full[ps.stage]);
+        } else {
+          mk::tma_load_2d(&map_x, &full[ps.stage], st + kBOff + h * 16384, k0, brow + h * 64);
+          mk::tma_load_2d(&map_x, &full[ps.stage], st + kBOff + h * 16384 + 8192, k0, brow + 128 + h * 64);
+        }
       }
       ps.advance();
     }
@@ -1505,7 +1514,7 @@ Row run_short(const char* name, int kblocks, int ctas, int reps, const uint8_t* 
   return r;
 }
 
-template <bool kKernel>
+template <bool kKernel, bool kBulkW = false>
 Row run_short_tma(const char* name, int kblocks, int ctas, int reps, const uint8_t* src, size_t src_bytes,
                   const float* scales) {
   const int rows = int(src_bytes / 8192) / 256 * 256;
@@ -1513,9 +1522,10 @@ Row run_short_tma(const char* name, int kblocks, int ctas, int reps, const uint8
   const CUtensorMap ms = make_map(scales, true, 128, 16, 128, 1);
   const size_t smem = size_t(kPipeStages) * kStageBytes + kPipeStages * 128 * sizeof(float) +
                       2 * kPipeStages * sizeof(uint64_t);
-  ok(cudaFuncSetAttribute(short_tma_kernel<kKernel>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)), name);
+  auto* kernel = short_tma_kernel<kKernel, kBulkW>;
+  ok(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)), name);
   Row r = run_launch(name, 1.0, kblocks, ctas, reps, [&](int n, float* sums, unsigned long long* cyc) {
-    short_tma_kernel<kKernel><<<n, C::kThreads, smem>>>(mx, ms, rows, kblocks, scales, sums, cyc);
+    kernel<<<n, C::kThreads, smem>>>(mx, ms, rows, kblocks, scales, sums, cyc, src);
   });
   r.gbs_per_sm = (40.0 * 1024 + 128 * sizeof(float)) * kblocks / (r.ms * 1e-3) / 1e9;
   return r;
@@ -1702,6 +1712,7 @@ int main(int argc, char** argv) {
     rows.push_back(run_short<Short::kNone>("short-none", kblocks, ctas, reps, src, src_bytes));
     rows.push_back(run_short_tma<false>("short-tma", kblocks, ctas, reps, src, src_bytes, scales));
     rows.push_back(run_short_tma<true>("short-tma-k", kblocks, ctas, reps, src, src_bytes, scales));
+    rows.push_back(run_short_tma<true, true>("short-bulkw-k", kblocks, ctas, reps, src, src_bytes, scales));
     cudaFree(src);
     cudaFree(scales);
   }

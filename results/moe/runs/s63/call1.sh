@@ -19,10 +19,10 @@ for t in test_moe_layer_gpu test_unfused_gpu test_fp8_wgmma_gpu; do
   grep -E "^\[  FAILED|Failure" $O/$t.log | head
 done
 grep -E "^byte stream" $O/test_unfused_gpu.log
-for c in 132 66; do
+for c in 132 66 33; do
   timeout 120 $B/mainloop_probe --pipe-only --src-mb 16384 --ctas $c --json $O/probe$c.json > $O/probe$c.log 2>&1
   el "probe $c CTAs rc=$?"
-  grep -E "^(variant|l1-tma-mix|l1-tma1-mix|l1-bulkw-mix|l1-tma-mix-b|l1-pipe|l1-tma) " $O/probe$c.log
+  grep -E "^(variant|l1-tma-mix|l1-tma1-mix|l1-bulkw-mix|l1-tma-mix-b|l1-pipe|l1-tma|short-tma-k|short-bulkw-k|short-none) " $O/probe$c.log
 done
 timeout 200 $B/bench_moe --out $O/v4 --shapes deepseek-v4-pro,deepseek-v4-flash --tokens 8192 --precision w8a8 \
   --orders interleaved --worlds 1 --check-tokens 1 --block-s 0.05 --warmup-s 0.03 > $O/v4.log 2>&1
