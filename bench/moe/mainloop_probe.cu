@@ -79,7 +79,9 @@
 //             tensor work (short_kernel below)
 //   short-tma, short-tma-k  short-half with the fused kernel's TMA loads (A box, A row scales, four 64-row weight
 //             boxes per stage); -k also with the kernel's consumer (scales read per K block, the release rule)
-//   short-bulkw-k  short-tma-k with the four weight pieces as 8 KB bulk copies out of a pre-packed 32 KB block
+//   short-bulkw-k  short-tma-k with the four weight pieces as 8 KB bulk copies out of a pre-packed 32 KB block;
+//             short-tma3-k with each warpgroup's gate and up pieces as one 3-d box (two loads per stage, not four);
+//             short-tma-k-b short-tma-k again after them
 //   l1-tma-rs l1-tma with A from registers: read from shared memory once per K block (ldmatrix) instead of by each
 //             of the two batches (wgmma's RS form; per K block the SM then reads 128 KB of shared memory, not 144)
 // GB/s/SM: a pipeline variant's bytes per stage x K blocks / launch time, per CTA.
@@ -1242,11 +1244,14 @@ __global__ void __launch_bounds__(C::kThreads, 1) short_kernel(int kblocks, cons
 // weights move to 256 new rows (so the stream comes from HBM once the source is larger than the L2). kKernel: the
 // consumer also reads the A row scales from the stage and the weight block scales by __ldg per K block, and releases
 // a block's stage in the next block's shadow (the fused kernel's consumer).
-// kBulkW (short-bulkw-k): the four 64-row weight pieces as four 8 KB bulk copies out of a pre-packed 32 KB block
-// (gate rows [0, 128), up rows [0, 128), 128 B swizzled rows: pieces at 0, 16, 8 and 24 KB), the same bytes from HBM.
-template <bool kKernel, bool kBulkW = false>
+// kW (how a warpgroup's 64 gate and 64 up weight rows arrive): 0 two 64-row boxes each (the kernel's half_wide
+// loads), 1 (short-bulkw-k) two 8 KB bulk copies each out of a pre-packed 32 KB block (gate rows [0, 128), up rows
+// [0, 128), 128 B swizzled rows: pieces at 0, 16, 8 and 24 KB), 2 (short-tma3-k) one {128 B, 64 rows, 2} box of a 3-d
+// view whose third axis steps from the gate rows to the up rows; the same bytes from HBM each way.
+template <bool kKernel, int kW = 0>
 __global__ void __launch_bounds__(C::kThreads, 1) short_tma_kernel(const __grid_constant__ CUtensorMap map_x,
-                                                                   const __grid_constant__ CUtensorMap map_s, int rows,
+                                                                   const __grid_constant__ CUtensorMap map_s,
+                                                                   const __grid_constant__ CUtensorMap map_w3, int rows,
                                                                    int kblocks, const float* scales, float* sums,
                                                                    unsigned long long* cycles, const uint8_t* src) {
   extern __shared__ __align__(1024) uint8_t smem[];
@@ -1271,10 +1276,12 @@ __global__ void __launch_bounds__(C::kThreads, 1) short_tma_kernel(const __grid_
       mk::tma_load_2d(&map_s, &full[ps.stage], sa + ps.stage * 128, 0, kb % 16);
 #pragma unroll 1
       for (int h = 0; h < 2; ++h) {  // warpgroup h's rows: 64 gate, then 64 up
-        if constexpr (kBulkW) {
+        if constexpr (kW == 1) {
           const uint8_t* blk = src + (size_t(brow) * 8192 + size_t(k0 / 128) * 32768) % (size_t(rows) * 8192);
           bulk_load(st + kBOff + h * 16384, blk + h * 8192, 8192, &full[ps.stage]);
           bulk_load(st + kBOff + h * 16384 + 8192, blk + 16384 + h * 8192, 8192, &full[ps.stage]);
+        } else if constexpr (kW == 2) {  // rows brow + 64 h of group brow / 128 (gate) and of the next (up)
+          ptx::tma_load_3d(&map_w3, &full[ps.stage], st + kBOff + h * 16384, k0, h * 64, brow / 128);
         } else {
           mk::tma_load_2d(&map_x, &full[ps.stage], st + kBOff + h * 16384, k0, brow + h * 64);
           mk::tma_load_2d(&map_x, &full[ps.stage], st + kBOff + h * 16384 + 8192, k0, brow + 128 + h * 64);
@@ -1514,7 +1521,7 @@ Row run_short(const char* name, int kblocks, int ctas, int reps, const uint8_t* 
   return r;
 }
 
-template <bool kKernel, bool kBulkW = false>
+template <bool kKernel, int kW = 0>
 Row run_short_tma(const char* name, int kblocks, int ctas, int reps, const uint8_t* src, size_t src_bytes,
                   const float* scales) {
   const int rows = int(src_bytes / 8192) / 256 * 256;
@@ -1522,10 +1529,11 @@ Row run_short_tma(const char* name, int kblocks, int ctas, int reps, const uint8
   const CUtensorMap ms = make_map(scales, true, 128, 16, 128, 1);
   const size_t smem = size_t(kPipeStages) * kStageBytes + kPipeStages * 128 * sizeof(float) +
                       2 * kPipeStages * sizeof(uint64_t);
-  auto* kernel = short_tma_kernel<kKernel, kBulkW>;
+  const CUtensorMap mw3 = probe::make_map_3d(src, 8192, uint64_t(rows), 128, 128, 64, 2);
+  auto* kernel = short_tma_kernel<kKernel, kW>;
   ok(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)), name);
   Row r = run_launch(name, 1.0, kblocks, ctas, reps, [&](int n, float* sums, unsigned long long* cyc) {
-    kernel<<<n, C::kThreads, smem>>>(mx, ms, rows, kblocks, scales, sums, cyc, src);
+    kernel<<<n, C::kThreads, smem>>>(mx, ms, mw3, rows, kblocks, scales, sums, cyc, src);
   });
   r.gbs_per_sm = (40.0 * 1024 + 128 * sizeof(float)) * kblocks / (r.ms * 1e-3) / 1e9;
   return r;
@@ -1712,7 +1720,9 @@ int main(int argc, char** argv) {
     rows.push_back(run_short<Short::kNone>("short-none", kblocks, ctas, reps, src, src_bytes));
     rows.push_back(run_short_tma<false>("short-tma", kblocks, ctas, reps, src, src_bytes, scales));
     rows.push_back(run_short_tma<true>("short-tma-k", kblocks, ctas, reps, src, src_bytes, scales));
-    rows.push_back(run_short_tma<true, true>("short-bulkw-k", kblocks, ctas, reps, src, src_bytes, scales));
+    rows.push_back(run_short_tma<true, 1>("short-bulkw-k", kblocks, ctas, reps, src, src_bytes, scales));
+    rows.push_back(run_short_tma<true, 2>("short-tma3-k", kblocks, ctas, reps, src, src_bytes, scales));
+    rows.push_back(run_short_tma<true>("short-tma-k-b", kblocks, ctas, reps, src, src_bytes, scales));
     cudaFree(src);
     cudaFree(scales);
   }

@@ -61,6 +61,30 @@ inline CUtensorMap make_map(const void* base, bool fp32, uint64_t cols, uint64_t
                            CU_TENSOR_MAP_SWIZZLE_128B);
 }
 
+// FP8 bytes with the 128 B swizzle as a 3-d view {cols, group_rows, rows / group_rows} (row groups on the third
+// axis), box {box_cols, box_rows, box_groups}: one load of box_rows rows from each of box_groups consecutive groups.
+inline CUtensorMap make_map_3d(const void* base, uint64_t cols, uint64_t rows, uint64_t group_rows, uint32_t box_cols,
+                               uint32_t box_rows, uint32_t box_groups) {
+  auto enc = xstage::runtime::tensor_map_encoder();
+  if (enc == nullptr) {
+    std::fprintf(stderr, "%s: cuTensorMapEncodeTiled is not available from the driver\n", g_name);
+    std::exit(1);
+  }
+  CUtensorMap m;
+  const cuuint64_t dims[3] = {cols, group_rows, rows / group_rows};
+  const cuuint64_t strides[2] = {cols, cols * group_rows};
+  const cuuint32_t box[3] = {box_cols, box_rows, box_groups};
+  const cuuint32_t es[3] = {1, 1, 1};
+  const CUresult r = enc(&m, CU_TENSOR_MAP_DATA_TYPE_UINT8, 3, const_cast<void*>(base), dims, strides, box, es,
+                         CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                         CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS) {
+    std::fprintf(stderr, "%s: 3-d tensor map rejected (CUresult %d)\n", g_name, int(r));
+    std::exit(1);
+  }
+  return m;
+}
+
 // Bytes without swizzle (a box lands row after row): the int4 boxes of mainloop_probe's l1-w4 rows.
 inline CUtensorMap make_map_plain(const void* base, uint64_t cols, uint64_t rows, uint32_t box_cols, uint32_t box_rows) {
   return encode_map(base, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, cols, rows, box_cols, box_rows, CU_TENSOR_MAP_SWIZZLE_NONE);

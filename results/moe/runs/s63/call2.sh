@@ -16,7 +16,7 @@ grep -q H200 $O/gpu.txt || { echo "not an H200: stop"; exit 3; }
 for c in 132 66 33; do
   timeout 60 $B/mainloop_probe --pipe-only --src-mb 16384 --ctas $c --json $O/probe$c.json > $O/probe$c.log 2>&1
   el "probe $c CTAs rc=$?"
-  grep -E "^(variant|l1-tma-mix|l1-tma1-mix|l1-bulkw-mix|l1-tma-mix-b|short-tma-k|short-bulkw-k) " $O/probe$c.log
+  grep -E "^(variant|l1-tma-mix|l1-tma1-mix|l1-bulkw-mix|l1-tma-mix-b|short-tma-k|short-bulkw-k|short-tma3-k|short-tma-k-b) " $O/probe$c.log
 done
 for st in w8 w4 merge; do
   left=$(( ${TABLE_END:-582} - ($(date +%s) - T0) ))
