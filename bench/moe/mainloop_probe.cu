@@ -1529,7 +1529,7 @@ Row run_short_tma(const char* name, int kblocks, int ctas, int reps, const uint8
   const CUtensorMap ms = make_map(scales, true, 128, 16, 128, 1);
   const size_t smem = size_t(kPipeStages) * kStageBytes + kPipeStages * 128 * sizeof(float) +
                       2 * kPipeStages * sizeof(uint64_t);
-  const CUtensorMap mw3 = probe::make_map_3d(src, 8192, uint64_t(rows), 128, 128, 64, 2);
+  const CUtensorMap mw3 = kW == 2 ? probe::make_map_3d(src, 8192, uint64_t(rows), 128, 128, 64, 2) : CUtensorMap{};
   auto* kernel = short_tma_kernel<kKernel, kW>;
   ok(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)), name);
   Row r = run_launch(name, 1.0, kblocks, ctas, reps, [&](int n, float* sums, unsigned long long* cyc) {

@@ -29,27 +29,36 @@ inline void ok(cudaError_t e, const char* what) {
   }
 }
 
-// A 2-d map of `base` ({cols, rows} elements of elem_bytes, row-major) with a {box_cols, box_rows} box.
-inline CUtensorMap encode_map(const void* base, CUtensorMapDataType type, uint32_t elem_bytes, uint64_t cols,
-                              uint64_t rows, uint32_t box_cols, uint32_t box_rows, CUtensorMapSwizzle swizzle) {
+// A map of `base` with `rank` dimensions (dims innermost first, byte strides of dims 1.., box per dim), elementwise
+// strides 1, L2 promotion 256 B; `what` names it in the error.
+inline CUtensorMap encode_map_nd(const void* base, CUtensorMapDataType type, uint32_t rank, const cuuint64_t* dims,
+                                 const cuuint64_t* strides, const cuuint32_t* box, CUtensorMapSwizzle swizzle,
+                                 const char* what) {
   auto enc = xstage::runtime::tensor_map_encoder();
   if (enc == nullptr) {
     std::fprintf(stderr, "%s: cuTensorMapEncodeTiled is not available from the driver\n", g_name);
     std::exit(1);
   }
   CUtensorMap m;
-  const cuuint64_t dims[2] = {cols, rows};
-  const cuuint64_t strides[1] = {cols * elem_bytes};
-  const cuuint32_t box[2] = {box_cols, box_rows};
-  const cuuint32_t es[2] = {1, 1};
-  const CUresult r = enc(&m, type, 2, const_cast<void*>(base), dims, strides, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE,
+  const cuuint32_t es[3] = {1, 1, 1};
+  const CUresult r = enc(&m, type, rank, const_cast<void*>(base), dims, strides, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE,
                          swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS) {
-    std::fprintf(stderr, "%s: tensor map rejected (CUresult %d; %llu x %llu)\n", g_name, int(r),
-                 (unsigned long long)cols, (unsigned long long)rows);
+    std::fprintf(stderr, "%s: tensor map rejected (CUresult %d; %s)\n", g_name, int(r), what);
     std::exit(1);
   }
   return m;
+}
+
+// A 2-d map of `base` ({cols, rows} elements of elem_bytes, row-major) with a {box_cols, box_rows} box.
+inline CUtensorMap encode_map(const void* base, CUtensorMapDataType type, uint32_t elem_bytes, uint64_t cols,
+                              uint64_t rows, uint32_t box_cols, uint32_t box_rows, CUtensorMapSwizzle swizzle) {
+  const cuuint64_t dims[2] = {cols, rows};
+  const cuuint64_t strides[1] = {cols * elem_bytes};
+  const cuuint32_t box[2] = {box_cols, box_rows};
+  char what[64];
+  std::snprintf(what, sizeof what, "%llu x %llu", (unsigned long long)cols, (unsigned long long)rows);
+  return encode_map_nd(base, type, 2, dims, strides, box, swizzle, what);
 }
 
 // FP8 bytes with the 128 B swizzle, or fp32 without, as moe_layer.cpp's maps.
@@ -65,24 +74,11 @@ inline CUtensorMap make_map(const void* base, bool fp32, uint64_t cols, uint64_t
 // axis), box {box_cols, box_rows, box_groups}: one load of box_rows rows from each of box_groups consecutive groups.
 inline CUtensorMap make_map_3d(const void* base, uint64_t cols, uint64_t rows, uint64_t group_rows, uint32_t box_cols,
                                uint32_t box_rows, uint32_t box_groups) {
-  auto enc = xstage::runtime::tensor_map_encoder();
-  if (enc == nullptr) {
-    std::fprintf(stderr, "%s: cuTensorMapEncodeTiled is not available from the driver\n", g_name);
-    std::exit(1);
-  }
-  CUtensorMap m;
   const cuuint64_t dims[3] = {cols, group_rows, rows / group_rows};
   const cuuint64_t strides[2] = {cols, cols * group_rows};
   const cuuint32_t box[3] = {box_cols, box_rows, box_groups};
-  const cuuint32_t es[3] = {1, 1, 1};
-  const CUresult r = enc(&m, CU_TENSOR_MAP_DATA_TYPE_UINT8, 3, const_cast<void*>(base), dims, strides, box, es,
-                         CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                         CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (r != CUDA_SUCCESS) {
-    std::fprintf(stderr, "%s: 3-d tensor map rejected (CUresult %d)\n", g_name, int(r));
-    std::exit(1);
-  }
-  return m;
+  return encode_map_nd(base, CU_TENSOR_MAP_DATA_TYPE_UINT8, 3, dims, strides, box, CU_TENSOR_MAP_SWIZZLE_128B,
+                       "3-d row-group view");
 }
 
 // Bytes without swizzle (a box lands row after row): the int4 boxes of mainloop_probe's l1-w4 rows.

@@ -570,10 +570,16 @@ double CeilingGemm::flops() const {
 
 int ByteStream::variants() { return detail::kByteStreamVariants; }
 
+namespace {
+void check_stream_variant(int variant) {
+  if (variant < 0 || variant >= detail::kByteStreamVariants)
+    throw UsageError(cat("byte stream: variant ", variant, " outside [0, ", detail::kByteStreamVariants, ")"));
+}
+}  // namespace
+
 ByteStream::ByteStream(const std::vector<DeviceRange>& reads, void* write, std::size_t write_bytes, int force_variant)
     : write_bytes_(write_bytes), write_(write) {
-  if (force_variant < -1 || force_variant >= detail::kByteStreamVariants)
-    throw UsageError(cat("byte stream: variant ", force_variant, " outside [0, ", detail::kByteStreamVariants, ")"));
+  if (force_variant != -1) check_stream_variant(force_variant);
   std::vector<detail::StreamRange> merged;
   for (std::size_t i = 0; i < reads.size(); ++i) {
     const DeviceRange& r = reads[i];
@@ -645,13 +651,12 @@ ByteStream::ByteStream(const std::vector<DeviceRange>& reads, void* write, std::
   XS_CUDA(cudaMemset(checksum_.p, 0, checksum_.bytes));
 }
 
-const char* ByteStream::variant_name() const { return detail::byte_stream_variant_name(variant_); }
+const char* ByteStream::variant_name() const { return form_name(variant_); }
 
 const char* ByteStream::form_name(int variant) { return detail::byte_stream_variant_name(variant); }
 
 double ByteStream::form_ms(int variant) const {
-  if (variant < 0 || variant >= detail::kByteStreamVariants)
-    throw UsageError(cat("byte stream: variant ", variant, " outside [0, ", detail::kByteStreamVariants, ")"));
+  check_stream_variant(variant);
   return form_ms_[std::size_t(variant)];
 }
 
