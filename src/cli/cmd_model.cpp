@@ -536,7 +536,6 @@ struct BoundOpts {
   bool json = false;
 };
 
-
 void add_moe_bound(CLI::App* des) {
   auto o = std::make_shared<BoundOpts>();
   auto* c = des->add_subcommand(
