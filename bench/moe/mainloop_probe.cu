@@ -54,7 +54,9 @@
 //             against the 8K layers' ceiling fraction (needs --src-mb >= 8)
 //   l1-tma1-mix, l1-bulkw-mix  l1-tma-mix with a stage's 32 KB of weights as one {128 B, 256 rows} box, or as one bulk
 //             copy of a pre-packed 32 KB block (what a W8A8 weight layout packed per tile and K block would allow);
-//             l1-tma-mix-b is l1-tma-mix again after them (its spread between two places in the run)
+//             l1-tmak-mix the same 32 KB as one {128 B, 256 rows} tensor box of the K-block-major view (the weights
+//             stored [row group][K block][256 rows][128 B], so a box is 32 contiguous KB: the bulk copy's DRAM
+//             locality at a tensor box's issue cost); l1-tma-mix-b is l1-tma-mix again after them (its spread)
 //   l1-tma-2p, l1-tma-mix-2p  l1-tma / l1-tma-mix with a second producer thread (warp 1) issuing the weight boxes
 //             while warp 0's issues A's boxes and row scales (each prints its mean cycles per stage to issue its loads)
 //   l1-w4, l1-w4-mix  l1-tma / l1-tma-mix in W4A8 form: the weights streamed as int4 (16 KB per stage) and expanded
@@ -81,6 +83,7 @@
 //             boxes per stage); -k also with the kernel's consumer (scales read per K block, the release rule)
 //   short-bulkw-k  short-tma-k with the four weight pieces as 8 KB bulk copies out of a pre-packed 32 KB block;
 //             short-tma3-k with each warpgroup's gate and up pieces as one 3-d box (two loads per stage, not four);
+//             short-tmak-k with the four pieces as {128 B, 64 rows} boxes of the K-block-major view (8 contiguous KB);
 //             short-tma-k-b short-tma-k again after them
 //   l1-tma-rs l1-tma with A from registers: read from shared memory once per K block (ldmatrix) instead of by each
 //             of the two batches (wgmma's RS form; per K block the SM then reads 128 KB of shared memory, not 144)
@@ -586,7 +589,8 @@ constexpr int kIssueCtas = 1024;  // CTAs whose issue cycles are kept
 __device__ unsigned long long g_issue[2 * kIssueCtas];
 // kWLoad (how a stage's 32 KB of weights arrive): 0 two {128 B, 128 rows} boxes, 1 one {128 B, 256 rows} box (the
 // fused kernel's merged load is one box too), 2 one 32 KB bulk copy of a pre-packed weight block (the source read as
-// [row group][K block][32 KB], the same bytes from HBM; a layout a W8A8 weight pack would have: l1-bulkw-mix).
+// [row group][K block][32 KB], the same bytes from HBM; a layout a W8A8 weight pack would have: l1-bulkw-mix), 3 one
+// {128 B, 256 rows} box of that layout seen as a [bytes / 128][128 B] matrix (l1-tmak-mix: 32 KB contiguous per box).
 template <bool kRing, bool kRs, int kProducers = 1, int kWLoad = 0>
 __global__ void __launch_bounds__(C::kThreads, 1) tma_kernel(const __grid_constant__ CUtensorMap map_x,
                                                              const __grid_constant__ CUtensorMap map_w,
@@ -633,7 +637,10 @@ __global__ void __launch_bounds__(C::kThreads, 1) tma_kernel(const __grid_consta
           mk::tma_load_2d(&map_w, &full[ps.stage], st + kA, k0, brow < brows - 128 ? brow : brows - 256);
         } else {  // brow is a multiple of 128 and brows of 256: a 32 KB block never straddles the end
           const size_t off = (size_t(brow) * kCols + size_t(k0 / 128) * kB) % (size_t(brows) * kCols);
-          bulk_load(st + kA, wsrc + off, kB, &full[ps.stage]);
+          if constexpr (kWLoad == 2)
+            bulk_load(st + kA, wsrc + off, kB, &full[ps.stage]);
+          else
+            mk::tma_load_2d(&map_w, &full[ps.stage], st + kA, 0, int(off / 128));
         }
       }
       issue += clock64() - c0;
@@ -1247,7 +1254,8 @@ __global__ void __launch_bounds__(C::kThreads, 1) short_kernel(int kblocks, cons
 // kW (how a warpgroup's 64 gate and 64 up weight rows arrive): 0 two 64-row boxes each (the kernel's half_wide
 // loads), 1 (short-bulkw-k) two 8 KB bulk copies each out of a pre-packed 32 KB block (gate rows [0, 128), up rows
 // [0, 128), 128 B swizzled rows: pieces at 0, 16, 8 and 24 KB), 2 (short-tma3-k) one {128 B, 64 rows, 2} box of a 3-d
-// view whose third axis steps from the gate rows to the up rows; the same bytes from HBM each way.
+// view whose third axis steps from the gate rows to the up rows, 3 (short-tmak-k) kW 1's four pieces as {128 B, 64
+// rows} tensor boxes of the pre-packed block seen as a [bytes / 128][128 B] matrix; the same bytes from HBM each way.
 template <bool kKernel, int kW = 0>
 __global__ void __launch_bounds__(C::kThreads, 1) short_tma_kernel(const __grid_constant__ CUtensorMap map_x,
                                                                    const __grid_constant__ CUtensorMap map_s,
@@ -1282,6 +1290,10 @@ __global__ void __launch_bounds__(C::kThreads, 1) short_tma_kernel(const __grid_
           bulk_load(st + kBOff + h * 16384 + 8192, blk + 16384 + h * 8192, 8192, &full[ps.stage]);
         } else if constexpr (kW == 2) {  // rows brow + 64 h of group brow / 128 (gate) and of the next (up)
           ptx::tma_load_3d(&map_w3, &full[ps.stage], st + kBOff + h * 16384, k0, h * 64, brow / 128);
+        } else if constexpr (kW == 3) {  // kW 1's pieces: 128-byte rows h * 64 and 128 + h * 64 of the block
+          const int y = int(((size_t(brow) * 8192 + size_t(k0 / 128) * 32768) % (size_t(rows) * 8192)) / 128);
+          mk::tma_load_2d(&map_w3, &full[ps.stage], st + kBOff + h * 16384, 0, y + h * 64);
+          mk::tma_load_2d(&map_w3, &full[ps.stage], st + kBOff + h * 16384 + 8192, 0, y + 128 + h * 64);
         } else {
           mk::tma_load_2d(&map_x, &full[ps.stage], st + kBOff + h * 16384, k0, brow + h * 64);
           mk::tma_load_2d(&map_x, &full[ps.stage], st + kBOff + h * 16384 + 8192, k0, brow + 128 + h * 64);
@@ -1403,7 +1415,8 @@ Row run_tma(const char* name, int kblocks, int ctas, int reps, const uint8_t* sr
   const int brows = int((src_bytes - mix_bytes) / 8192) / 256 * 256;
   const int bstep = mix_bytes ? (ctas * 256) % brows : 0;
   const CUtensorMap mx = make_map(src, false, 8192, uint64_t(arows), 128, 64);
-  const CUtensorMap mw = make_map(wsrc, false, 8192, uint64_t(brows), 128, kWLoad == 1 ? 256 : 128);
+  const CUtensorMap mw = kWLoad == 3 ? make_map(wsrc, false, 128, uint64_t(brows) * (8192 / 128), 128, 256)
+                                     : make_map(wsrc, false, 8192, uint64_t(brows), 128, kWLoad == 1 ? 256 : 128);
   const CUtensorMap ms = make_map(scales, true, 128, 16, 128, 1);  // 16 rows of 128 row scales (2048 floats)
   const size_t smem = size_t(kPipeStages) * kStageBytes + kPipeStages * 128 * sizeof(float) +
                       2 * kPipeStages * sizeof(uint64_t);
@@ -1529,7 +1542,9 @@ Row run_short_tma(const char* name, int kblocks, int ctas, int reps, const uint8
   const CUtensorMap ms = make_map(scales, true, 128, 16, 128, 1);
   const size_t smem = size_t(kPipeStages) * kStageBytes + kPipeStages * 128 * sizeof(float) +
                       2 * kPipeStages * sizeof(uint64_t);
-  const CUtensorMap mw3 = kW == 2 ? probe::make_map_3d(src, 8192, uint64_t(rows), 128, 128, 64, 2) : CUtensorMap{};
+  const CUtensorMap mw3 = kW == 2   ? probe::make_map_3d(src, 8192, uint64_t(rows), 128, 128, 64, 2)
+                         : kW == 3 ? make_map(src, false, 128, uint64_t(rows) * (8192 / 128), 128, 64)
+                                   : CUtensorMap{};
   auto* kernel = short_tma_kernel<kKernel, kW>;
   ok(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)), name);
   Row r = run_launch(name, 1.0, kblocks, ctas, reps, [&](int n, float* sums, unsigned long long* cyc) {
@@ -1697,6 +1712,7 @@ int main(int argc, char** argv) {
       rows.push_back(run_tma<false, false, 2>("l1-tma-mix-2p", kblocks, ctas, reps, src, src_bytes, scales, mix));
       rows.push_back(run_tma<false, false, 1, 1>("l1-tma1-mix", kblocks, ctas, reps, src, src_bytes, scales, mix));
       rows.push_back(run_tma<false, false, 1, 2>("l1-bulkw-mix", kblocks, ctas, reps, src, src_bytes, scales, mix));
+      rows.push_back(run_tma<false, false, 1, 3>("l1-tmak-mix", kblocks, ctas, reps, src, src_bytes, scales, mix));
       rows.push_back(run_tma<false, false, 1, 0>("l1-tma-mix-b", kblocks, ctas, reps, src, src_bytes, scales, mix));
       rows.push_back(run_w4<true>("l1-w4-mix", kblocks, ctas, reps, src, src_bytes, scales, mix));
       rows.push_back(run_w4<false>("l1-w4-mix-nocvt", kblocks, ctas, reps, src, src_bytes, scales, mix));
@@ -1722,6 +1738,7 @@ int main(int argc, char** argv) {
     rows.push_back(run_short_tma<true>("short-tma-k", kblocks, ctas, reps, src, src_bytes, scales));
     rows.push_back(run_short_tma<true, 1>("short-bulkw-k", kblocks, ctas, reps, src, src_bytes, scales));
     rows.push_back(run_short_tma<true, 2>("short-tma3-k", kblocks, ctas, reps, src, src_bytes, scales));
+    rows.push_back(run_short_tma<true, 3>("short-tmak-k", kblocks, ctas, reps, src, src_bytes, scales));
     rows.push_back(run_short_tma<true>("short-tma-k-b", kblocks, ctas, reps, src, src_bytes, scales));
     cudaFree(src);
     cudaFree(scales);
