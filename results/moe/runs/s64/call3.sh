@@ -19,3 +19,4 @@ for rep in 1 2; do
     grep -E "^(variant|l1-tma-mix|l1-tma1-mix|l1-bulkw-mix|l1-tmak-mix|l1-tma-mix-b|short-tma-k|short-bulkw-k|short-tma3-k|short-tmak-k|short-tma-k-b) " $O/probe${c}_$rep.log
   done
 done
+cd $O && tar czf ../c3.tgz . && cd .. && rm -rf $O
