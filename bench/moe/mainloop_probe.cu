@@ -56,7 +56,8 @@
 //             copy of a pre-packed 32 KB block (what a W8A8 weight layout packed per tile and K block would allow);
 //             l1-tmak-mix the same 32 KB as one {128 B, 256 rows} tensor box of the K-block-major view (the weights
 //             stored [row group][K block][256 rows][128 B], so a box is 32 contiguous KB: the bulk copy's DRAM
-//             locality at a tensor box's issue cost); l1-tma-mix-b is l1-tma-mix again after them (its spread)
+//             locality at a tensor box's issue cost); l1-bulkaw-mix l1-bulkw-mix with A's 16 KB as one bulk copy too
+//             (the token rows packed per row group and K block); l1-tma-mix-b is l1-tma-mix again after them
 //   l1-tma-2p, l1-tma-mix-2p  l1-tma / l1-tma-mix with a second producer thread (warp 1) issuing the weight boxes
 //             while warp 0's issues A's boxes and row scales (each prints its mean cycles per stage to issue its loads)
 //   l1-w4, l1-w4-mix  l1-tma / l1-tma-mix in W4A8 form: the weights streamed as int4 (16 KB per stage) and expanded
@@ -84,6 +85,7 @@
 //   short-bulkw-k  short-tma-k with the four weight pieces as 8 KB bulk copies out of a pre-packed 32 KB block;
 //             short-tma3-k with each warpgroup's gate and up pieces as one 3-d box (two loads per stage, not four);
 //             short-tmak-k with the four pieces as {128 B, 64 rows} boxes of the K-block-major view (8 contiguous KB);
+//             short-bulkaw-k short-bulkw-k with A's 8 KB as one bulk copy too;
 //             short-tma-k-b short-tma-k again after them
 //   l1-tma-rs l1-tma with A from registers: read from shared memory once per K block (ldmatrix) instead of by each
 //             of the two batches (wgmma's RS form; per K block the SM then reads 128 KB of shared memory, not 144)
@@ -590,7 +592,8 @@ __device__ unsigned long long g_issue[2 * kIssueCtas];
 // kWLoad (how a stage's 32 KB of weights arrive): 0 two {128 B, 128 rows} boxes, 1 one {128 B, 256 rows} box (the
 // fused kernel's merged load is one box too), 2 one 32 KB bulk copy of a pre-packed weight block (the source read as
 // [row group][K block][32 KB], the same bytes from HBM; a layout a W8A8 weight pack would have: l1-bulkw-mix), 3 one
-// {128 B, 256 rows} box of that layout seen as a [bytes / 128][128 B] matrix (l1-tmak-mix: 32 KB contiguous per box).
+// {128 B, 256 rows} box of that layout seen as a [bytes / 128][128 B] matrix (l1-tmak-mix: 32 KB contiguous per box),
+// 4 kWLoad 2 with A's two boxes as one 16 KB bulk copy of the mix region packed [row group][K block] (l1-bulkaw-mix).
 template <bool kRing, bool kRs, int kProducers = 1, int kWLoad = 0>
 __global__ void __launch_bounds__(C::kThreads, 1) tma_kernel(const __grid_constant__ CUtensorMap map_x,
                                                              const __grid_constant__ CUtensorMap map_w,
@@ -625,8 +628,14 @@ __global__ void __launch_bounds__(C::kThreads, 1) tma_kernel(const __grid_consta
       const int k0 = (kb * 128) % kCols;
       if (k0 == 0 && kb > 0) brow = brow + bstep >= brows ? brow + bstep - brows : brow + bstep;
       if (do_a) {
-        mk::tma_load_2d(&map_x, &full[ps.stage], st, k0, arow);
-        mk::tma_load_2d(&map_x, &full[ps.stage], st + 64 * 128, k0, (arow + 64) % arows);
+        if constexpr (kWLoad == 4) {  // A's 128 rows as one 16 KB block of the mix region packed [row group][K block]
+          const uint8_t* asrc = wsrc - size_t(arows) * kCols;  // the mix region is exactly arows rows (run_tma)
+          bulk_load(st, asrc + (size_t(arow) * kCols + size_t(k0 / 128) * kA) % (size_t(arows) * kCols), kA,
+                    &full[ps.stage]);
+        } else {
+          mk::tma_load_2d(&map_x, &full[ps.stage], st, k0, arow);
+          mk::tma_load_2d(&map_x, &full[ps.stage], st + 64 * 128, k0, (arow + 64) % arows);
+        }
         mk::tma_load_2d(&map_s, &full[ps.stage], sa + ps.stage * 128, 0, kb % 16);
       }
       if (do_w) {
@@ -637,7 +646,7 @@ __global__ void __launch_bounds__(C::kThreads, 1) tma_kernel(const __grid_consta
           mk::tma_load_2d(&map_w, &full[ps.stage], st + kA, k0, brow < brows - 128 ? brow : brows - 256);
         } else {  // brow is a multiple of 128 and brows of 256: a 32 KB block never straddles the end
           const size_t off = (size_t(brow) * kCols + size_t(k0 / 128) * kB) % (size_t(brows) * kCols);
-          if constexpr (kWLoad == 2)
+          if constexpr (kWLoad == 2 || kWLoad == 4)
             bulk_load(st + kA, wsrc + off, kB, &full[ps.stage]);
           else
             mk::tma_load_2d(&map_w, &full[ps.stage], st + kA, 0, int(off / 128));
@@ -1255,7 +1264,8 @@ __global__ void __launch_bounds__(C::kThreads, 1) short_kernel(int kblocks, cons
 // loads), 1 (short-bulkw-k) two 8 KB bulk copies each out of a pre-packed 32 KB block (gate rows [0, 128), up rows
 // [0, 128), 128 B swizzled rows: pieces at 0, 16, 8 and 24 KB), 2 (short-tma3-k) one {128 B, 64 rows, 2} box of a 3-d
 // view whose third axis steps from the gate rows to the up rows, 3 (short-tmak-k) kW 1's four pieces as {128 B, 64
-// rows} tensor boxes of the pre-packed block seen as a [bytes / 128][128 B] matrix; the same bytes from HBM each way.
+// rows} tensor boxes of the pre-packed block seen as a [bytes / 128][128 B] matrix, 4 (short-bulkaw-k) kW 1 with A's
+// box as one 8 KB bulk copy of the source packed [64-row group][K block]; the same bytes from HBM each way.
 template <bool kKernel, int kW = 0>
 __global__ void __launch_bounds__(C::kThreads, 1) short_tma_kernel(const __grid_constant__ CUtensorMap map_x,
                                                                    const __grid_constant__ CUtensorMap map_s,
@@ -1280,11 +1290,15 @@ __global__ void __launch_bounds__(C::kThreads, 1) short_tma_kernel(const __grid_
       uint8_t* st = smem + ps.stage * kStageBytes;
       const int k0 = (kb * 128) % 8192;
       const int brow = int((int64_t(blockIdx.x) * 8192 + int64_t(kb / 64) * 256 + 256) % rows);  // 64 MB per CTA
-      mk::tma_load_2d(&map_x, &full[ps.stage], st, k0, arow);
+      if constexpr (kW == 4)  // A's 64 rows as one 8 KB block of the source packed [row group][K block]
+        bulk_load(st, src + (size_t(arow) * 8192 + size_t(k0 / 128) * 8192) % (size_t(rows) * 8192), 8192,
+                  &full[ps.stage]);
+      else
+        mk::tma_load_2d(&map_x, &full[ps.stage], st, k0, arow);
       mk::tma_load_2d(&map_s, &full[ps.stage], sa + ps.stage * 128, 0, kb % 16);
 #pragma unroll 1
       for (int h = 0; h < 2; ++h) {  // warpgroup h's rows: 64 gate, then 64 up
-        if constexpr (kW == 1) {
+        if constexpr (kW == 1 || kW == 4) {
           const uint8_t* blk = src + (size_t(brow) * 8192 + size_t(k0 / 128) * 32768) % (size_t(rows) * 8192);
           bulk_load(st + kBOff + h * 16384, blk + h * 8192, 8192, &full[ps.stage]);
           bulk_load(st + kBOff + h * 16384 + 8192, blk + 16384 + h * 8192, 8192, &full[ps.stage]);
@@ -1414,6 +1428,10 @@ Row run_tma(const char* name, int kblocks, int ctas, int reps, const uint8_t* sr
   const int arows = int((mix_bytes ? mix_bytes : src_bytes) / 8192) / 256 * 256;  // src_mb >= 2 MB
   const int brows = int((src_bytes - mix_bytes) / 8192) / 256 * 256;
   const int bstep = mix_bytes ? (ctas * 256) % brows : 0;
+  if (kWLoad == 4 && size_t(arows) * 8192 != mix_bytes) {
+    std::fprintf(stderr, "%s: the A region (%zu B) is not a whole number of 256-row groups\n", name, mix_bytes);
+    std::exit(1);
+  }
   const CUtensorMap mx = make_map(src, false, 8192, uint64_t(arows), 128, 64);
   const CUtensorMap mw = kWLoad == 3 ? make_map(wsrc, false, 128, uint64_t(brows) * (8192 / 128), 128, 256)
                                      : make_map(wsrc, false, 8192, uint64_t(brows), 128, kWLoad == 1 ? 256 : 128);
@@ -1713,6 +1731,7 @@ int main(int argc, char** argv) {
       rows.push_back(run_tma<false, false, 1, 1>("l1-tma1-mix", kblocks, ctas, reps, src, src_bytes, scales, mix));
       rows.push_back(run_tma<false, false, 1, 2>("l1-bulkw-mix", kblocks, ctas, reps, src, src_bytes, scales, mix));
       rows.push_back(run_tma<false, false, 1, 3>("l1-tmak-mix", kblocks, ctas, reps, src, src_bytes, scales, mix));
+      rows.push_back(run_tma<false, false, 1, 4>("l1-bulkaw-mix", kblocks, ctas, reps, src, src_bytes, scales, mix));
       rows.push_back(run_tma<false, false, 1, 0>("l1-tma-mix-b", kblocks, ctas, reps, src, src_bytes, scales, mix));
       rows.push_back(run_w4<true>("l1-w4-mix", kblocks, ctas, reps, src, src_bytes, scales, mix));
       rows.push_back(run_w4<false>("l1-w4-mix-nocvt", kblocks, ctas, reps, src, src_bytes, scales, mix));
@@ -1739,6 +1758,7 @@ int main(int argc, char** argv) {
     rows.push_back(run_short_tma<true, 1>("short-bulkw-k", kblocks, ctas, reps, src, src_bytes, scales));
     rows.push_back(run_short_tma<true, 2>("short-tma3-k", kblocks, ctas, reps, src, src_bytes, scales));
     rows.push_back(run_short_tma<true, 3>("short-tmak-k", kblocks, ctas, reps, src, src_bytes, scales));
+    rows.push_back(run_short_tma<true, 4>("short-bulkaw-k", kblocks, ctas, reps, src, src_bytes, scales));
     rows.push_back(run_short_tma<true>("short-tma-k-b", kblocks, ctas, reps, src, src_bytes, scales));
     cudaFree(src);
     cudaFree(scales);
