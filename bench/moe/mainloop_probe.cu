@@ -446,6 +446,13 @@ __device__ __forceinline__ Pipe init_pipe(uint8_t* smem, bool row_scales, uint32
   return p;
 }
 
+// The rows' bytes of a source of 8192-byte rows seen as packed [row group][K block][block_bytes] (a group's K blocks
+// contiguous, what a weight or token pack per tile would store): the offset of K block kb of the group that starts at
+// row `row`, wrapped at `total` (the pre-packed rows of l1-bulkw-mix, l1-tmak-mix, l1-bulkaw-mix and their short forms).
+__device__ __forceinline__ size_t packed_offset(int row, int kb, uint32_t block_bytes, size_t total) {
+  return (size_t(row) * 8192 + size_t(kb) * block_bytes) % total;
+}
+
 __device__ __forceinline__ void bulk_load(void* dst, const void* src, uint32_t bytes, uint64_t* bar) {
   asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
                    ptx::smem_addr(dst)),
@@ -600,7 +607,7 @@ __global__ void __launch_bounds__(C::kThreads, 1) tma_kernel(const __grid_consta
                                                              const __grid_constant__ CUtensorMap map_s, int arows,
                                                              int brows, int bstep, int kblocks, const float* scales,
                                                              float* sums, unsigned long long* cycles,
-                                                             const uint8_t* wsrc) {
+                                                             const uint8_t* asrc, const uint8_t* wsrc) {
   extern __shared__ __align__(1024) uint8_t smem[];
   const Pipe pipe = init_pipe(smem, true, kProducers);
   float* sa = pipe.sa;  // [stage][128] row scales
@@ -628,10 +635,8 @@ __global__ void __launch_bounds__(C::kThreads, 1) tma_kernel(const __grid_consta
       const int k0 = (kb * 128) % kCols;
       if (k0 == 0 && kb > 0) brow = brow + bstep >= brows ? brow + bstep - brows : brow + bstep;
       if (do_a) {
-        if constexpr (kWLoad == 4) {  // A's 128 rows as one 16 KB block of the mix region packed [row group][K block]
-          const uint8_t* asrc = wsrc - size_t(arows) * kCols;  // the mix region is exactly arows rows (run_tma)
-          bulk_load(st, asrc + (size_t(arow) * kCols + size_t(k0 / 128) * kA) % (size_t(arows) * kCols), kA,
-                    &full[ps.stage]);
+        if constexpr (kWLoad == 4) {  // A's 128 rows as one 16 KB block of A's rows packed [row group][K block]
+          bulk_load(st, asrc + packed_offset(arow, k0 / 128, kA, size_t(arows) * kCols), kA, &full[ps.stage]);
         } else {
           mk::tma_load_2d(&map_x, &full[ps.stage], st, k0, arow);
           mk::tma_load_2d(&map_x, &full[ps.stage], st + 64 * 128, k0, (arow + 64) % arows);
@@ -645,7 +650,7 @@ __global__ void __launch_bounds__(C::kThreads, 1) tma_kernel(const __grid_consta
         } else if constexpr (kWLoad == 1) {
           mk::tma_load_2d(&map_w, &full[ps.stage], st + kA, k0, brow < brows - 128 ? brow : brows - 256);
         } else {  // brow is a multiple of 128 and brows of 256: a 32 KB block never straddles the end
-          const size_t off = (size_t(brow) * kCols + size_t(k0 / 128) * kB) % (size_t(brows) * kCols);
+          const size_t off = packed_offset(brow, k0 / 128, kB, size_t(brows) * kCols);
           if constexpr (kWLoad == 2 || kWLoad == 4)
             bulk_load(st + kA, wsrc + off, kB, &full[ps.stage]);
           else
@@ -1290,22 +1295,23 @@ __global__ void __launch_bounds__(C::kThreads, 1) short_tma_kernel(const __grid_
       uint8_t* st = smem + ps.stage * kStageBytes;
       const int k0 = (kb * 128) % 8192;
       const int brow = int((int64_t(blockIdx.x) * 8192 + int64_t(kb / 64) * 256 + 256) % rows);  // 64 MB per CTA
+      const size_t total = size_t(rows) * 8192;
+      const size_t woff = packed_offset(brow, k0 / 128, 32768, total);  // the pre-packed forms' 32 KB block
       if constexpr (kW == 4)  // A's 64 rows as one 8 KB block of the source packed [row group][K block]
-        bulk_load(st, src + (size_t(arow) * 8192 + size_t(k0 / 128) * 8192) % (size_t(rows) * 8192), 8192,
-                  &full[ps.stage]);
+        bulk_load(st, src + packed_offset(arow, k0 / 128, 8192, total), 8192, &full[ps.stage]);
       else
         mk::tma_load_2d(&map_x, &full[ps.stage], st, k0, arow);
       mk::tma_load_2d(&map_s, &full[ps.stage], sa + ps.stage * 128, 0, kb % 16);
 #pragma unroll 1
       for (int h = 0; h < 2; ++h) {  // warpgroup h's rows: 64 gate, then 64 up
         if constexpr (kW == 1 || kW == 4) {
-          const uint8_t* blk = src + (size_t(brow) * 8192 + size_t(k0 / 128) * 32768) % (size_t(rows) * 8192);
+          const uint8_t* blk = src + woff;
           bulk_load(st + kBOff + h * 16384, blk + h * 8192, 8192, &full[ps.stage]);
           bulk_load(st + kBOff + h * 16384 + 8192, blk + 16384 + h * 8192, 8192, &full[ps.stage]);
         } else if constexpr (kW == 2) {  // rows brow + 64 h of group brow / 128 (gate) and of the next (up)
           ptx::tma_load_3d(&map_w3, &full[ps.stage], st + kBOff + h * 16384, k0, h * 64, brow / 128);
         } else if constexpr (kW == 3) {  // kW 1's pieces: 128-byte rows h * 64 and 128 + h * 64 of the block
-          const int y = int(((size_t(brow) * 8192 + size_t(k0 / 128) * 32768) % (size_t(rows) * 8192)) / 128);
+          const int y = int(woff / 128);
           mk::tma_load_2d(&map_w3, &full[ps.stage], st + kBOff + h * 16384, 0, y + h * 64);
           mk::tma_load_2d(&map_w3, &full[ps.stage], st + kBOff + h * 16384 + 8192, 0, y + 128 + h * 64);
         } else {
@@ -1428,10 +1434,6 @@ Row run_tma(const char* name, int kblocks, int ctas, int reps, const uint8_t* sr
   const int arows = int((mix_bytes ? mix_bytes : src_bytes) / 8192) / 256 * 256;  // src_mb >= 2 MB
   const int brows = int((src_bytes - mix_bytes) / 8192) / 256 * 256;
   const int bstep = mix_bytes ? (ctas * 256) % brows : 0;
-  if (kWLoad == 4 && size_t(arows) * 8192 != mix_bytes) {
-    std::fprintf(stderr, "%s: the A region (%zu B) is not a whole number of 256-row groups\n", name, mix_bytes);
-    std::exit(1);
-  }
   const CUtensorMap mx = make_map(src, false, 8192, uint64_t(arows), 128, 64);
   const CUtensorMap mw = kWLoad == 3 ? make_map(wsrc, false, 128, uint64_t(brows) * (8192 / 128), 128, 256)
                                      : make_map(wsrc, false, 8192, uint64_t(brows), 128, kWLoad == 1 ? 256 : 128);
@@ -1441,7 +1443,7 @@ Row run_tma(const char* name, int kblocks, int ctas, int reps, const uint8_t* sr
   auto* kernel = tma_kernel<kRing, kRs, kProducers, kWLoad>;
   ok(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)), name);
   Row r = run_launch(name, 2, kblocks, ctas, reps, [&](int n, float* sums, unsigned long long* cyc) {
-    kernel<<<n, C::kThreads, smem>>>(mx, mw, ms, arows, brows, bstep, kblocks, scales, sums, cyc, wsrc);
+    kernel<<<n, C::kThreads, smem>>>(mx, mw, ms, arows, brows, bstep, kblocks, scales, sums, cyc, src, wsrc);
   });
   r.gbs_per_sm = (48.0 * 1024 + 128 * sizeof(float)) * kblocks / (r.ms * 1e-3) / 1e9;
   std::vector<unsigned long long> is(2 * kIssueCtas);
