@@ -29,7 +29,8 @@ typedef struct {
   int64_t q_stride[3], k_stride[3], v_stride[3], o_stride[3];
   float softmax_scale; /* <= 0 means 1/sqrt(head_dim) */
   int causal;          /* 0: full attention (DiT); 1: causal (bottom-right aligned) */
-  xstage_dtype dtype;
+  /* an xstage_dtype; an int so that any value a caller passes is defined to read (and refused by name) */
+  int dtype;
 } xstage_attn_fwd_params;
 
 /* Validates, then launches on `stream` (a cudaStream_t; NULL = default stream). Returns XSTAGE_OK or

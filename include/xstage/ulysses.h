@@ -15,8 +15,8 @@ typedef struct xstage_ulysses_s* xstage_ulysses;
 
 enum { XSTAGE_ULYSSES_FUSED = 0, XSTAGE_ULYSSES_SERIAL = 1 };
 
-/* Allocates the layer's symmetric buffers on the team (collective for real teams). */
-int xstage_ulysses_create(xstage_team team, int batch, int seq_per_rank, int heads, int head_dim, xstage_dtype dtype,
+/* Allocates the layer's symmetric buffers on the team (collective for real teams). dtype: an xstage_dtype. */
+int xstage_ulysses_create(xstage_team team, int batch, int seq_per_rank, int heads, int head_dim, int dtype,
                           float softmax_scale, xstage_ulysses* out);
 void xstage_ulysses_destroy(xstage_ulysses layer);
 /* One layer call for every rank this process serves, on `stream` (a cudaStream_t; NULL: the default stream, as

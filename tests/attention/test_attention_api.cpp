@@ -148,8 +148,11 @@ TEST(attention_api, UnsupportedHeadDim) {
 
 TEST(attention_api, BadDtypeCausalScale) {
   auto p = valid();
-  p.dtype = static_cast<xstage_dtype>(7);
-  expect_error(p, XSTAGE_ERR_INVALID, {"dtype = 7"});
+  for (int d : {7, -1, 2}) {  // any int a C caller may pass (the field is an int, so reading it is defined)
+    p.dtype = d;
+    const std::string v = "dtype = " + std::to_string(d) + " is not an xstage_dtype";
+    expect_error(p, XSTAGE_ERR_INVALID, {v.c_str()});
+  }
   p = valid();
   p.causal = 2;
   expect_error(p, XSTAGE_ERR_INVALID, {"causal = 2"});

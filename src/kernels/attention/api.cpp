@@ -119,8 +119,7 @@ int check(const xstage_attn_fwd_params* p, bool with_output = true) {
   if (p->head_dim != 64 && p->head_dim != 128)
     return fail(XSTAGE_ERR_UNSUPPORTED, "head_dim = %d is not supported (64 or 128)", p->head_dim);
   if (p->dtype != XSTAGE_DTYPE_BF16 && p->dtype != XSTAGE_DTYPE_FP16)
-    return fail(XSTAGE_ERR_INVALID, "dtype = %d is not an xstage_dtype (0 = bf16, 1 = fp16)",
-                static_cast<int>(p->dtype));
+    return fail(XSTAGE_ERR_INVALID, "dtype = %d is not an xstage_dtype (0 = bf16, 1 = fp16)", p->dtype);
   if (p->causal != 0 && p->causal != 1)
     return fail(XSTAGE_ERR_INVALID, "causal = %d must be 0 or 1", p->causal);
   if (!std::isfinite(p->softmax_scale))
@@ -208,7 +207,7 @@ extern "C" int xstage_attn_fwd(const xstage_attn_fwd_params* params, void* strea
   const cudaError_t e = xstage::attention::run_fwd_sm90(*params, static_cast<cudaStream_t>(stream));
   if (e == cudaErrorNotSupported)  // the kernel's way to say "this variant is not built"
     return fail(XSTAGE_ERR_UNSUPPORTED, "the sm90 kernel does not support this variant (dtype = %d, head_dim = %d, "
-                "causal = %d): %s", static_cast<int>(params->dtype), params->head_dim, params->causal,
+                "causal = %d): %s", params->dtype, params->head_dim, params->causal,
                 cudaGetErrorString(e));
   if (e != cudaSuccess) return cuda_fail("sm90 attention forward", e);
   g_last_error.clear();

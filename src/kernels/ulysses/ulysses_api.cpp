@@ -15,7 +15,7 @@ struct xstage_ulysses_s {
 };
 
 extern "C" int xstage_ulysses_create(xstage_team team, int batch, int seq_per_rank, int heads, int head_dim,
-                                     xstage_dtype dtype, float softmax_scale, xstage_ulysses* out) {
+                                     int dtype, float softmax_scale, xstage_ulysses* out) {
   if (team == nullptr) return set_error(XSTAGE_ERR_INVALID, "team is null");
   if (out == nullptr) return set_error(XSTAGE_ERR_INVALID, "out is null");
   return guarded([&] {

@@ -1,6 +1,8 @@
 // The Ulysses attention layer (ulysses_layer.hpp).
 #include "ulysses_layer.hpp"
 
+#include <cmath>
+
 #include "../attention/sm90_fwd.hpp"
 #include "ulysses_a2a.cuh"
 #include "xstage/common/error.hpp"
@@ -24,9 +26,9 @@ std::string check_shape(const Shape& s, int world) {
                           " (Ulysses gives each rank heads / P whole heads; pad the heads or use a world that divides them)");
   if (s.head_dim != 64 && s.head_dim != 128) return bad("head_dim", s.head_dim, "is not supported (64 or 128)");
   if (s.dtype != XSTAGE_DTYPE_BF16 && s.dtype != XSTAGE_DTYPE_FP16)
-    return bad("dtype", int(s.dtype), "is not an xstage_dtype (0 = bf16, 1 = fp16)");
+    return bad("dtype", s.dtype, "is not an xstage_dtype (0 = bf16, 1 = fp16)");
   if (int64_t(s.seq_per_rank) * world > (int64_t(1) << 30)) return "sequence length world * seq_per_rank is too large";
-  if (!(s.softmax_scale == s.softmax_scale) || s.softmax_scale > 1e30f)
+  if (!std::isfinite(s.softmax_scale))  // as the attention ABI: -inf and +inf refused, any finite value taken
     return detail::concat("softmax_scale = ", s.softmax_scale, " must be finite (<= 0 selects 1/sqrt(head_dim))");
   return "";
 }

@@ -28,7 +28,7 @@ namespace xstage::ulysses {
 
 struct Shape {
   int batch = 1, seq_per_rank = 0, heads = 0, head_dim = 128;
-  xstage_dtype dtype = XSTAGE_DTYPE_BF16;
+  int dtype = XSTAGE_DTYPE_BF16;  // an xstage_dtype (int: a C caller's bad value is checked, not undefined)
   float softmax_scale = 0.f;  // <= 0: 1 / sqrt(head_dim)
 };
 
