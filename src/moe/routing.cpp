@@ -27,6 +27,8 @@ void validate_config(const RoutingConfig& c) {
   XSTAGE_REQUIRE(c.world >= 1, "routing: world size must be >= 1, got ", c.world);
   XSTAGE_REQUIRE(c.tokens_per_rank >= 0, "routing: tokens per rank must be >= 0, got ", c.tokens_per_rank);
   XSTAGE_REQUIRE(c.experts >= 1, "routing: number of experts must be >= 1, got ", c.experts);
+  XSTAGE_REQUIRE(c.experts <= kMaxRoutingExperts, "routing: number of experts ", c.experts, " exceeds ",
+                 kMaxRoutingExperts, ", the most a generated routing takes (its per-expert tables grow with the count)");
   XSTAGE_REQUIRE(c.topk >= 1 && c.topk <= c.experts, "routing: top-k must be in [1, ", c.experts, "] (the number of experts), got ",
                  c.topk);
   XSTAGE_REQUIRE(std::isfinite(c.zipf_alpha) && c.zipf_alpha > 0, "routing: Zipf exponent must be positive, got ",

@@ -54,7 +54,8 @@ void validate(const MoeLayerConfig& c) {
                  " is not a multiple of the L1 tile width ", l1);
   XSTAGE_REQUIRE(c.dtype_bytes == 1 || c.dtype_bytes == 2, "dtype bytes must be 1 (fp8) or 2 (bf16), got ",
                  c.dtype_bytes);
-  XSTAGE_REQUIRE(c.out_bytes > 0, "output bytes per element must be positive, got ", c.out_bytes);
+  // An element: 1 (fp8), 2 (bf16/fp16), 4 (fp32) or 8 bytes; larger values only make the simulator crawl.
+  XSTAGE_REQUIRE(c.out_bytes >= 1 && c.out_bytes <= 8, "output bytes per element must be in [1, 8], got ", c.out_bytes);
   XSTAGE_REQUIRE(std::isfinite(c.tc_rate) && c.tc_rate >= 0, "tensor-core rate must be positive, got ",
                  c.tc_rate);
   XSTAGE_REQUIRE(c.roles == 1 || c.roles == 2, "roles per instance must be 1 or 2, got ", c.roles);

@@ -63,4 +63,6 @@ TEST(CliMoeBound, BadArgumentsAreOneLine) {
   expect_usage(kCmd + "--shape deepseek-v4-pro --platform paper-b200 --tflops 2000",
                "platform 'paper-b200' records no HBM read rate (memory_tbps.hbm_read); give --hbm-tbps");
   expect_usage(kCmd + "--shape deepseek-v4-pro --hidden 1000", "hidden 1000 is not a positive multiple of 128");
+  // Refused at once, where it used to fill the host's memory (24 GB) generating the routing's per-expert tables.
+  expect_usage(kCmd + "--shape deepseek-v4-pro --experts 2147483647", "number of experts 2147483647 exceeds 1048576");
 }

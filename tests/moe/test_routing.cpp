@@ -175,6 +175,11 @@ TEST(MoeRouting, BadConfigurationsAreUsageErrors) {
   EXPECT_NE(usage_error([] { generate_routing({1, 1, 8, 0, RoutingKind::Skewed, 1.0, 1}); }).find("top-k"), std::string::npos);
   EXPECT_NE(usage_error([] { generate_routing({1, 1, 8, 2, RoutingKind::Skewed, 0.0, 1}); }).find("Zipf"), std::string::npos);
   EXPECT_NE(usage_error([] { generate_routing({1 << 16, 1 << 16, 8, 2, RoutingKind::Balanced, 1.0, 1}); }).find("2^31"), std::string::npos);
+  // A huge expert count is refused before any table is allocated (2^31 - 1 used to exhaust the host's memory).
+  for (int e : {kMaxRoutingExperts + 1, 1 << 30, 2147483647})
+    EXPECT_NE(usage_error([e] { generate_routing({1, 8, e, 2, RoutingKind::Skewed, 1.0, 1}); })
+                  .find("number of experts " + std::to_string(e) + " exceeds 1048576"), std::string::npos);
+  EXPECT_EQ(generate_routing({1, 8, kMaxRoutingExperts, 2, RoutingKind::Balanced, 1.0, 1}).index.size(), 16u);
   EXPECT_NE(usage_error([] { parse_routing_kind("zipf"); }).find("'zipf'"), std::string::npos);
   EXPECT_EQ(parse_routing_kind("skewed"), RoutingKind::Skewed);
   EXPECT_STREQ(to_string(RoutingKind::Balanced), "balanced");

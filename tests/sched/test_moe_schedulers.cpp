@@ -137,6 +137,42 @@ TEST(MoeLayout, RejectsBadInput) {
   EXPECT_THROW(MoeInterleavedScheduler::validate({st.view(), 0, 1, 1}), xstage::UsageError);
   EXPECT_THROW(MoeInterleavedScheduler::validate({st.view(), 4, 1, -1}), xstage::UsageError);
   EXPECT_THROW(MoeExpertWaveScheduler::validate({st.view(), 4, 1, 0}), xstage::UsageError);
+  // Counts whose int cursor arithmetic would overflow are refused by name (UBSan found 2^31 - 1 of each in the
+  // simulator's CLI); the largest allowed ones still walk every tile once.
+  auto refusal = [](auto validate) -> std::string {
+    try {
+      validate();
+    } catch (const xstage::UsageError& e) {
+      return e.what();
+    }
+    return "";
+  };
+  MoeLayoutStorage two({8}, 4, 2, 2);
+  EXPECT_NE(refusal([&] { MoeInterleavedScheduler::validate({two.view(), 2147483647, 1, 1}); })
+                .find("instance count 2147483647 exceeds 2^30"), std::string::npos);
+  EXPECT_NE(refusal([&] { MoeExpertWaveScheduler::validate({two.view(), (1 << 30) + 1, 1, 1}); })
+                .find("instance count 1073741825 exceeds 2^30"), std::string::npos);
+  EXPECT_NE(refusal([&] { MoeExpertWaveScheduler::validate({two.view(), 4, 1, 2147483647}); })
+                .find("experts per wave 2147483647"), std::string::npos);
+  for (int lag : {0, 1}) {
+    const MoeExpertWaveScheduler::Params big{two.view(), 1 << 30, 1, 1 << 30, 0, lag};
+    MoeExpertWaveScheduler::validate(big);
+    std::vector<int> seen(size_t(two.rows()) * 4, 0);
+    for (int g : {0, 1, 2, 3, 4, 5, 6, 7, 8, (1 << 30) - 1}) {  // instances past the tile count get nothing
+      const MoeExpertWaveScheduler sched(big, g, 0);
+      for (auto w = sched.get_initial_work(); w.is_valid(); w = sched.get_next_work(w))
+        ++seen[size_t(w.tile.m) * 4 + (w.tile.kind == MoeTileKind::L1 ? 0 : 2) + w.tile.n];
+    }
+    for (int v : seen) EXPECT_EQ(v, 1) << "lag " << lag;
+  }
+  const MoeInterleavedScheduler::Params wide{two.view(), 1 << 30, 1, 1};
+  MoeInterleavedScheduler::validate(wide);
+  int tiles = 0;
+  for (int g = 0; g < 8; ++g) {
+    const MoeInterleavedScheduler sched(wide, g, 0);
+    for (auto w = sched.get_initial_work(); w.is_valid(); w = sched.get_next_work(w)) ++tiles;
+  }
+  EXPECT_EQ(tiles, two.rows() * 4);
 }
 
 // Reference Algorithm 1, written independently: build instance g's two tile-pair streams as explicit

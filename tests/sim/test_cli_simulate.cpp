@@ -118,6 +118,10 @@ TEST(CliSimulate, BadInputIsOneErrorLineAndExitTwo) {
   expect_usage("simulate moe --experts 32 --topk 40 --hidden 4096 --inter 1024", "exceeds the expert count");
   expect_usage("simulate moe --experts 32 --topk 8 --inter 1024", "--hidden");  // missing required option
   expect_usage(base + " --hidden 4096 --inter 1024 --platform paper-b200", "--tflops");  // preset without a rate
+  // Found by fuzzing the sanitized CLI: these overflowed the schedulers' int cursors (UB) or ran for minutes.
+  expect_usage(base + " --hidden 4096 --inter 1024 -K 2147483647", "instance count 2147483647 exceeds 2^30");
+  expect_usage(base + " --hidden 4096 --inter 1024 --experts-per-wave 2147483647", "experts per wave 2147483647");
+  expect_usage(base + " --hidden 4096 --inter 1024 --out-bytes 100000000", "must be in [1, 8], got 100000000");
 }
 
 }  // namespace

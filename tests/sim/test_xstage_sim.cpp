@@ -453,6 +453,8 @@ TEST(MoeSimulate, RejectsImpossibleShapes) {
   expect_bad([](MoeLayerConfig& c) { c.t_l1 = -1e-6; });
   expect_bad([](MoeLayerConfig& c) { c.t_l2 = std::nan(""); });
   expect_bad([](MoeLayerConfig& c) { c.t_l2 = 2; });  // seconds: past any tile
+  expect_bad([](MoeLayerConfig& c) { c.out_bytes = 0; });
+  expect_bad([](MoeLayerConfig& c) { c.out_bytes = 16; });  // an element is at most 8 bytes
 }
 
 }  // namespace

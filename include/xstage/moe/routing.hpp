@@ -31,6 +31,11 @@ enum class RoutingKind { Balanced, Skewed };
 RoutingKind parse_routing_kind(const std::string& s);
 const char* to_string(RoutingKind k);
 
+// The most experts a generated routing takes: its per-expert tables (popularity, permutation, sampler) cost tens of
+// bytes an expert, so a typo like 2^31 experts would eat the host's memory before any other check; 2^20 is ~2700x
+// DeepSeek-V4-Pro's 384 (the kernel itself takes at most 2047 experts per rank, moe_layer.cpp).
+inline constexpr int kMaxRoutingExperts = 1 << 20;
+
 struct RoutingConfig {
   int world = 1;            // P ranks, each with tokens_per_rank tokens
   int tokens_per_rank = 0;  // T (0 allowed: an empty routing)

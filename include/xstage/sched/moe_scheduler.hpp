@@ -33,6 +33,10 @@ namespace detail {
 inline void check_moe_params(const MoeLayout& l, int instances, int roles) {
   XSTAGE_REQUIRE(l.row_offset != nullptr && l.num_experts > 0, "MoE scheduler: empty layout");
   XSTAGE_REQUIRE(instances > 0, "MoE scheduler: instance count must be positive, got ", instances);
+  // The cursors are int positions that step by `instances` past the last tile; a layout holds fewer than 2^30 tile
+  // positions (MoeLayoutStorage, the MoE layer), so 2^30 instances keep every cursor below 2^31.
+  XSTAGE_REQUIRE(instances <= (1 << 30), "MoE scheduler: instance count ", instances,
+                 " exceeds 2^30 (the int cursors step by it)");
   XSTAGE_REQUIRE(roles > 0, "MoE scheduler: roles per instance must be positive, got ", roles);
   XSTAGE_REQUIRE(l.l1_ntiles % roles == 0, "MoE scheduler: Linear-1 N-tiles per row (", l.l1_ntiles,
                  ") is not a multiple of the roles per instance (", roles, ")");
@@ -158,6 +162,10 @@ class MoeExpertWaveScheduler {
                    "layout), got ", p.experts_per_wave, " (wave_ctas ", p.wave_ctas, ")");
     XSTAGE_REQUIRE(p.wave_lag == 0 || p.wave_lag == 1, "expert-wave scheduler: wave lag must be 0 or 1, got ",
                    p.wave_lag);
+    // num_waves() rounds up as (experts + per wave - 1) / per wave in int: both below 2^30 keep that sum below 2^31.
+    XSTAGE_REQUIRE(p.experts_per_wave <= (1 << 30) && p.layout.num_experts <= (1 << 30),
+                   "expert-wave scheduler: experts per wave ", p.experts_per_wave, " or experts ",
+                   p.layout.num_experts, " exceed 2^30");
   }
 #endif
 
