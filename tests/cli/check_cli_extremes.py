@@ -1,0 +1,68 @@
+#!/usr/bin/env python3
+"""Every numeric option of the model CLI (`xstage eval`, `design ...`, `simulate moe`, `fit`) given extreme values,
+one at a time: each run must end in a result (exit 0) or one error line naming the value (exit 2), within a time
+limit, and with nothing from the sanitizers when the binary is built with them (scripts/sanitize.sh). Such runs
+found an int overflow in the MoE schedulers, a routing that filled 24 GB and a simulation that ran for hours."""
+import os
+import subprocess
+import sys
+import time
+
+xstage, fixture = sys.argv[1], sys.argv[2]
+BASE = {
+    "eval": ["-B", "32K"],
+    "design moe-order": ["--shape", "deepseek-v4-pro"],
+    "design moe-bound": ["--shape", "deepseek-v4-pro"],
+    "design moe": ["--hidden", "7168", "--inter", "3072", "--experts", "384", "--topk", "6"],
+    "design attention": [],
+    "design paper": [],
+    "simulate moe": ["--hidden", "4096", "--inter", "2048", "--experts", "256", "--topk", "6", "--tokens", "2048"],
+    "fit": [fixture],
+}
+OPTIONS = {
+    "eval": ["-K", "-B", "-G"],
+    "design moe-order": ["--hidden", "--inter", "--experts", "--topk", "--tokens", "-P", "-K", "--l2", "--tile",
+                         "--l1-cols", "--l2-cols", "--tflops", "--t-l1", "--t-l2", "--staging", "--min-gain", "--lead",
+                         "--seed"],
+    "design moe-bound": ["--hidden", "--inter", "--experts", "--topk", "--tokens", "-P", "--tflops", "--hbm-tbps",
+                         "--seed"],
+    "design moe": ["--hidden", "--inter", "--experts", "--topk", "--tokens", "--tile", "--tflops", "-K", "-P",
+                   "--staging"],
+    "design attention": ["--seq", "--head-dim", "--tile", "--out-bytes", "--sigma", "--tflops", "-K", "-P",
+                         "--staging"],
+    "design paper": ["-P", "--tflops", "--attn-tflops"],
+    "simulate moe": ["--hidden", "--inter", "--experts", "--topk", "--tokens", "--skew", "--seed", "--tile",
+                     "--l1-cols", "--l2-cols", "--out-bytes", "--tflops", "-K", "-P", "--roles", "-D",
+                     "--experts-per-wave", "--wave-lag", "--depth", "--staging", "--t-l1", "--t-l2"],
+    "fit": ["--bursts", "--sm-count", "--world-size"],
+}
+VALUES = ["0", "-1", "3", "2147483647", "2147483648", "9223372036854775807", "1e308", "nan", "inf", "-inf",
+          "1e-300", "", "abc", "1G", "128x0", "0x0", "5us", "1e30ms"]
+LIMIT_S = 20  # a valid run of these shapes takes well under a second (several under the sanitizers)
+
+env = dict(os.environ, UBSAN_OPTIONS="print_stacktrace=1")
+failures, runs = [], 0
+for cmd, options in OPTIONS.items():
+    for option in options:
+        for value in VALUES:
+            args = [xstage] + cmd.split() + BASE[cmd] + [option, value]
+            runs += 1
+            start = time.monotonic()
+            try:
+                r = subprocess.run(args, capture_output=True, text=True, timeout=LIMIT_S, env=env)
+            except subprocess.TimeoutExpired:
+                failures.append(f"{' '.join(args[1:])}: still running after {LIMIT_S} s")
+                continue
+            out = r.stdout + r.stderr
+            if "Sanitizer" in out or "runtime error" in out:
+                failures.append(f"{' '.join(args[1:])}: sanitizer report:\n{out[-2000:]}")
+            elif r.returncode not in (0, 2):
+                failures.append(f"{' '.join(args[1:])}: exit {r.returncode} (want 0, or 2 with one error line):\n"
+                                f"{out[-600:]}")
+            elif r.returncode == 2 and len(r.stderr.strip().splitlines()) != 1:
+                failures.append(f"{' '.join(args[1:])}: exit 2 with {len(r.stderr.strip().splitlines())} lines "
+                                f"on stderr:\n{r.stderr[-600:]}")
+print(f"{runs} runs, {len(failures)} failures")
+for f in failures:
+    print("FAIL", f)
+sys.exit(1 if failures else 0)
