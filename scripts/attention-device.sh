@@ -44,8 +44,10 @@ for step in ${STEPS:-pytest bench}; do
       echo "sanitizer rc=${PIPESTATUS[0]}" ;;
     bench|bench-quick) echo "== $step: protocol benchmark on $LIB ${BEFORE[*]}"
       # the CSV goes to $OUT/attention.csv; the log keeps the per-shape lines and the table
-      timeout ${BENCH_TIMEOUT:-540} python3 bench/attention/bench_attention.py --lib "$LIB" "${BEFORE[@]}" --out "$OUT" \
-        $([ "$step" = bench-quick ] && echo --quick) ${BENCH_ARGS:-} 2>&1 | grep -v "^[0-9a-z]*,\|^# dtype,"
+      quick=(); [ "$step" = bench-quick ] && quick=(--quick)
+      # shellcheck disable=SC2086  # BENCH_ARGS: words on purpose
+      timeout "${BENCH_TIMEOUT:-540}" python3 bench/attention/bench_attention.py --lib "$LIB" "${BEFORE[@]}" --out "$OUT" \
+        "${quick[@]}" ${BENCH_ARGS:-} 2>&1 | grep -v "^[0-9a-z]*,\|^# dtype,"
       rc=${PIPESTATUS[0]}; echo "bench rc=$rc"; [ "$rc" = 0 ] || status=$rc ;;
     *) echo "unknown step $step"; status=2 ;;
   esac

@@ -4,7 +4,7 @@
 #   scripts/calibrate-device.sh BUILD_DIR [calibrate|tests|sanitize|all]...
 # XSTAGE_TEST_STAMPS=FILE (optional) makes the shape test dump the raw stamps of its gap points.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 build=$1
 shift
 out=${OUT:-out}

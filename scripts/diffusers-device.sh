@@ -30,7 +30,8 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upg
 export PYTHONPATH=/tmp/site:$PWD/python:$PWD/tests/diffusers${PYTHONPATH:+:$PYTHONPATH}
 export XSTAGE_ATTENTION_LIB=$LIB
 [ -f "$LIB" ] || { echo "FAIL: $LIB not found (carry the build)"; return 1; }
-export XSTAGE_ATTENTION_LIB=$(realpath "$LIB")
+XSTAGE_ATTENTION_LIB=$(realpath "$LIB")
+export XSTAGE_ATTENTION_LIB
 python3 -c 'import sys, torch, diffusers, huggingface_hub, safetensors; print("python", sys.version.split()[0], "torch", torch.__version__, "diffusers", diffusers.__version__, "from", diffusers.__file__, "hub", huggingface_hub.__version__, "safetensors", safetensors.__version__, "GPUs", torch.cuda.device_count())' \
   || { echo "FAIL: import diffusers"; return 1; }
 python3 -c 'import xstage.ulysses' 2>/dev/null && echo "xstage.ulysses: present" || echo "xstage.ulysses: MISSING (Ulysses tests skip)"

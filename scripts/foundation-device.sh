@@ -7,7 +7,7 @@
 # Writes $OUT/gpu-tests.log, $OUT/sanitize.log, $OUT/attention/{attention.csv,summary.json}, $OUT/machine.txt.
 # Then, on the CPU machine: python3 scripts/foundation-summary.py <that folder> -o results/foundation
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
 OUT=${OUT:-results/foundation/dev}
 mkdir -p "$OUT"

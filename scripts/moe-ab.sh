@@ -9,7 +9,7 @@
 # per variant and backend, the median over its runs of unfused/fused and the traced L1/L2 FLOP per cycle per SM
 # as a fraction of 8192 ($OUT/ab/ab.csv).
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 source scripts/moe-env.sh
 OUT=${OUT:-results/moe/ab}
 read -r -a bins <<< "${BINS:?BINS: the bench_moe binaries to compare}"

@@ -8,7 +8,7 @@
 #   (the tests: tests/moe_gpu: the fused kernel, the FP8 wgmma arithmetic W4A8 relies on, the unfused baseline)
 # Writes $OUT/moe-tests.log, $OUT/sanitize.log, $OUT/machine.txt (and the benchmark's files).
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 source scripts/moe-env.sh
 OUT=${OUT:-results/moe/dev}
 mkdir -p "$OUT"

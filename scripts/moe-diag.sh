@@ -11,7 +11,7 @@
 #          and DIAG_KT_COUNT widen it, e.g. to the W4A8 pre-pass: "moe_fused|combine|int4")
 # Writes under $OUT: one folder per run (the harness's files) and ncu-*.txt.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 source scripts/moe-env.sh
 OUT=${OUT:-results/moe/diag}
 mkdir -p "$OUT"

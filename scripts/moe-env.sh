@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by the MoE device scripts (moe-device.sh, moe-study.sh, moe-diag.sh): NVLink multicast off, NCCL's
 # PyPI library first where it ships that way, and cuBLASLt 13 for the unfused baseline (the toolkit's, else the
 # one torch's wheels bring).

@@ -19,7 +19,7 @@
 # Writes $OUT/{w8,w4,dsweep}/ (bench_moe's files) and the merged summaries in $OUT/moe, $OUT/moe-schedule
 # (commit them as results/moe[-pN] and results/moe-schedule[-pN]).
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 source scripts/moe-env.sh
 BUILD=${XSTAGE_BUILD_DIR:-build}
 OUT=${OUT:-results/moe/study}

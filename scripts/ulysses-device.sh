@@ -7,7 +7,7 @@
 # Writes $OUT/ulysses-tests.log, $OUT/harness.log and $OUT/study/{summary.json,ulysses.csv,blocks.json}.
 #   ULYSSES_ARGS="--seq 8K,16K,32K,48K,64K --heads-per-rank 3,6,12" to change the grid.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
 OUT=${OUT:-results/ulysses/dev}
 BUILD=${XSTAGE_BUILD_DIR:-build}
