@@ -6,7 +6,6 @@ found an int overflow in the MoE schedulers, a routing that filled 24 GB and a s
 import os
 import subprocess
 import sys
-import time
 
 xstage, fixture = sys.argv[1], sys.argv[2]
 BASE = {
@@ -47,7 +46,6 @@ for cmd, options in OPTIONS.items():
         for value in VALUES:
             args = [xstage] + cmd.split() + BASE[cmd] + [option, value]
             runs += 1
-            start = time.monotonic()
             try:
                 r = subprocess.run(args, capture_output=True, text=True, timeout=LIMIT_S, env=env)
             except subprocess.TimeoutExpired:

@@ -51,6 +51,11 @@ def matches(shown, actual):
     return True, None
 
 
+def differs(i, cmd, part, actual):
+    return (f"README line {i + 1}: `{cmd}`: these shown lines are not in its output now:\n  " + "\n  ".join(part)
+            + "\n-- output now:\n  " + "\n  ".join(actual))
+
+
 def block_at(i):
     """The indented block starting at line i: its lines (indent removed) and the index past it."""
     out = []
@@ -88,8 +93,7 @@ while i < len(lines):
             checked += 1
             ok, part = matches(shown, actual)
             if not ok:
-                failures.append(f"README line {i + 1}: `{cmd}`: these shown lines are not in its output now:\n  "
-                                + "\n  ".join(part) + "\n-- output now:\n  " + "\n  ".join(actual))
+                failures.append(differs(i, cmd, part, actual))
         i = end
         continue
     m = re.match(r"^`(xstage [^`]+)`", line)
@@ -104,8 +108,7 @@ while i < len(lines):
                 checked += 1
                 ok, part = matches(block, actual)
                 if not ok:
-                    failures.append(f"README line {i + 1}: `{m.group(1)}`: these shown lines are not in its output "
-                                    "now:\n  " + "\n  ".join(part) + "\n-- output now:\n  " + "\n  ".join(actual))
+                    failures.append(differs(i, m.group(1), part, actual))
             i = end
             continue
     i += 1

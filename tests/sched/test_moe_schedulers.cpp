@@ -14,6 +14,7 @@
 #include <sstream>
 #include <vector>
 
+#include "../common/usage_error.hpp"
 #include "xstage/sched/moe_scheduler.hpp"
 
 namespace {
@@ -139,20 +140,13 @@ TEST(MoeLayout, RejectsBadInput) {
   EXPECT_THROW(MoeExpertWaveScheduler::validate({st.view(), 4, 1, 0}), xstage::UsageError);
   // Counts whose int cursor arithmetic would overflow are refused by name (UBSan found 2^31 - 1 of each in the
   // simulator's CLI); the largest allowed ones still walk every tile once.
-  auto refusal = [](auto validate) -> std::string {
-    try {
-      validate();
-    } catch (const xstage::UsageError& e) {
-      return e.what();
-    }
-    return "";
-  };
+  using xstage::testing::usage_error;
   MoeLayoutStorage two({8}, 4, 2, 2);
-  EXPECT_NE(refusal([&] { MoeInterleavedScheduler::validate({two.view(), 2147483647, 1, 1}); })
+  EXPECT_NE(usage_error([&] { MoeInterleavedScheduler::validate({two.view(), 2147483647, 1, 1}); })
                 .find("instance count 2147483647 exceeds 2^30"), std::string::npos);
-  EXPECT_NE(refusal([&] { MoeExpertWaveScheduler::validate({two.view(), (1 << 30) + 1, 1, 1}); })
+  EXPECT_NE(usage_error([&] { MoeExpertWaveScheduler::validate({two.view(), (1 << 30) + 1, 1, 1}); })
                 .find("instance count 1073741825 exceeds 2^30"), std::string::npos);
-  EXPECT_NE(refusal([&] { MoeExpertWaveScheduler::validate({two.view(), 4, 1, 2147483647}); })
+  EXPECT_NE(usage_error([&] { MoeExpertWaveScheduler::validate({two.view(), 4, 1, 2147483647}); })
                 .find("experts per wave 2147483647"), std::string::npos);
   for (int lag : {0, 1}) {
     const MoeExpertWaveScheduler::Params big{two.view(), 1 << 30, 1, 1 << 30, 0, lag};
