@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# s66 call 3: calls 1 and 2 in one, for the device time left after the failed starts (one machine start).
+# s66 call 3: the runs planned as calls 1 and 2, in one script and one carry (theirs together were over the limit).
 #  1. On an H200: session 64's unrun probe rows (l1-bulkaw-mix / short-bulkaw-k beside l1-tma-mix, l1-bulkw-mix,
 #     short-tma-k, ...) on 132, 66 and 33 CTAs, one process each.
 #  2. Any card: the MoE layer GPU tests with the host code under ASan + UBSan (session 65's unrun call 2).
 #  3. With the time left: the tensor maps' L2 promotion (bench_moe_p, l2-promo.patch) in processes 3 2 2 3
 #     (256 B, 128 B, 128 B, 256 B) on the W8A8 8K V4 layers, Interleaved; the fused kernel's median per process.
-# Carry build/s66c.tar.xz (mainloop_probe and bench_moe_p as in call 1, test_moe_layer_gpu of build-asan as
+# Carry build/s66c.tar.xz (mainloop_probe and bench_moe_p (main de518b6 + l2-promo.patch: XSTAGE_DEBUG_L2_PROMO = 2 128 B, 3 256 B), test_moe_layer_gpu of build-asan as
 # test_moe_layer_gpu_asan with libasan.so.8 / libubsan.so.1; stripped).
 #   OUT=$OUT bash results/moe/runs/s66/call3.sh
 set -uo pipefail
