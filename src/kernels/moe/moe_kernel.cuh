@@ -518,6 +518,19 @@ __device__ __forceinline__ void stage_l2_cols(uint8_t* st, const float (&fa)[kAc
     *reinterpret_cast<__nv_bfloat16*>(base[(i / 2) % 2][i % 2] + (i / 4) * 8 * C::kL2Pitch) = __float2bfloat16_rn(fa[i]);
 }
 
+// Byte offset `within` block image ((e * n_tiles + n) * kblocks + kb) of the tile-packed weights (moe::fp8_tile_offset),
+// computed where it is used: opaque to the compiler, so no part is hoisted out of the producer's K loop, where values
+// live across the loop cost the producer's few registers (ConfigT::kProducerRegs).
+__device__ __forceinline__ uint64_t packed_offset(int e, int n_tiles, int n, int kblocks, int kb, uint32_t block_bytes,
+                                                  uint32_t within) {
+  uint64_t off;
+  asm volatile(
+      "{\n.reg .u32 t;\nmad.lo.u32 t, %1, %2, %3;\nmad.lo.u32 t, t, %4, %5;\nmad.wide.u32 %0, t, %6, %7;\n}\n"
+      : "=l"(off)
+      : "r"(e), "r"(n_tiles), "r"(n), "r"(kblocks), "r"(kb), "r"(block_bytes), "l"(uint64_t(within)));
+  return off;
+}
+
 // ---------------------------------------------------------------- phase 1: dispatch
 // Rows of H elements: H bytes of e4m3 codes plus H/128 scales, or (bf16) 2H bytes and no scales.
 // One warp per routed row (token, slot): its destination is computed once (lane 0, broadcast), the lanes copy the
@@ -1184,6 +1197,27 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
                   tma_load_2d(&p.tma_w1, &sh.full[ps.stage], sh.b[ps.stage], 0, gate);
                   tma_load_2d(&p.tma_w1, &sh.full[ps.stage], sh.b[ps.stage] + C::kWBytes, 0, up);
                 }
+              } else if (!C::kBf16 && p.w1_packed != nullptr) {
+                // Tile-packed weights (MoeLayerParams::fp8_packed): the N tile's gate and up block images of K block
+                // kb lie adjacent, exactly as the stage holds them, so they come by bulk copies of contiguous bytes.
+                uint8_t* b = sh.b[ps.stage];
+                if (share) {  // weight-sharing pair: CTA crank multicasts image crank (gate, up) into both
+                  ptx::bulk_load_multicast(b + crank * C::kBBytes,
+                                           p.w1_packed + packed_offset(ex, p.inter / kBlockN, own_n, KB1, kb,
+                                                                       2 * C::kBBytes, crank * C::kBBytes),
+                                           C::kBBytes, &sh.full[ps.stage], uint16_t(0x3));
+                } else {
+                  // Both images by one copy, or (interleave) warpgroup h's gate rows [64 h, +64) then its up rows:
+                  // piece i is 8 KB of image i % 2 at half i / 2. (One loop for both, each piece's address computed
+                  // in it: separate branches and a block pointer live across the pieces spilled.)
+                  const int pieces = interleave ? 4 : 1;
+#pragma unroll 1
+                  for (int i = 0; i < pieces; ++i)
+                    ptx::bulk_load(b + i * (C::kBBytes / 2),
+                                   p.w1_packed + packed_offset(ex, p.inter / kBlockN, own_n, KB1, kb, 2 * C::kBBytes,
+                                                               (i & 1) * C::kBBytes + (i >> 1) * (C::kBBytes / 2)),
+                                   interleave ? C::kBBytes / 2 : 2 * C::kBBytes, &sh.full[ps.stage]);
+                }
               } else if (interleave) {  // warpgroup h's 128 B rows: gate rows [64 h, +64), then up rows [64 h, +64)
 #pragma unroll 1
                 for (int h = 0; h < 2; ++h) {
@@ -1242,6 +1276,24 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
                                              row + int(crank) * (wide ? 2 : 1) * kInt4BlockRows, uint16_t(0x3));
                 else
                   tma_load_2d(wide ? &p.tma_w2w : &p.tma_w2, &sh.full[ps.stage], sh.b[ps.stage], 0, row);
+              } else if (!C::kBf16 && p.w2_packed != nullptr) {  // tile-packed weights, as in Linear-1
+                uint8_t* b = sh.b[ps.stage];
+                // Piece i: N block col0 / 128 + i (16 KB), or half `crank` of it (8 KB) in a pair without wide tiles.
+                // A ragged last tile's block 1 lies past hidden: block 0's image stands in (computed, never stored).
+                const int n_last = wide && col0 + 2 * kBlockN <= p.hidden ? 1 : 0;
+                auto src = [&](int i, uint32_t within) {
+                  return p.w2_packed + packed_offset(ex, p.hidden / kBlockN, col0 / kBlockN + min(i, n_last), KB2, kb,
+                                                     C::kBBytes, within);
+                };
+                if (share) {  // CTA crank multicasts block crank (wide), or rows [64 crank, +64) of the block, into both
+                  const uint32_t piece = wide ? C::kBBytes : C::kBBytes / 2;
+                  ptx::bulk_load_multicast(b + crank * piece, wide ? src(crank, 0) : src(0, crank * piece), piece,
+                                           &sh.full[ps.stage], uint16_t(0x3));
+                } else {
+#pragma unroll 1
+                  for (int i = 0; i < (wide ? 2 : 1); ++i)
+                    ptx::bulk_load(b + i * C::kBBytes, src(i, 0), C::kBBytes, &sh.full[ps.stage]);
+                }
               } else if (wide && merge && share) {  // weight-sharing pair: CTA crank multicasts block crank into both
                 ptx::tma_load_2d_multicast(&p.tma_w2, &sh.full[ps.stage], sh.b[ps.stage] + crank * C::kBBytes, k0,
                                            w2_row + int(crank) * kBlockN, uint16_t(0x3));

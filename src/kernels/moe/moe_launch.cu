@@ -170,6 +170,16 @@ __global__ void __launch_bounds__(256) int4_pack_frag_kernel(const uint8_t* __re
     out[i] = p;
   }
 }
+// One thread per 16 bytes of a source row: they land as one 16-byte chunk of the packed block image.
+__global__ void __launch_bounds__(256) fp8_pack_tiles_kernel(const uint4* __restrict__ in, uint8_t* __restrict__ out,
+                                                             size_t chunks, int rows, int K, bool gate_up) {
+  const size_t per_matrix = size_t(rows) * K / 16, row_chunks = size_t(K) / 16;
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < chunks; i += size_t(gridDim.x) * blockDim.x) {
+    const size_t m = i / per_matrix, c = i % per_matrix;
+    const int r = int(c / row_chunks), k = int(c % row_chunks) * 16;
+    *reinterpret_cast<uint4*>(out + m * per_matrix * 16 + moe::fp8_tile_offset(rows, K, gate_up, r, k)) = in[i];
+  }
+}
 int grid_for_words(size_t words) { return int(std::max<size_t>(1, std::min<size_t>((words + 255) / 256, 4096))); }
 }  // namespace
 cudaError_t launch_int4_find_minus8(const uint8_t* in, size_t bytes, unsigned long long* first, cudaStream_t stream) {
@@ -180,6 +190,13 @@ cudaError_t launch_int4_find_minus8(const uint8_t* in, size_t bytes, unsigned lo
 cudaError_t launch_int4_pack_frag(const uint8_t* in, uint8_t* out, int matrices, int rows, int K, cudaStream_t stream) {
   const size_t words = size_t(matrices) * rows * K / 8;
   int4_pack_frag_kernel<<<grid_for_words(words), 256, 0, stream>>>(in, reinterpret_cast<uint32_t*>(out), words, rows, K);
+  return cudaGetLastError();
+}
+cudaError_t launch_fp8_pack_tiles(const uint8_t* in, uint8_t* out, int matrices, int rows, int K, bool gate_up,
+                                  cudaStream_t stream) {
+  const size_t chunks = size_t(matrices) * rows * K / 16;
+  fp8_pack_tiles_kernel<<<grid_for_words(chunks), 256, 0, stream>>>(reinterpret_cast<const uint4*>(in), out, chunks,
+                                                                     rows, K, gate_up);
   return cudaGetLastError();
 }
 cudaError_t launch_combine(const CombineParams& cp, int blocks, int ranks, cudaStream_t stream) {

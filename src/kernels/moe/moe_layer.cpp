@@ -128,6 +128,8 @@ void fill_common(KernelParams<Sched>& kp, runtime::Team& team, const MoeLayerPar
   kp.topk = prm.shape.topk;
   kp.w1_scale = prm.w1_scale;
   kp.w2_scale = prm.w2_scale;
+  kp.w1_packed = prm.fp8_packed == 1 ? static_cast<const uint8_t*>(prm.w1) : nullptr;
+  kp.w2_packed = prm.fp8_packed == 1 ? static_cast<const uint8_t*>(prm.w2) : nullptr;
   kp.timeout_ns = team.timeout_ns();
   kp.team_err = team.error_record();
 }
@@ -166,6 +168,25 @@ void pack_int4_weights(const void* twos, void* out, int matrices, int rows, int 
   const cudaError_t t = tmp ? cudaFree(tmp) : cudaSuccess;
   ok(e, "int4 packing (pack_int4_weights)");
   ok(t, "cudaFree (pack_int4_weights)");
+}
+
+void pack_fp8_weights(const void* in, void* out, int matrices, int rows, int K, bool gate_up, cudaStream_t stream) {
+  const int unit = gate_up ? 2 * kBlockN : kBlockN;
+  XSTAGE_REQUIRE(matrices >= 0 && rows >= 0 && K >= 0 && rows % unit == 0 && K % kBlockN == 0, "pack_fp8_weights: ",
+                 matrices, " matrices of ", rows, " x ", K, ": rows must be a multiple of ", unit,
+                 gate_up ? " (gate and up halves of 128-row blocks)" : "", " and K of 128 (the 128 x 128 blocks)");
+  const size_t bytes = size_t(matrices) * size_t(rows) * size_t(K);
+  if (bytes == 0) return;
+  XSTAGE_REQUIRE(in != nullptr && out != nullptr, "pack_fp8_weights: null buffer");
+  const auto i = static_cast<const uint8_t*>(in);
+  const auto o = static_cast<uint8_t*>(out);
+  auto aligned16 = [](const void* q) { return reinterpret_cast<uintptr_t>(q) % 16 == 0; };
+  XSTAGE_REQUIRE(aligned16(in) && aligned16(out), "pack_fp8_weights: in and out must be 16-byte aligned");
+  XSTAGE_REQUIRE(o + bytes <= i || i + bytes <= o, "pack_fp8_weights: out must not overlap in (", bytes,
+                 " bytes each; the packing is a permutation of blocks)");
+  cudaError_t e = launch_fp8_pack_tiles(i, o, matrices, rows, K, gate_up, stream);
+  if (e == cudaSuccess) e = cudaStreamSynchronize(stream);
+  ok(e, "fp8 tile packing (pack_fp8_weights)");
 }
 
 int moe_l2_cols(const MoeLayerParams& prm) {
@@ -548,6 +569,15 @@ void MoeWorkspace::check_params(runtime::Team& team, const MoeLayerParams& prm) 
                  "moe layer: l2_cols 256 is for W8A8 and W4A8 (bf16 reference runs use 128-column Linear-2 tiles)");
   XSTAGE_REQUIRE(prm.l2_hints >= 0 && prm.l2_hints <= kHintAll, "moe layer: l2_hints must be a set of MoeL2Hint bits in [0, ",
                  int(kHintAll), "], got ", prm.l2_hints);
+  XSTAGE_REQUIRE(prm.fp8_packed == 0 || prm.fp8_packed == 1, "moe layer: fp8_packed must be 0 or 1, got ", prm.fp8_packed);
+  if (prm.fp8_packed == 1) {
+    XSTAGE_REQUIRE(prm.weights == MoeWeightFormat::kFp8, "moe layer: fp8_packed 1 is a layout of W8A8 weights (weights = ",
+                   format_name, " was given)");
+    XSTAGE_REQUIRE(prm.l2_prefetch == 0, "moe layer: fp8_packed 1 does not take l2_prefetch (", prm.l2_prefetch,
+                   " was given): the prefetch addresses the row-major weights");
+    XSTAGE_REQUIRE((prm.l2_hints & (kHintW1EvictFirst | kHintW2EvictLast)) == 0, "moe layer: fp8_packed 1 does not take "
+                   "the weight-load l2_hints (", prm.l2_hints, " was given; only kHintCombineEvictFirst applies)");
+  }
   const LaunchShape ls = launch_shape(team, prm);  // CTAs and pairs: named errors
   // The producer packs a tile's local expert in 11 bits and its N tile in 10 (moe_kernel.cuh, OwnRow).
   XSTAGE_REQUIRE(s.experts / P < 2048, "moe layer: at most 2047 experts per rank, got ", s.experts / P, " (", s.experts,
