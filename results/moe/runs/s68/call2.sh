@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # s68 call 2: the tile-packed W8A8 weights (MoeLayerParams::fp8_packed). Carry build/s68a.tar.xz: this tree's
 # test_moe_layer_gpu and bench_moe (stripped) and main d0d9743's bench_moe (bench_moe_main).
-#   OUT=$OUT bash results/moe/runs/s68/call2.sh [tests|bench|suite]...
+#   OUT=$OUT bash results/moe/runs/s68/call2.sh [tests|bench|memcheck|suite]...
 set -uo pipefail
 cd "$(dirname "$0")/../../../.." || exit 1
 B=build/pk68 && mkdir -p $B && { [ -x $B/bench_moe ] || tar xJf build/s68a.tar.xz -C $B; }
@@ -23,6 +23,10 @@ for step in "$@"; do
         grep -E "^deepseek|fused_interleaved" $O/b${i}_$b.log | head -12
         [ -f $O/b${i}_$b/moe.csv ] && grep -E "fused_interleaved" $O/b${i}_$b/moe.csv | cut -d, -f1,7,10,11,14,16 | head -12
       done ;;
+    memcheck)  # the new test under compute-sanitizer (as far as the timeout lets it go)
+      timeout 500 compute-sanitizer --tool memcheck --print-limit 20 $B/test_moe_layer_gpu \
+        --gtest_filter='MoeLayerGpu.TilePackedWeights' > $O/memcheck.log 2>&1
+      echo "memcheck rc=$?"; grep -E "ERROR SUMMARY|^\[  (PASSED|FAILED) |OK \]" $O/memcheck.log | tail -4 ;;
     suite)
       timeout 550 $B/test_moe_layer_gpu > $O/suite.log 2>&1
       echo "suite rc=$?"; grep -E "^\[  (PASSED|FAILED|SKIPPED) |FAILED \]" $O/suite.log | tail -8 ;;
