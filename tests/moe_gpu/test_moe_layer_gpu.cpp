@@ -89,9 +89,9 @@ struct Case {
   // require that the launch wrote no row but its dispatched ones and, with zero_padding, zeros into exactly the
   // padding rows (and row scales) its tiles load (moe::loaded_padding_rows).
   bool check_padding = false;
-  // W8A8: also run the first run and every variant above (but those with weight-load L2 hints, which the packed layout
-  // does not take) on the same weights tile-packed by pack_fp8_weights (fp8_packed 1; checked against the host's
-  // moe::pack_fp8_tiles first), each required bit-identical: the stage's bytes are the same, only how they arrive.
+  // W8A8: also run the first run and every variant above that the lean kernel runs (the packed weights' kernel) on the
+  // same weights tile-packed by pack_fp8_weights (fp8_packed 1; checked against the host's moe::pack_fp8_tiles
+  // first), each required bit-identical: the stage's bytes are the same, only how they arrive.
   bool check_packed = false;
 };
 
@@ -657,7 +657,10 @@ void run_case(const Case& c) {
     if (c.check_packed) {
       const size_t n = variants.size();
       auto packed = [&](moe_kernel::MoeLayerParams q, const std::string& what) {
-        if (q.l2_hints & (moe_kernel::kHintW1EvictFirst | moe_kernel::kHintW2EvictLast)) return;
+        // (the packed weights run in the lean kernel: only variants whose options it is compiled with)
+        if (q.l2_hints || q.trace || q.pingpong || q.l2_scratches != 1 || q.early_release || q.a_trim || !q.merge_loads ||
+            !q.half_together || !q.l2_borrow || !q.lean)
+          return;
         q.fp8_packed = 1;
         q.w1 = d_p1->p;
         q.w2 = d_p2->p;
@@ -1366,11 +1369,16 @@ TEST(MoeLayerGpu, RejectsBadInput) {
                 .find("fp8_packed 1 does not take l2_prefetch (2 was given)"),
             std::string::npos);
   q.l2_prefetch = 0;
-  q.l2_hints = moe_kernel::kHintW2EvictLast;
+  q.l2_hints = moe_kernel::kHintCombineEvictFirst;
   EXPECT_NE(usage_error([&] { moe_kernel::run_moe_layer(*team, ws, q, team->stream()); })
-                .find("weight-load l2_hints (2 was given"),
+                .find("fp8_packed 1 does not take l2_hints (1 was given)"),
             std::string::npos);
   q.l2_hints = 0;
+  q.a_trim = 1;
+  EXPECT_NE(usage_error([&] { moe_kernel::run_moe_layer(*team, ws, q, team->stream()); })
+                .find("runs in the lean W8A8 kernel, which needs lean 1"),
+            std::string::npos);
+  q.a_trim = 0;
   q.weights = MoeWeightFormat::kInt4;
   EXPECT_NE(usage_error([&] { moe_kernel::run_moe_layer(*team, ws, q, team->stream()); })
                 .find("fp8_packed 1 is a layout of W8A8 weights (weights = kInt4 was given)"),

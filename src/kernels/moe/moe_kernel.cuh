@@ -969,9 +969,14 @@ __device__ __forceinline__ TileDesc read_tile(S& sh, kernel::PipeState<kTileRing
 // paths' code is not in the binary. Both Linear-2 widths (l2_wide: 128 columns where hidden / 128 is odd, e.g.
 // DiT-MoE-XL; until session 55 those shapes ran the kernel holding every option's code). W8A8 and W4A8. The host
 // launches it only where those values hold (lean_values_hold, moe_params.hpp).
-template <class Sched, MoeWeightFormat kFormat, bool kTrace, bool kLean = false>
+// kPacked: the lean W8A8 kernel on tile-packed weights (MoeLayerParams::fp8_packed); its own instantiation, because the
+// bulk-copy branches cost the row-major kernels ~1.5 % even where they never ran (s68, H100).
+template <class Sched, MoeWeightFormat kFormat, bool kTrace, bool kLean = false, bool kPacked = false>
 __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kernel(const __grid_constant__ KernelParams<Sched> p) {
   using C = ConfigT<kFormat>;
+  static_assert(!kPacked || (kFormat == MoeWeightFormat::kFp8 && kLean), "the tile-packed kernel: lean W8A8");
+  constexpr int kProducerRegs = kPacked ? C::kPackedProducerRegs : C::kProducerRegs;
+  constexpr int kConsumerRegs = kPacked ? C::kPackedConsumerRegs : C::kConsumerRegs;
   static_assert(!kTrace || kFormat == MoeWeightFormat::kFp8, "the per-tile trace is compiled for W8A8 only");
   static_assert(!kLean || (kFormat != MoeWeightFormat::kBf16 && !kTrace), "the lean kernel: W8A8 and W4A8, untraced");
   using EpiState = kernel::PipeState<C::kEpiSlots>;
@@ -1017,7 +1022,7 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
   const Sched sched(sp, c);
 
   if (warpgroup == 0) {
-    ptx::setmaxnreg_dec<C::kProducerRegs>();
+    ptx::setmaxnreg_dec<kProducerRegs>();
     const int warp = tid / 32, lane = tid % 32;
     if (warp == kProducerWarp) {
       // ---- producer: one thread issues every TMA load.
@@ -1197,7 +1202,7 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
                   tma_load_2d(&p.tma_w1, &sh.full[ps.stage], sh.b[ps.stage], 0, gate);
                   tma_load_2d(&p.tma_w1, &sh.full[ps.stage], sh.b[ps.stage] + C::kWBytes, 0, up);
                 }
-              } else if (!C::kBf16 && p.w1_packed != nullptr) {
+              } else if (kPacked) {
                 // Tile-packed weights (MoeLayerParams::fp8_packed): the N tile's gate and up block images of K block
                 // kb lie adjacent, exactly as the stage holds them, so they come by bulk copies of contiguous bytes.
                 uint8_t* b = sh.b[ps.stage];
@@ -1276,7 +1281,7 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
                                              row + int(crank) * (wide ? 2 : 1) * kInt4BlockRows, uint16_t(0x3));
                 else
                   tma_load_2d(wide ? &p.tma_w2w : &p.tma_w2, &sh.full[ps.stage], sh.b[ps.stage], 0, row);
-              } else if (!C::kBf16 && p.w2_packed != nullptr) {  // tile-packed weights, as in Linear-1
+              } else if (kPacked) {  // tile-packed weights, as in Linear-1
                 uint8_t* b = sh.b[ps.stage];
                 // Piece i: N block col0 / 128 + i (16 KB), or half `crank` of it (8 KB) in a pair without wide tiles.
                 // A ragged last tile's block 1 lies past hidden: block 0's image stands in (computed, never stored).
@@ -1461,7 +1466,7 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
   } else {
     // ---- consumers: warpgroup wg owns rows [64 wg, 64 wg + 64) of every full tile, columns [64 wg, 64 wg + 64)
     // of every half tile (tile_part).
-    ptx::setmaxnreg_inc<C::kConsumerRegs>();
+    ptx::setmaxnreg_inc<kConsumerRegs>();
     const int wg = warpgroup - 1;
     const int r0 = 16 * (tid / 32) + (tid % 32) / 4;  // this thread's two fragment rows: r0, r0 + 8
     kernel::PipeState<C::kStages> ps;

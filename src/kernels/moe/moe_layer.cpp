@@ -575,8 +575,17 @@ void MoeWorkspace::check_params(runtime::Team& team, const MoeLayerParams& prm) 
                    format_name, " was given)");
     XSTAGE_REQUIRE(prm.l2_prefetch == 0, "moe layer: fp8_packed 1 does not take l2_prefetch (", prm.l2_prefetch,
                    " was given): the prefetch addresses the row-major weights");
-    XSTAGE_REQUIRE((prm.l2_hints & (kHintW1EvictFirst | kHintW2EvictLast)) == 0, "moe layer: fp8_packed 1 does not take "
-                   "the weight-load l2_hints (", prm.l2_hints, " was given; only kHintCombineEvictFirst applies)");
+    XSTAGE_REQUIRE(prm.l2_hints == 0, "moe layer: fp8_packed 1 does not take l2_hints (", prm.l2_hints, " was given)");
+    // The packed weights run in the lean kernel only (its own instantiation): the values it is compiled with
+    // (lean_values_hold) must hold.
+    const bool borrow_ok = moe_l2_cols(prm) != 256 || (prm.l2_scratches == 1 && prm.l2_borrow == 1);
+    XSTAGE_REQUIRE(prm.lean == 1 && !prm.trace && prm.pingpong == 0 && prm.l2_scratches == 1 && prm.early_release == 0 &&
+                       prm.a_trim == 0 && prm.merge_loads == 1 && prm.half_together == 1 && borrow_ok,
+                   "moe layer: fp8_packed 1 runs in the lean W8A8 kernel, which needs lean 1, no trace and pingpong 0, "
+                   "l2_scratches 1, early_release 0, a_trim 0, merge_loads 1, half_together 1, l2_borrow 1; got lean ",
+                   prm.lean, ", trace ", prm.trace ? 1 : 0, ", pingpong ", prm.pingpong, ", l2_scratches ",
+                   prm.l2_scratches, ", early_release ", prm.early_release, ", a_trim ", prm.a_trim, ", merge_loads ",
+                   prm.merge_loads, ", half_together ", prm.half_together, ", l2_borrow ", prm.l2_borrow);
   }
   const LaunchShape ls = launch_shape(team, prm);  // CTAs and pairs: named errors
   // The producer packs a tile's local expert in 11 bits and its N tile in 10 (moe_kernel.cuh, OwnRow).

@@ -247,8 +247,8 @@ struct MoeLayerParams {
   // tile-packed by pack_fp8_weights (moe::fp8_tile_offset: each 128 x 128 block stored as the swizzled image the
   // kernel's shared memory holds, an N tile's K blocks adjacent, W1's gate and up blocks side by side), which the
   // producer loads by bulk copies of whole 16-32 KB images instead of tensor boxes of 128 rows `hidden` or `inter`
-  // bytes apart. Not with l2_prefetch or the weight-load l2_hints (they address the row-major layout). Bit-identical
-  // either way. Measured in the mainloop probe (docs/MOE.md "Tile-packed W8A8 weights").
+  // bytes apart. It runs in a lean kernel of its own (the options `lean` fixes at their defaults; no l2_prefetch or
+  // l2_hints: UsageError naming the values). Bit-identical either way (docs/MOE.md "Tile-packed W8A8 weights").
   int fp8_packed = 0;
   // Per-tile instrumentation (W8A8 only): runs the traced instantiation and records every tile of the launch
   // in the workspace (MoeWorkspace::read_trace). The untraced kernels contain no trace code at all.

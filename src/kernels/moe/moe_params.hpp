@@ -67,10 +67,10 @@ struct ConfigT {
   static constexpr int kConsumerWGs = 2;
   static constexpr int kThreads = 128 * (1 + kConsumerWGs);
   // 128 * producer + 256 * consumer = 384 * 168, what the launch allocates (setmaxnreg moves registers
-  // within it; more would block the increase forever). W4A8's consumers expand the weights in registers and spill
-  // below 224; W8A8's fit 216, and its producer needs more than 56 for the tile-packed weights' bulk copies
-  // (fp8_packed; at 56 they spilled 20-52 B in every W8A8 instantiation, at 72 none but the traced one's).
-  static constexpr int kProducerRegs = kInt4 ? 56 : 72, kConsumerRegs = kInt4 ? 224 : 216;
+  // within it; more would block the increase forever). The tile-packed W8A8 kernel (moe_fused_kernel's kPacked) runs
+  // 72 / 216: its producer's bulk copies spilled 20-52 B at 56, and W8A8's consumers fit 216.
+  static constexpr int kProducerRegs = 56, kConsumerRegs = 224;
+  static constexpr int kPackedProducerRegs = 72, kPackedConsumerRegs = 216;
   static constexpr uint32_t kABytes = kBlockM * kBlockK;         // 16 KB (128 rows x 128 bytes)
   static constexpr uint32_t kBBytes = kBlockN * kBlockK;         // 16 KB per 128-row B box (e4m3 or bf16)
   // The weights of 128 rows of one K block as loaded: a B box, or (W4A8) two int4 fragment blocks of 4 KB.
@@ -88,6 +88,7 @@ struct ConfigT {
   static_assert(kBlockKElems * kElemBytes == 128, "a K block row is one 128 B swizzle row");
   static_assert(kHPanelBytes * 2 == kStageBytes, "a bf16 h tile fills one staging slot");
   static_assert(128 * kProducerRegs + 256 * kConsumerRegs <= kThreads * 168, "register budget of one CTA");
+  static_assert(128 * kPackedProducerRegs + 256 * kPackedConsumerRegs <= kThreads * 168, "register budget of one CTA");
 };
 
 inline constexpr int kSlotDispatch = 0, kSlotCombine = 1, kSlotPlan = 2;  // completion-signal slots
@@ -175,7 +176,8 @@ struct KernelParams {
   float* h_scale;         // [ranks][I/128][rows_cap] (kBf16: null)
   uint32_t* row_ready;    // [ranks][rows_cap / 128], zeroed before the launch
   // MoeLayerParams::fp8_packed (W8A8): the weights in the tile-packed layout (moe::fp8_tile_offset), loaded by bulk
-  // copies of whole 16 KB block images instead of through tma_w1* / tma_w2*; null = the row-major maps.
+  // copies of whole 16 KB block images instead of through tma_w1* / tma_w2* (only the kPacked instantiation, which
+  // launches where these are set, reads them); null = the row-major maps.
   const uint8_t* w1_packed;  // [experts][I/128][H/128][gate, up] blocks
   const uint8_t* w2_packed;  // [experts][H/128][I/128] blocks
   const float* w1_scale;  // W8A8: [experts][2I/128][H/128] (W4A8: read through tma_s1)
