@@ -178,13 +178,12 @@ void pack_fp8_weights(const void* in, void* out, int matrices, int rows, int K, 
   const size_t bytes = size_t(matrices) * size_t(rows) * size_t(K);
   if (bytes == 0) return;
   XSTAGE_REQUIRE(in != nullptr && out != nullptr, "pack_fp8_weights: null buffer");
-  const auto i = static_cast<const uint8_t*>(in);
-  const auto o = static_cast<uint8_t*>(out);
-  auto aligned16 = [](const void* q) { return reinterpret_cast<uintptr_t>(q) % 16 == 0; };
-  XSTAGE_REQUIRE(aligned16(in) && aligned16(out), "pack_fp8_weights: in and out must be 16-byte aligned");
-  XSTAGE_REQUIRE(o + bytes <= i || i + bytes <= o, "pack_fp8_weights: out must not overlap in (", bytes,
+  const uintptr_t a = reinterpret_cast<uintptr_t>(in), b = reinterpret_cast<uintptr_t>(out);
+  XSTAGE_REQUIRE(a % 16 == 0 && b % 16 == 0, "pack_fp8_weights: in and out must be 16-byte aligned");
+  XSTAGE_REQUIRE(b + bytes <= a || a + bytes <= b, "pack_fp8_weights: out must not overlap in (", bytes,
                  " bytes each; the packing is a permutation of blocks)");
-  cudaError_t e = launch_fp8_pack_tiles(i, o, matrices, rows, K, gate_up, stream);
+  cudaError_t e = launch_fp8_pack_tiles(static_cast<const uint8_t*>(in), static_cast<uint8_t*>(out), matrices, rows, K,
+                                        gate_up, stream);
   if (e == cudaSuccess) e = cudaStreamSynchronize(stream);
   ok(e, "fp8 tile packing (pack_fp8_weights)");
 }
