@@ -5,7 +5,7 @@
 // threads and register split (warpgroup 0 idle at kProducerRegs, two consumer warpgroups at kConsumerRegs).
 // What is left is the wgmma structure, so its rate is a ceiling for the kernel's mainloop.
 //
-//   mainloop_probe [--kblocks N] [--ctas N] [--reps N] [--src-mb MB] [--pipe-only] [--json FILE]
+//   mainloop_probe [--kblocks N] [--ctas N] [--reps N] [--src-mb MB] [--pipe-only] [--rows A,B,...] [--json FILE]
 //   mainloop_probe --power S [--kblocks N] [--ctas N] [--json FILE]
 //
 // --power S compares what the A operand holds instead (run_power): l1 and half-wide on random rows, zeros, 0xFF and
@@ -14,7 +14,7 @@
 // follows the power (docs/MOE-NOTEBOOK.md "Session 57").
 //
 // --src-mb larger than the L2 (e.g. 16384) streams the pipeline variants from HBM; --pipe-only skips the variants on
-// shared-memory operands.
+// shared-memory operands; --rows runs only the named variants.
 //
 // Variants (per 128-deep K block, per consumer warpgroup of 64 rows):
 //   l2        one batch of 4 x m64n128k32 into the scratch, wait, promote into the final (the L2 tile)
@@ -57,7 +57,10 @@
 //             l1-tmak-mix the same 32 KB as one {128 B, 256 rows} tensor box of the K-block-major view (the weights
 //             stored [row group][K block][256 rows][128 B], so a box is 32 contiguous KB: the bulk copy's DRAM
 //             locality at a tensor box's issue cost); l1-bulkaw-mix l1-bulkw-mix with A's 16 KB as one bulk copy too
-//             (the token rows packed per row group and K block); l1-tma-mix-b is l1-tma-mix again after them
+//             (the token rows packed per row group and K block); l1-bulkw2-mix, l1-bulkw4-mix l1-bulkw-mix's block as
+//             two 16 KB or four 8 KB bulk copies (s69: does a split copy keep the block's DRAM locality and get back
+//             the per-SM rate a single 32 KB copy loses where few SMs stream or the L2 holds the weights);
+//             l1-tma-mix-b is l1-tma-mix again after them
 //   l1-tma-2p, l1-tma-mix-2p  l1-tma / l1-tma-mix with a second producer thread (warp 1) issuing the weight boxes
 //             while warp 0's issues A's boxes and row scales (each prints its mean cycles per stage to issue its loads)
 //   l1-w4, l1-w4-mix  l1-tma / l1-tma-mix in W4A8 form: the weights streamed as int4 (16 KB per stage) and expanded
@@ -600,7 +603,8 @@ __device__ unsigned long long g_issue[2 * kIssueCtas];
 // fused kernel's merged load is one box too), 2 one 32 KB bulk copy of a pre-packed weight block (the source read as
 // [row group][K block][32 KB], the same bytes from HBM; a layout a W8A8 weight pack would have: l1-bulkw-mix), 3 one
 // {128 B, 256 rows} box of that layout seen as a [bytes / 128][128 B] matrix (l1-tmak-mix: 32 KB contiguous per box),
-// 4 kWLoad 2 with A's two boxes as one 16 KB bulk copy of the mix region packed [row group][K block] (l1-bulkaw-mix).
+// 4 kWLoad 2 with A's two boxes as one 16 KB bulk copy of the mix region packed [row group][K block] (l1-bulkaw-mix),
+// 5, 6 kWLoad 2's block as two 16 KB or four 8 KB bulk copies (l1-bulkw2-mix, l1-bulkw4-mix).
 template <bool kRing, bool kRs, int kProducers = 1, int kWLoad = 0>
 __global__ void __launch_bounds__(C::kThreads, 1) tma_kernel(const __grid_constant__ CUtensorMap map_x,
                                                              const __grid_constant__ CUtensorMap map_w,
@@ -653,7 +657,12 @@ __global__ void __launch_bounds__(C::kThreads, 1) tma_kernel(const __grid_consta
           const size_t off = packed_offset(brow, k0 / 128, kB, size_t(brows) * kCols);
           if constexpr (kWLoad == 2 || kWLoad == 4)
             bulk_load(st + kA, wsrc + off, kB, &full[ps.stage]);
-          else
+          else if constexpr (kWLoad == 5 || kWLoad == 6) {  // the same block in 2 or 4 contiguous pieces
+            constexpr uint32_t kPiece = kWLoad == 5 ? kB / 2 : kB / 4;
+#pragma unroll
+            for (uint32_t i = 0; i < kB / kPiece; ++i)
+              bulk_load(st + kA + i * kPiece, wsrc + off + i * kPiece, kPiece, &full[ps.stage]);
+          } else
             mk::tma_load_2d(&map_w, &full[ps.stage], st + kA, 0, int(off / 128));
         }
       }
@@ -1375,11 +1384,19 @@ struct Row {
   bool finite;
   double gbs_per_sm = 0;  // streamed variants: bytes per stage x K blocks per launch / launch time, per CTA
   double issue_cycles[2] = {0, 0};  // l1-tma*: each producer thread's mean cycles per stage to issue its loads
+  bool ran = true;                  // false: left out by --rows
 };
+
+std::vector<std::string> g_rows;  // --rows: only these variants run (empty: all)
 
 // One variant: a warm-up launch, then `reps` timed launches of `launch(ctas, sums, cycles)`.
 template <class Launch>
 Row run_launch(const char* name, double batches, int kblocks, int ctas, int reps, Launch&& launch) {
+  if (!g_rows.empty() && std::find(g_rows.begin(), g_rows.end(), name) == g_rows.end()) {
+    Row skipped{name, batches, 0, 0, 0, 0, 0, 0, true};
+    skipped.ran = false;
+    return skipped;
+  }
   float* sums = nullptr;
   unsigned long long* cyc = nullptr;
   ok(cudaMalloc(&sums, (ctas + 1) * sizeof(float)), "cudaMalloc");  // + the never-set flag of l1-spin
@@ -1678,6 +1695,20 @@ int main(int argc, char** argv) {
     else if (k == "--json") json = val();
     else if (k == "--pipe-only") pipe_only = true;
     else if (k == "--power") power_s = std::atof(val().c_str());
+    else if (k == "--rows") {  // a comma-separated list of variant names
+      std::string v = val(), part;
+      for (size_t a = 0; a <= v.size(); ++a)
+        if (a == v.size() || v[a] == ',') {
+          if (!part.empty()) g_rows.push_back(part);
+          part.clear();
+        } else {
+          part += v[a];
+        }
+      if (g_rows.empty()) {
+        std::fprintf(stderr, "mainloop_probe: --rows needs variant names, got '%s'\n", v.c_str());
+        return 2;
+      }
+    }
     else {
       std::fprintf(stderr, "mainloop_probe: unknown argument %s (see the file's header)\n", k.c_str());
       return 2;
@@ -1734,6 +1765,8 @@ int main(int argc, char** argv) {
       rows.push_back(run_tma<false, false, 1, 2>("l1-bulkw-mix", kblocks, ctas, reps, src, src_bytes, scales, mix));
       rows.push_back(run_tma<false, false, 1, 3>("l1-tmak-mix", kblocks, ctas, reps, src, src_bytes, scales, mix));
       rows.push_back(run_tma<false, false, 1, 4>("l1-bulkaw-mix", kblocks, ctas, reps, src, src_bytes, scales, mix));
+      rows.push_back(run_tma<false, false, 1, 5>("l1-bulkw2-mix", kblocks, ctas, reps, src, src_bytes, scales, mix));
+      rows.push_back(run_tma<false, false, 1, 6>("l1-bulkw4-mix", kblocks, ctas, reps, src, src_bytes, scales, mix));
       rows.push_back(run_tma<false, false, 1, 0>("l1-tma-mix-b", kblocks, ctas, reps, src, src_bytes, scales, mix));
       rows.push_back(run_w4<true>("l1-w4-mix", kblocks, ctas, reps, src, src_bytes, scales, mix));
       rows.push_back(run_w4<false>("l1-w4-mix-nocvt", kblocks, ctas, reps, src, src_bytes, scales, mix));
@@ -1769,6 +1802,11 @@ int main(int argc, char** argv) {
               prop.name, prop.multiProcessorCount, ctas, kblocks, reps, src_mb);
   std::printf("%-16s %8s %12s %9s %9s %10s %8s %s\n", "variant", "batches", "FLOP/cyc/SM", "of 8192", "TFLOP/s",
               "cyc spread", "GB/s/SM", "ok");
+  rows.erase(std::remove_if(rows.begin(), rows.end(), [](const Row& r) { return !r.ran; }), rows.end());
+  if (rows.empty()) {
+    std::fprintf(stderr, "mainloop_probe: no variant of --rows ran (names as in the file's header)\n");
+    return 2;
+  }
   bool all = true;
   for (const Row& r : rows) {
     char gbs[32] = "-";
