@@ -11,7 +11,7 @@
 //             [--cluster 0|1|2] [--pair-share 0|1|2|3] [--row-order 0|1] [--l2-cols 0|128|256] [--compare-control] [--compare-padding] [--compare-single] [--compare-pingpong] [--compare-l2-scratch]
 //             [--compare-l2-cols] [--compare-hints M1,M2,...]
 //             [--compare-pair-share] [--compare-a-trim] [--compare-merge] [--compare-borrow] [--compare-early]
-//             [--compare-row-order] [--compare-half] [--compare-half-wide] [--compare-packed] [--prefetch-streamed]
+//             [--compare-row-order] [--compare-half] [--compare-half-wide] [--prefetch-streamed]
 //             [--wave-lag 0|1] [--compare-wave-lag] [--compare-l1-first] [--zero-padding 0|1]
 //             [--prefetch D1,D2,...] [--custom NAME:H:I:E:K] [--plan host|device]
 //
@@ -62,9 +62,7 @@
 // with the default 1; W8A8 only). --compare-half-wide adds, per order, the kernel with the other
 // MoeLayerParams::half_wide (backend fused_<order>_w0 with the default 1; W8A8 only). --compare-lean adds, per order,
 // the kernel with the other MoeLayerParams::lean (backend fused_<order>_l0 with the default 1: the instantiation that
-// holds every option's code; W8A8 and W4A8). --compare-packed adds, per order, the kernel on the same weights in the
-// tile-packed layout (MoeLayerParams::fp8_packed = 1, packed once by pack_fp8_weights; backend fused_<order>_pk; W8A8
-// only). Each checked bit-identical and timed beside the default.
+// holds every option's code; W8A8 and W4A8). Each checked bit-identical and timed beside the default.
 // --compare-hints M1,M2: adds, per order and mask M, the kernel with MoeLayerParams::l2_hints = M (L2 cache hints:
 // 1 combine stores evict_first, 2 Linear-2 weights evict_last, 4 Linear-1 weights evict_first; backend
 // fused_<order>_h<M>), checked bit-identical and timed beside it.
@@ -366,7 +364,6 @@ struct Args {
   bool compare_half_wide = false;   // --compare-half-wide: also the orders with the other half_wide (W8A8)
   int row_order = 0;                // --row-order: MoeLayerParams::row_order of every fused launch (W8A8)
   bool compare_lean = false;        // --compare-lean: also the orders with the other lean (W8A8, W4A8)
-  bool compare_packed = false;      // --compare-packed: also the orders on tile-packed weights (W8A8)
   bool p1_twin = true;              // real ranks: each rank's output against its slice of a P = 1 run (--no-p1-twin)
   bool plan_device = false;         // --plan device: the fused launches' plan made on the device (else the host's)
   double block_s = 0.1, warmup_s = 0.05;
@@ -504,7 +501,6 @@ Args parse(int argc, char** argv) {
     else if (k == "--compare-half") a.compare_half = true;
     else if (k == "--compare-half-wide") a.compare_half_wide = true;
     else if (k == "--compare-lean") a.compare_lean = true;
-    else if (k == "--compare-packed") a.compare_packed = true;
     else if (k == "--l2-cols") {
       a.l2_cols = std::stoi(val());
       if (a.l2_cols != 0 && a.l2_cols != 128 && a.l2_cols != 256)
@@ -547,7 +543,6 @@ struct Weights {
   Dev<float> s1, s2;                    // W4A8: K-block-major [E][K/128][N] (the fused kernel's layout)
   std::unique_ptr<Dev<float>> s1u, s2u;  // W4A8: [E][N][K/128] for the unfused baseline
   std::unique_ptr<Dev<uint8_t>> k1, k2;   // W4A8: w1, w2 in the fused kernel's fragment layout (pack_int4_weights)
-  std::unique_ptr<Dev<uint8_t>> t1, t2;   // W8A8 with --compare-packed: w1, w2 tile-packed (pack_fp8_weights)
   int H, I;
   Weights(const moe::MoeShape& s, bool int4_, uint64_t seed_, int e0_, int ne_)
       : int4(int4_), e0(e0_), ne(ne_), seed(seed_), H(s.hidden), I(s.inter),
@@ -567,12 +562,6 @@ struct Weights {
       moe_kernel::pack_int4_weights(w1.p, k1->p, ne, 2 * I, H);
       moe_kernel::pack_int4_weights(w2.p, k2->p, ne, H, I);
     }
-  }
-  void pack_tiles() {  // W8A8: the tile-packed copies (MoeLayerParams::fp8_packed)
-    t1 = std::make_unique<Dev<uint8_t>>(w1e * ne);
-    t2 = std::make_unique<Dev<uint8_t>>(w2e * ne);
-    moe_kernel::pack_fp8_weights(w1.p, t1->p, ne, 2 * I, H, true);
-    moe_kernel::pack_fp8_weights(w2.p, t2->p, ne, H, I, false);
   }
   const uint8_t* fused_w1() const { return int4 ? k1->p : w1.p; }
   const uint8_t* fused_w2() const { return int4 ? k2->p : w2.p; }
@@ -934,14 +923,6 @@ int main(int argc, char** argv) try {
               add_variants(prm.half_wide ? "_w0" : "_w1", [](moe_kernel::MoeLayerParams& q) { q.half_wide = 1 - q.half_wide; });
             if (a.compare_lean)
               add_variants(prm.lean ? "_l0" : "_l1", [](moe_kernel::MoeLayerParams& q) { q.lean = 1 - q.lean; });
-            if (a.compare_packed && !int4) {
-              if (!W.t1) W.pack_tiles();
-              add_variants("_pk", [&W](moe_kernel::MoeLayerParams& q) {
-                q.fp8_packed = 1;
-                q.w1 = W.t1->p;
-                q.w2 = W.t2->p;
-              });
-            }
             for (int m : a.compare_hints)
               add_variants("_h" + std::to_string(m), [m](moe_kernel::MoeLayerParams& q) { q.l2_hints = m; });
             for (size_t i = 0; i < order_prm.size(); ++i)  // weight prefetch into L2 at these distances

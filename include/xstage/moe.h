@@ -9,9 +9,6 @@
  *   XSTAGE_MOE_W4A8  x as W8A8; w1, w2: int4 in the kernel's fragment layout (xstage_moe_pack_int4), scales per
  *                    (row, 128-group) stored K-block-major: w1_scale [E_local][H/128][2I], w2_scale [E_local][I/128][H].
  *   XSTAGE_MOE_BF16  x, w1, w2 bf16 in the W8A8 layouts, every scale NULL (reference runs, not a fast path).
- *   XSTAGE_MOE_W8A8_PACKED  W8A8 with w1 and w2 in the tile-packed layout (xstage_moe_pack_fp8; the scales as W8A8):
- *                    each 128 x 128 block stored as the image the kernel's shared memory holds, loaded by bulk copies
- *                    (docs/MOE.md "Tile-packed W8A8 weights"; the same result bit for bit).
  * The output is fp32 [T][H] per rank: sum over the token's k experts of weight * bf16(expert output).
  * Errors: a non-zero xstage_status and xstage_last_error() naming the bad value (attention.h). */
 #ifndef XSTAGE_MOE_H
@@ -26,7 +23,7 @@ extern "C" {
 
 typedef struct xstage_moe_s* xstage_moe;
 
-enum { XSTAGE_MOE_W8A8 = 0, XSTAGE_MOE_W4A8 = 1, XSTAGE_MOE_BF16 = 2, XSTAGE_MOE_W8A8_PACKED = 3 };
+enum { XSTAGE_MOE_W8A8 = 0, XSTAGE_MOE_W4A8 = 1, XSTAGE_MOE_BF16 = 2 };
 /* The kernel's tile order (all give the same result bit for bit; docs/SCHEDULERS.md). EXPERT_WAVE_LAGGED: Expert-Wave
  * with each wave's Linear-2 tiles after the next wave's Linear-1 tiles. L1_FIRST: Interleaved with a lead past every
  * row, so every Linear-1 tile runs before any Linear-2 tile. */
@@ -81,11 +78,6 @@ int xstage_moe_auto_order(xstage_moe layer, int tokens, int skewed, const char* 
 /* Waits for `stream` (NULL: the default stream) and the team's own, then reports the first device-side failure of
  * the layer (rank, and the peer or row it waited for), clearing it. */
 int xstage_moe_check(xstage_moe layer, void* stream, const char* what);
-/* W8A8 weights into the tile-packed layout XSTAGE_MOE_W8A8_PACKED takes, on the device, synchronous on `stream`:
- * `matrices` back-to-back [rows][K] e4m3 matrices at `in` into `out` (the same size, not overlapping `in`; both 16-byte
- * aligned). w1: gate_up = 1, matrices E_local, rows 2I, K = H; w2: gate_up = 0, rows H, K = I. rows must be a multiple
- * of 128 (256 with gate_up) and K of 128. */
-int xstage_moe_pack_fp8(const void* in, void* out, int matrices, int rows, int K, int gate_up, void* stream);
 /* W4A8 weights into the fragment layout the kernel reads, on the device: `matrices` back-to-back [rows][K] int4
  * matrices in two's complement (two per byte, even k in the low nibble; values in [-7, 7]) at `twos` into `out` (the
  * same size; may equal `twos`). rows a multiple of 64, K of 128. Synchronous on `stream`. A -8 anywhere is an error

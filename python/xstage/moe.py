@@ -33,7 +33,7 @@ from . import team as _team
 
 __all__ = ["MoeLayer", "MoeWeights", "quantize_act", "quantize_weights", "moe_reference", "FORMATS", "ORDERS"]
 
-FORMATS = {"w8a8": 0, "w4a8": 1, "bf16": 2, "w8a8-packed": 3}  # XSTAGE_MOE_W8A8 / W4A8 / BF16 / W8A8_PACKED
+FORMATS = {"w8a8": 0, "w4a8": 1, "bf16": 2}                # XSTAGE_MOE_W8A8 / W4A8 / BF16
 ORDERS = {"expert-wave": 0, "interleaved": 1, "expert-wave-lagged": 2, "l1-first": 3}  # XSTAGE_MOE_EXPERT_WAVE / ... / _L1_FIRST
 _BLOCK = 128               # 1x128 activation blocks, 128x128 weight blocks, W4A8 groups
 _E4M3_MAX = 448.0
@@ -55,7 +55,6 @@ def _lib():
             "xstage_moe_auto_order": ([vp, i, i, ctypes.c_char_p, ctypes.POINTER(i), ctypes.POINTER(i),
                                        ctypes.c_char_p, i], i),
             "xstage_moe_pack_int4": ([vp, vp, i, i, i, vp], i),
-            "xstage_moe_pack_fp8": ([vp, vp, i, i, i, i, vp], i),
         }
         for name, (args, res) in sig.items():
             f = getattr(lib, name)
@@ -113,16 +112,6 @@ def _quantize_int4(w, stream):
     return frag, scale.permute(0, 2, 1).contiguous(), deq
 
 
-def _pack_fp8(codes, gate_up, stream):
-    """e4m3 codes [E, N, K] -> the same bytes in the tile-packed layout (xstage_moe_pack_fp8), as uint8 [E, N, K]."""
-    import torch
-    E, N, K = codes.shape
-    src = codes.contiguous().view(torch.uint8)
-    dst = torch.empty_like(src)
-    _team._ok(_lib().xstage_moe_pack_fp8(src.data_ptr(), dst.data_ptr(), E, N, K, int(gate_up), ctypes.c_void_p(stream)))
-    return dst
-
-
 @dataclass
 class MoeWeights:
     """One rank's experts in a kernel format (quantize_weights makes it). w1 [E_local, 2I, H], w2 [E_local, H, I] in
@@ -141,8 +130,7 @@ class MoeWeights:
 
 def quantize_weights(w1, w2, format: str = "w8a8", keep_reference: bool = False) -> MoeWeights:
     """This rank's expert weights w1 [E_local, 2I, H] (gate rows, then up rows) and w2 [E_local, H, I], any float
-    dtype on the GPU, into `format`: "w8a8" (e4m3 + 128x128 block scales), "w8a8-packed" (the same codes in the
-    kernel's tile-packed layout, docs/MOE.md "Tile-packed W8A8 weights"), "w4a8" (int4 + one scale per row and
+    dtype on the GPU, into `format`: "w8a8" (e4m3 + 128x128 block scales), "w4a8" (int4 + one scale per row and
     128-group, in the kernel's fragment layout) or "bf16". keep_reference keeps the dequantized values (float32) for
     moe_reference."""
     import torch
@@ -162,13 +150,9 @@ def quantize_weights(w1, w2, format: str = "w8a8", keep_reference: bool = False)
         a, b = w1.to(torch.bfloat16).contiguous(), w2.to(torch.bfloat16).contiguous()
         return MoeWeights(format, E, H, I, a, None, b, None,
                           a.float() if keep_reference else None, b.float() if keep_reference else None)
-    if format in ("w8a8", "w8a8-packed"):
+    if format == "w8a8":
         c1, s1, d1 = _quantize_weight_128x128(w1)
         c2, s2, d2 = _quantize_weight_128x128(w2)
-        if format == "w8a8-packed":
-            stream = torch.cuda.current_stream(w1.device).cuda_stream
-            c1 = _pack_fp8(c1, True, stream)
-            c2 = _pack_fp8(c2, False, stream)
     else:
         stream = torch.cuda.current_stream(w1.device).cuda_stream
         c1, s1, d1 = _quantize_int4(w1, stream)

@@ -110,18 +110,6 @@ std::vector<std::uint8_t> pack_int4_frag(const std::uint8_t* twos, int rows, int
   return out;
 }
 
-std::vector<std::uint8_t> pack_fp8_tiles(const std::uint8_t* w, int rows, int K, bool gate_up) {
-  const int unit = gate_up ? 256 : 128;
-  XSTAGE_REQUIRE(rows >= 0 && K >= 0 && rows % unit == 0 && K % 128 == 0, "fp8 tile packing: ", rows, " x ", K,
-                 gate_up ? " (gate and up halves)" : "", " is not a whole number of ", gate_up ? "2 x " : "",
-                 "128 x 128 blocks");
-  XSTAGE_REQUIRE(rows == 0 || K == 0 || w != nullptr, "fp8 tile packing: null buffer");
-  std::vector<std::uint8_t> out(std::size_t(rows) * K);
-  for (int r = 0; r < rows; ++r)
-    for (int k = 0; k < K; ++k) out[fp8_tile_offset(rows, K, gate_up, r, k)] = w[std::size_t(r) * K + k];
-  return out;
-}
-
 Fp8Tensor int4_to_fp8(const Int4Tensor& w) {
   Fp8Tensor q;
   q.rows = w.rows;

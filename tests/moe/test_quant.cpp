@@ -332,42 +332,6 @@ TEST(MoeW4A8, FragmentSlotsAreWgmmaFragments) {
     }
 }
 
-// The tile-packed W8A8 layout (quant.hpp's fp8_tile_offset, pack_fp8_tiles): a bijection of the matrix onto its
-// bytes; block (N tile, K block[, half]) at its 16 KB slot; rows K bytes apart in the source become 128 B rows of the
-// block with TMA's 128 B swizzle (chunk j of row r at j ^ (r % 8)); bad shapes named.
-TEST(MoeW8A8, TilePackingIsTheSwizzledBlockImage) {
-  for (const bool gate_up : {false, true}) {
-    const int R = 512, K = 384;
-    std::mt19937_64 g(test_seed() + (gate_up ? 7 : 8));
-    std::vector<std::uint8_t> w(std::size_t(R) * K);
-    for (std::uint8_t& v : w) v = std::uint8_t(g());
-    const std::vector<std::uint8_t> p = pack_fp8_tiles(w.data(), R, K, gate_up);
-    ASSERT_EQ(p.size(), w.size());
-    std::vector<int> hits(w.size(), 0);
-    for (int r = 0; r < R; ++r)
-      for (int k = 0; k < K; ++k) {
-        const std::size_t o = fp8_tile_offset(R, K, gate_up, r, k);
-        ASSERT_LT(o, p.size());
-        ++hits[o];
-        ASSERT_EQ(p[o], w[std::size_t(r) * K + k]) << r << ", " << k;
-        // the same place spelled out: block, then row and swizzled chunk
-        const int half_rows = gate_up ? R / 2 : R, half = r / half_rows, rr = r % half_rows;
-        const std::size_t block = gate_up ? (std::size_t(rr / 128) * (K / 128) + k / 128) * 2 + half
-                                          : std::size_t(rr / 128) * (K / 128) + k / 128;
-        ASSERT_EQ(o, block * 16384 + (rr % 128) * 128 + (((k % 128) / 16) ^ (rr % 8)) * 16 + k % 16) << r << ", " << k;
-      }
-    for (int h : hits) ASSERT_EQ(h, 1);
-  }
-  // one element worked by hand: W1 of inter 256, hidden 256; up row 130 (matrix row 386), k = 161: N tile 1, K block 1,
-  // half 1 -> block (1 * 2 + 1) * 2 + 1 = 7; block row 2, chunk (33 / 16) ^ 2 = 0, byte 1
-  EXPECT_EQ(fp8_tile_offset(512, 256, true, 386, 161), std::size_t(7 * 16384 + 2 * 128 + 0 * 16 + 1));
-  std::vector<std::uint8_t> w(256 * 256, 1);
-  EXPECT_NE(usage_error([&] { pack_fp8_tiles(w.data(), 128, 256, true); }).find("128 x 256 (gate and up halves)"),
-            std::string::npos);
-  EXPECT_NE(usage_error([&] { pack_fp8_tiles(w.data(), 256, 200, false); }).find("256 x 200"), std::string::npos);
-  EXPECT_NE(usage_error([&] { pack_fp8_tiles(nullptr, 128, 128, false); }).find("null buffer"), std::string::npos);
-}
-
 TEST(MoeW4A8, FragmentPackingHoldsEveryValueAndItsErrors) {
   const int R = 128, K = 256;
   std::mt19937_64 g(test_seed() + 2);

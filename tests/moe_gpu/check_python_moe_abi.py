@@ -1,6 +1,5 @@
 """CPU test (no torch, no GPU): python/xstage/moe.py's ctypes signatures of xstage/moe.h load and reach the library's
-argument checks (a null team, a null layer, pack_int4's and pack_fp8's bad arguments come back as XstageError naming
-the value).
+argument checks (a null team, a null layer, pack_int4's shape errors come back as XstageError naming the value).
 Exits non-zero on failure."""
 import ctypes
 import sys
@@ -45,9 +44,6 @@ expect("auto_order, null layer", lambda: xteam._ok(lib.xstage_moe_auto_order(Non
                                                                              ctypes.byref(d), None, 0)),
        "layer is null")
 expect("pack_int4, rows 60", lambda: xteam._ok(lib.xstage_moe_pack_int4(1, 1, 2, 60, 128, None)), "60 x 128")
-expect("pack_fp8, K 100", lambda: xteam._ok(lib.xstage_moe_pack_fp8(16, 32, 2, 128, 100, 0, None)), "128 x 100")
-expect("pack_fp8, gate_up 2", lambda: xteam._ok(lib.xstage_moe_pack_fp8(16, 32, 2, 128, 128, 2, None)),
-       "gate_up must be 0 (w2) or 1 (w1), got 2")
 for f in failures:
     print("FAIL:", f)
 print("ok" if not failures else f"{len(failures)} failures")

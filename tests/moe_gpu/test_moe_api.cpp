@@ -53,19 +53,4 @@ TEST(moe_api, PackInt4ArgumentsNamed) {
   EXPECT_NE(last().find("100"), std::string::npos) << last();
 }
 
-TEST(moe_api, PackFp8ArgumentsNamed) {
-  EXPECT_EQ(xstage_moe_pack_fp8(nullptr, fake(0x1000), 1, 128, 128, 0, nullptr), XSTAGE_ERR_INVALID);
-  EXPECT_EQ(last(), "in / out is null");
-  EXPECT_EQ(xstage_moe_pack_fp8(fake(0x1000), fake(0x9000), 0, 128, 128, 0, nullptr), XSTAGE_ERR_INVALID);
-  EXPECT_EQ(last(), "pack_fp8: matrices must be >= 1, got 0");
-  EXPECT_EQ(xstage_moe_pack_fp8(fake(0x1000), fake(0x9000), 1, 128, 128, 2, nullptr), XSTAGE_ERR_INVALID);
-  EXPECT_EQ(last(), "pack_fp8: gate_up must be 0 (w2) or 1 (w1), got 2");
-  EXPECT_EQ(xstage_moe_pack_fp8(fake(0x1000), fake(0x9000), 2, 128, 256, 1, nullptr), XSTAGE_ERR_INVALID);
-  EXPECT_NE(last().find("2 matrices of 128 x 256: rows must be a multiple of 256"), std::string::npos) << last();
-  EXPECT_EQ(xstage_moe_pack_fp8(fake(0x1000), fake(0x9000), 2, 128, 100, 0, nullptr), XSTAGE_ERR_INVALID);
-  EXPECT_NE(last().find("128 x 100"), std::string::npos) << last();
-  EXPECT_EQ(xstage_moe_pack_fp8(fake(0x1000), fake(0x1010), 1, 128, 128, 0, nullptr), XSTAGE_ERR_INVALID);
-  EXPECT_NE(last().find("must not overlap"), std::string::npos) << last();
-}
-
 }  // namespace

@@ -89,10 +89,6 @@ struct Case {
   // require that the launch wrote no row but its dispatched ones and, with zero_padding, zeros into exactly the
   // padding rows (and row scales) its tiles load (moe::loaded_padding_rows).
   bool check_padding = false;
-  // W8A8: also run the first run and every variant above that the lean kernel runs (the packed weights' kernel) on the
-  // same weights tile-packed by pack_fp8_weights (fp8_packed 1; checked against the host's moe::pack_fp8_tiles
-  // first), each required bit-identical: the stage's bytes are the same, only how they arrive.
-  bool check_packed = false;
 };
 
 std::string name(const Case& c) {
@@ -447,26 +443,6 @@ void run_case(const Case& c) {
     moe_kernel::pack_int4_weights(d_w1.p, d_w1.p, E, 2 * I, H);
     moe_kernel::pack_int4_weights(d_w2.p, d_w2.p, E, H, I);
   }
-  std::unique_ptr<DevBuf> d_p1, d_p2;  // check_packed: the tile-packed copies
-  if (c.check_packed) {
-    ASSERT_FALSE(c.int4 || c.bf16) << "the tile-packed layout is W8A8's";
-    d_p1 = std::make_unique<DevBuf>(w1c.size());
-    d_p2 = std::make_unique<DevBuf>(w2c.size());
-    fill_now(d_p1->p, 0x5A, w1c.size());
-    fill_now(d_p2->p, 0x5A, w2c.size());
-    moe_kernel::pack_fp8_weights(d_w1.p, d_p1->p, E, 2 * I, H, true);
-    moe_kernel::pack_fp8_weights(d_w2.p, d_p2->p, E, H, I, false);
-    std::vector<uint8_t> got1(w1c.size()), got2(w2c.size());
-    CUDA_CHECK(cudaMemcpy(got1.data(), d_p1->p, got1.size(), cudaMemcpyDeviceToHost));
-    CUDA_CHECK(cudaMemcpy(got2.data(), d_p2->p, got2.size(), cudaMemcpyDeviceToHost));
-    const size_t e1 = size_t(2) * I * H, e2 = size_t(H) * I;
-    for (int e = 0; e < E; ++e) {
-      const std::vector<uint8_t> h1 = moe::pack_fp8_tiles(w1c.data() + e * e1, 2 * I, H, true);
-      const std::vector<uint8_t> h2 = moe::pack_fp8_tiles(w2c.data() + e * e2, H, I, false);
-      ASSERT_EQ(std::memcmp(h1.data(), got1.data() + e * e1, e1), 0) << "pack_fp8_weights W1, expert " << e;
-      ASSERT_EQ(std::memcmp(h2.data(), got2.data() + e * e2, e2), 0) << "pack_fp8_weights W2, expert " << e;
-    }
-  }
   CUDA_CHECK(cudaMemcpy(d_w1s.p, w1s.data(), w1s.size() * 4, cudaMemcpyHostToDevice));
   CUDA_CHECK(cudaMemcpy(d_w2s.p, w2s.data(), w2s.size() * 4, cudaMemcpyHostToDevice));
   const moe::MoeReference ref8(w, c.bf16 ? moe::Precision::Bf16 : c.int4 ? moe::Precision::W4A8 : moe::Precision::W8A8),
@@ -653,21 +629,6 @@ void run_case(const Case& c) {
             variants.push_back({variants[i].first, variants[i].second + ", " + f.what + ")"});
             variants.back().first.*f.field = f.value;
           }
-    }
-    if (c.check_packed) {
-      const size_t n = variants.size();
-      auto packed = [&](moe_kernel::MoeLayerParams q, const std::string& what) {
-        // (the packed weights run in the lean kernel: only variants whose options it is compiled with)
-        if (q.l2_hints || q.trace || q.pingpong || q.l2_scratches != 1 || q.early_release || q.a_trim || !q.merge_loads ||
-            !q.half_together || !q.l2_borrow || !q.lean)
-          return;
-        q.fp8_packed = 1;
-        q.w1 = d_p1->p;
-        q.w2 = d_p2->p;
-        variants.push_back({q, "tile-packed weights (fp8_packed 1), " + what});
-      };
-      packed(prm, "the first run's options");
-      for (size_t i = 0; i < n; ++i) packed(variants[i].first, variants[i].second);
     }
     for (const auto& [pv, what] : variants) {
       for (int r = 0; r < P; ++r) fill_now(d_out[r]->p, 0xFF, size_t(T) * H * 4);
@@ -1057,33 +1018,6 @@ TEST(MoeLayerGpu, PairShareEqualSingleCtas) {
     }
 }
 
-// W8A8 weights tile-packed (pack_fp8_weights, fp8_packed 1): every way the producer loads a stage's weights, bit-identical
-// to the row-major run. Half tiles gate-up interleaved (single CTAs, A-sharing pairs) and as a full tile's (weight-sharing
-// pairs), full tiles alone and multicast, 128- and 256-column Linear-2 tiles, a ragged last one (hidden 384), the lean
-// kernel's variants among those check_loads makes; P = 1 and emulated P = 2, 4. (No pingpong variant: racecheck cannot
-// follow its turn, see PairShareWithPingpong, and the packed kernel does not take it.)
-TEST(MoeLayerGpu, TilePackedWeights) {
-  NEED_SM90();
-  for (MoeOrder order : {MoeOrder::kExpertWave, MoeOrder::kInterleaved}) {
-    Case t{2, 300, 512, 256, 8, 1, Route::kTileEdges, order};  // 1 or 2 row tiles per expert, an expert with 0
-    t.cluster = 1;
-    t.check_pair_share = true;
-    t.check_loads = true;
-    t.check_packed = true;
-    run_case(t);
-    for (int cols : {128, 256}) {  // hidden / 128 odd: the last 256-column tile ragged
-      Case r{1, 200, 384, 256, 4, 2, Route::kSkewed, order};
-      r.l2_cols = cols;
-      r.check_packed = true;
-      run_case(r);
-    }
-    Case e{4, 96, 512, 384, 16, 4, Route::kBalanced, order};
-    e.check_single = true;
-    e.check_packed = true;
-    run_case(e);
-  }
-}
-
 // The same with the MMA warpgroups' turn (pingpong 1) on top (W8A8, traced too). A test of its own because racecheck
 // cannot follow the turn's bar.arrive around the half tiles' amax exchange (docs/MOE.md, s24): run the sanitizer
 // without it.
@@ -1360,42 +1294,6 @@ TEST(MoeLayerGpu, RejectsBadInput) {
                 .find("local rank 0: x_scale and topk_weight must be 4-byte aligned"),
             std::string::npos);
   q.rank[0].topk_weight = static_cast<const float*>(d_wt.p);
-  // The tile-packed weight layout: its value, its format, and the options that address the row-major layout.
-  q.fp8_packed = 2;
-  EXPECT_NE(usage_error([&] { moe_kernel::run_moe_layer(*team, ws, q, team->stream()); })
-                .find("fp8_packed must be 0 or 1, got 2"),
-            std::string::npos);
-  q.fp8_packed = 1;
-  q.l2_prefetch = 2;
-  EXPECT_NE(usage_error([&] { moe_kernel::run_moe_layer(*team, ws, q, team->stream()); })
-                .find("fp8_packed 1 does not take l2_prefetch (2 was given)"),
-            std::string::npos);
-  q.l2_prefetch = 0;
-  q.l2_hints = moe_kernel::kHintCombineEvictFirst;
-  EXPECT_NE(usage_error([&] { moe_kernel::run_moe_layer(*team, ws, q, team->stream()); })
-                .find("fp8_packed 1 does not take l2_hints (1 was given)"),
-            std::string::npos);
-  q.l2_hints = 0;
-  q.a_trim = 1;
-  EXPECT_NE(usage_error([&] { moe_kernel::run_moe_layer(*team, ws, q, team->stream()); })
-                .find("runs in the lean W8A8 kernel, which needs lean 1"),
-            std::string::npos);
-  q.a_trim = 0;
-  q.weights = MoeWeightFormat::kInt4;
-  EXPECT_NE(usage_error([&] { moe_kernel::run_moe_layer(*team, ws, q, team->stream()); })
-                .find("fp8_packed 1 is a layout of W8A8 weights (weights = kInt4 was given)"),
-            std::string::npos);
-  q.weights = MoeWeightFormat::kFp8;
-  q.fp8_packed = 0;
-  // pack_fp8_weights: shapes that are not whole blocks, and a destination overlapping the source.
-  EXPECT_NE(usage_error([&] { moe_kernel::pack_fp8_weights(d_w1.p, d_w2.p, 1, 128, 256, true); })
-                .find("1 matrices of 128 x 256: rows must be a multiple of 256 (gate and up halves"),
-            std::string::npos);
-  EXPECT_NE(usage_error([&] { moe_kernel::pack_fp8_weights(d_w1.p, d_w2.p, 1, 128, 200, false); }).find("128 x 200"),
-            std::string::npos);
-  EXPECT_NE(usage_error([&] { moe_kernel::pack_fp8_weights(d_w1.p, static_cast<char*>(d_w1.p) + 4096, 2, 256, 256, false); })
-                .find("out must not overlap in"),
-            std::string::npos);
   // A host plan on a stream capturing a CUDA graph: refused by name (a replay would not read the host routing again).
   q.rank[0].topk_index = q.rank[1].topk_index = nullptr;
   q.topk_index_all = index.data();

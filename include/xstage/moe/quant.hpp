@@ -199,22 +199,6 @@ XSTAGE_HD inline void int4_frag_element(int word, int value, int& r, int& k) {
 // 0, K % 128 == 0) into the fragment layout: 4 KB blocks in [K / 128][rows / 64] order (a K block's row blocks
 // adjacent). A -8 is a UsageError naming its element (row, k); a bad shape one naming the shape.
 std::vector<std::uint8_t> pack_int4_frag(const std::uint8_t* twos, int rows, int K);
-// The tile-packed layout of W8A8 weights (the fused kernel's MoeLayerParams::fp8_packed, pack_fp8_weights; docs/MOE.md
-// "Tile-packed W8A8 weights"): each 128-row x 128-K block of a [rows][K] e4m3 matrix stored as the 16 KB image the
-// kernel's shared memory holds of it (TMA's 128 B swizzle: the 16-byte chunk j of block row r at chunk j ^ (r % 8)), so
-// a stage's weights arrive by one bulk copy of contiguous bytes instead of a tensor box of 128 rows K bytes apart.
-// Blocks in [rows / 128][K / 128] order (an N tile's K blocks adjacent); with gate_up (W1, [2I][H]: gate rows [0, I),
-// up rows [I, 2I)) the gate and up blocks of one N tile and K block are adjacent ([I / 128][K / 128][2]), the 32 KB a
-// Linear-1 stage loads. Byte offset of element (r, k) within its matrix (rows % 128 == 0, or % 256 with gate_up;
-// K % 128 == 0):
-XSTAGE_HD inline std::size_t fp8_tile_offset(int rows, int K, bool gate_up, int r, int k) {
-  const int halves = gate_up ? 2 : 1, half_rows = rows / halves;
-  const int half = r / half_rows, rr = r % half_rows, row = rr % 128, c = k % 128;
-  const std::size_t block = (std::size_t(rr / 128) * std::size_t(K / 128) + std::size_t(k / 128)) * halves + half;
-  return block * 16384 + std::size_t(row) * 128 + std::size_t(((c / 16) ^ (row % 8)) * 16 + c % 16);
-}
-// Host packing of one [rows][K] matrix into that layout (a bad shape is a UsageError naming it).
-std::vector<std::uint8_t> pack_fp8_tiles(const std::uint8_t* w, int rows, int K, bool gate_up);
 // The exact FP8 form of int4 weights the kernel computes with: code = e4m3(q), block 1 x group, the group
 // scales as block scales. dequant() of the result equals the int4 tensor's dequant() bit for bit.
 Fp8Tensor int4_to_fp8(const Int4Tensor& w);

@@ -59,15 +59,4 @@ __device__ __forceinline__ void tma_load_2d_multicast(const CUtensorMap* map, ui
       : "memory");
 }
 
-// Non-tensor bulk load of `bytes` (a multiple of 16, both ends 16-byte aligned) into the same shared-memory offset of
-// every CTA in `cta_mask`; each destination's mbarrier at `bar`'s offset counts the bytes.
-__device__ __forceinline__ void bulk_load_multicast(void* dst, const void* src, uint32_t bytes, uint64_t* bar,
-                                                    uint16_t cta_mask) {
-  asm volatile(
-      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1], %2, [%3], %4;\n" ::
-          "r"(smem_addr(dst)),
-      "l"(src), "r"(bytes), "r"(smem_addr(bar)), "h"(cta_mask)
-      : "memory");
-}
-
 }  // namespace xstage::ptx

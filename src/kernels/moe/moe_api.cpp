@@ -20,7 +20,6 @@ namespace mk = xstage::moe_kernel;
 struct xstage_moe_s {
   xstage_team team;
   mk::MoeWeightFormat format;
-  bool packed = false;  // XSTAGE_MOE_W8A8_PACKED: W8A8 on tile-packed weights (MoeLayerParams::fp8_packed)
   std::unique_ptr<mk::MoeWorkspace> ws;
 };
 
@@ -30,17 +29,15 @@ extern "C" int xstage_moe_create(xstage_team team, int hidden, int inter, int ex
   *out = nullptr;
   if (team == nullptr) return set_error(XSTAGE_ERR_INVALID, "team is null");
   return guarded([&] {
-    XSTAGE_REQUIRE(format == XSTAGE_MOE_W8A8 || format == XSTAGE_MOE_W4A8 || format == XSTAGE_MOE_BF16 ||
-                       format == XSTAGE_MOE_W8A8_PACKED,
-                   "moe layer: format ", format, " is none of w8a8 (0), w4a8 (1), bf16 (2), w8a8-packed (3)");
+    XSTAGE_REQUIRE(format == XSTAGE_MOE_W8A8 || format == XSTAGE_MOE_W4A8 || format == XSTAGE_MOE_BF16,
+                   "moe layer: format ", format, " is none of w8a8 (0), w4a8 (1), bf16 (2)");
     const mk::MoeShape s{hidden, inter, experts, topk, tokens_per_rank};
     if (const std::string why = mk::check_moe_shape(s, team->team->world()); !why.empty())
       return set_error(XSTAGE_ERR_INVALID, why);
     if (int rc = xstage::attention::capi::check_device(); rc != XSTAGE_OK) return rc;
     auto l = std::make_unique<xstage_moe_s>();
     l->team = team;
-    l->packed = format == XSTAGE_MOE_W8A8_PACKED;
-    l->format = l->packed ? mk::MoeWeightFormat::kFp8 : mk::MoeWeightFormat(format);
+    l->format = mk::MoeWeightFormat(format);
     l->ws = std::make_unique<mk::MoeWorkspace>(*team->team, s, l->format);
     *out = l.release();
     return int(XSTAGE_OK);
@@ -77,7 +74,6 @@ int forward(xstage_moe layer, const int* tokens, const int32_t* topk_index_all, 
       p.rank[g].tokens = tokens ? tokens[g] : -1;
     }
     p.weights = layer->format;
-    p.fp8_packed = layer->packed ? 1 : 0;
     p.w1 = w1;
     p.w1_scale = w1_scale;
     p.w2 = w2;
@@ -169,16 +165,6 @@ extern "C" int xstage_moe_pack_int4(const void* twos, void* out, int matrices, i
   return guarded([&] {
     XSTAGE_REQUIRE(matrices >= 1, "pack_int4: matrices must be >= 1, got ", matrices);
     mk::pack_int4_weights(twos, out, matrices, rows, K, static_cast<cudaStream_t>(stream));
-    return int(XSTAGE_OK);
-  });
-}
-
-extern "C" int xstage_moe_pack_fp8(const void* in, void* out, int matrices, int rows, int K, int gate_up, void* stream) {
-  if (in == nullptr || out == nullptr) return set_error(XSTAGE_ERR_INVALID, "in / out is null");
-  return guarded([&] {
-    XSTAGE_REQUIRE(matrices >= 1, "pack_fp8: matrices must be >= 1, got ", matrices);
-    XSTAGE_REQUIRE(gate_up == 0 || gate_up == 1, "pack_fp8: gate_up must be 0 (w2) or 1 (w1), got ", gate_up);
-    mk::pack_fp8_weights(in, out, matrices, rows, K, gate_up == 1, static_cast<cudaStream_t>(stream));
     return int(XSTAGE_OK);
   });
 }

@@ -518,19 +518,6 @@ __device__ __forceinline__ void stage_l2_cols(uint8_t* st, const float (&fa)[kAc
     *reinterpret_cast<__nv_bfloat16*>(base[(i / 2) % 2][i % 2] + (i / 4) * 8 * C::kL2Pitch) = __float2bfloat16_rn(fa[i]);
 }
 
-// Byte offset `within` block image ((e * n_tiles + n) * kblocks + kb) of the tile-packed weights (moe::fp8_tile_offset),
-// computed where it is used: opaque to the compiler, so no part is hoisted out of the producer's K loop, where values
-// live across the loop cost the producer's few registers (ConfigT::kProducerRegs).
-__device__ __forceinline__ uint64_t packed_offset(int e, int n_tiles, int n, int kblocks, int kb, uint32_t block_bytes,
-                                                  uint32_t within) {
-  uint64_t off;
-  asm volatile(
-      "{\n.reg .u32 t;\nmad.lo.u32 t, %1, %2, %3;\nmad.lo.u32 t, t, %4, %5;\nmad.wide.u32 %0, t, %6, %7;\n}\n"
-      : "=l"(off)
-      : "r"(e), "r"(n_tiles), "r"(n), "r"(kblocks), "r"(kb), "r"(block_bytes), "l"(uint64_t(within)));
-  return off;
-}
-
 // ---------------------------------------------------------------- phase 1: dispatch
 // Rows of H elements: H bytes of e4m3 codes plus H/128 scales, or (bf16) 2H bytes and no scales.
 // One warp per routed row (token, slot): its destination is computed once (lane 0, broadcast), the lanes copy the
@@ -969,14 +956,9 @@ __device__ __forceinline__ TileDesc read_tile(S& sh, kernel::PipeState<kTileRing
 // paths' code is not in the binary. Both Linear-2 widths (l2_wide: 128 columns where hidden / 128 is odd, e.g.
 // DiT-MoE-XL; until session 55 those shapes ran the kernel holding every option's code). W8A8 and W4A8. The host
 // launches it only where those values hold (lean_values_hold, moe_params.hpp).
-// kPacked: the lean W8A8 kernel on tile-packed weights (MoeLayerParams::fp8_packed); its own instantiation, because the
-// bulk-copy branches cost the row-major kernels ~1.5 % even where they never ran (s68, H100).
-template <class Sched, MoeWeightFormat kFormat, bool kTrace, bool kLean = false, bool kPacked = false>
+template <class Sched, MoeWeightFormat kFormat, bool kTrace, bool kLean = false>
 __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kernel(const __grid_constant__ KernelParams<Sched> p) {
   using C = ConfigT<kFormat>;
-  static_assert(!kPacked || (kFormat == MoeWeightFormat::kFp8 && kLean), "the tile-packed kernel: lean W8A8");
-  constexpr int kProducerRegs = kPacked ? C::kPackedProducerRegs : C::kProducerRegs;
-  constexpr int kConsumerRegs = kPacked ? C::kPackedConsumerRegs : C::kConsumerRegs;
   static_assert(!kTrace || kFormat == MoeWeightFormat::kFp8, "the per-tile trace is compiled for W8A8 only");
   static_assert(!kLean || (kFormat != MoeWeightFormat::kBf16 && !kTrace), "the lean kernel: W8A8 and W4A8, untraced");
   using EpiState = kernel::PipeState<C::kEpiSlots>;
@@ -1022,7 +1004,7 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
   const Sched sched(sp, c);
 
   if (warpgroup == 0) {
-    ptx::setmaxnreg_dec<kProducerRegs>();
+    ptx::setmaxnreg_dec<C::kProducerRegs>();
     const int warp = tid / 32, lane = tid % 32;
     if (warp == kProducerWarp) {
       // ---- producer: one thread issues every TMA load.
@@ -1202,27 +1184,6 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
                   tma_load_2d(&p.tma_w1, &sh.full[ps.stage], sh.b[ps.stage], 0, gate);
                   tma_load_2d(&p.tma_w1, &sh.full[ps.stage], sh.b[ps.stage] + C::kWBytes, 0, up);
                 }
-              } else if (kPacked) {
-                // Tile-packed weights (MoeLayerParams::fp8_packed): the N tile's gate and up block images of K block
-                // kb lie adjacent, exactly as the stage holds them, so they come by bulk copies of contiguous bytes.
-                uint8_t* b = sh.b[ps.stage];
-                if (share) {  // weight-sharing pair: CTA crank multicasts image crank (gate, up) into both
-                  ptx::bulk_load_multicast(b + crank * C::kBBytes,
-                                           p.w1_packed + packed_offset(ex, p.inter / kBlockN, own_n, KB1, kb,
-                                                                       2 * C::kBBytes, crank * C::kBBytes),
-                                           C::kBBytes, &sh.full[ps.stage], uint16_t(0x3));
-                } else {
-                  // Both images by one copy, or (interleave) warpgroup h's gate rows [64 h, +64) then its up rows:
-                  // piece i is 8 KB of image i % 2 at half i / 2. (One loop for both, each piece's address computed
-                  // in it: separate branches and a block pointer live across the pieces spilled.)
-                  const int pieces = interleave ? 4 : 1;
-#pragma unroll 1
-                  for (int i = 0; i < pieces; ++i)
-                    ptx::bulk_load(b + i * (C::kBBytes / 2),
-                                   p.w1_packed + packed_offset(ex, p.inter / kBlockN, own_n, KB1, kb, 2 * C::kBBytes,
-                                                               (i & 1) * C::kBBytes + (i >> 1) * (C::kBBytes / 2)),
-                                   interleave ? C::kBBytes / 2 : 2 * C::kBBytes, &sh.full[ps.stage]);
-                }
               } else if (interleave) {  // warpgroup h's 128 B rows: gate rows [64 h, +64), then up rows [64 h, +64)
 #pragma unroll 1
                 for (int h = 0; h < 2; ++h) {
@@ -1281,24 +1242,6 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
                                              row + int(crank) * (wide ? 2 : 1) * kInt4BlockRows, uint16_t(0x3));
                 else
                   tma_load_2d(wide ? &p.tma_w2w : &p.tma_w2, &sh.full[ps.stage], sh.b[ps.stage], 0, row);
-              } else if (kPacked) {  // tile-packed weights, as in Linear-1
-                uint8_t* b = sh.b[ps.stage];
-                // Piece i: N block col0 / 128 + i (16 KB), or half `crank` of it (8 KB) in a pair without wide tiles.
-                // A ragged last tile's block 1 lies past hidden: block 0's image stands in (computed, never stored).
-                const int n_last = wide && col0 + 2 * kBlockN <= p.hidden ? 1 : 0;
-                auto src = [&](int i, uint32_t within) {
-                  return p.w2_packed + packed_offset(ex, p.hidden / kBlockN, col0 / kBlockN + min(i, n_last), KB2, kb,
-                                                     C::kBBytes, within);
-                };
-                if (share) {  // CTA crank multicasts block crank (wide), or rows [64 crank, +64) of the block, into both
-                  const uint32_t piece = wide ? C::kBBytes : C::kBBytes / 2;
-                  ptx::bulk_load_multicast(b + crank * piece, wide ? src(crank, 0) : src(0, crank * piece), piece,
-                                           &sh.full[ps.stage], uint16_t(0x3));
-                } else {
-#pragma unroll 1
-                  for (int i = 0; i < (wide ? 2 : 1); ++i)
-                    ptx::bulk_load(b + i * C::kBBytes, src(i, 0), C::kBBytes, &sh.full[ps.stage]);
-                }
               } else if (wide && merge && share) {  // weight-sharing pair: CTA crank multicasts block crank into both
                 ptx::tma_load_2d_multicast(&p.tma_w2, &sh.full[ps.stage], sh.b[ps.stage] + crank * C::kBBytes, k0,
                                            w2_row + int(crank) * kBlockN, uint16_t(0x3));
@@ -1466,7 +1409,7 @@ __global__ void __launch_bounds__(ConfigT<kFormat>::kThreads, 1) moe_fused_kerne
   } else {
     // ---- consumers: warpgroup wg owns rows [64 wg, 64 wg + 64) of every full tile, columns [64 wg, 64 wg + 64)
     // of every half tile (tile_part).
-    ptx::setmaxnreg_inc<kConsumerRegs>();
+    ptx::setmaxnreg_inc<C::kConsumerRegs>();
     const int wg = warpgroup - 1;
     const int r0 = 16 * (tid / 32) + (tid % 32) / 4;  // this thread's two fragment rows: r0, r0 + 8
     kernel::PipeState<C::kStages> ps;

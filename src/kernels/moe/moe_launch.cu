@@ -11,7 +11,7 @@
 namespace xstage::moe_kernel {
 namespace {
 
-template <class Sched, MoeWeightFormat kFormat, bool kTrace, bool kLean = false, bool kPacked = false>
+template <class Sched, MoeWeightFormat kFormat, bool kTrace, bool kLean = false>
 cudaError_t configure() {
   using C = ConfigT<kFormat>;
   constexpr int kSmemBytes = int(sizeof(SharedStorage<C>));  // 1024-aligned base: checked in the kernel
@@ -21,7 +21,7 @@ cudaError_t configure() {
   if (cudaError_t e = cudaGetDevice(&dev); e != cudaSuccess) return e;
   if (dev >= 64) return cudaErrorInvalidDevice;
   if (!configured[dev].load()) {
-    if (cudaError_t e = cudaFuncSetAttribute(moe_fused_kernel<Sched, kFormat, kTrace, kLean, kPacked>,
+    if (cudaError_t e = cudaFuncSetAttribute(moe_fused_kernel<Sched, kFormat, kTrace, kLean>,
                                              cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
         e != cudaSuccess)
       return e;
@@ -30,7 +30,7 @@ cudaError_t configure() {
   return cudaSuccess;
 }
 
-template <class Sched, MoeWeightFormat kFormat, bool kTrace, bool kLean = false, bool kPacked = false>
+template <class Sched, MoeWeightFormat kFormat, bool kTrace, bool kLean = false>
 cudaLaunchConfig_t config(int grid, cudaStream_t stream) {
   using C = ConfigT<kFormat>;
   cudaLaunchConfig_t cfg{};
@@ -43,7 +43,7 @@ cudaLaunchConfig_t config(int grid, cudaStream_t stream) {
 
 // Resident pairs of this instantiation, asked of the driver once per device (the host's launch-shape check and
 // the launch itself both need it on every call).
-template <class Sched, MoeWeightFormat kFormat, bool kTrace, bool kLean = false, bool kPacked = false>
+template <class Sched, MoeWeightFormat kFormat, bool kTrace, bool kLean = false>
 cudaError_t resident_pairs(int* pairs) {
   static std::array<std::atomic<int>, 64> cached{};  // 0: not asked yet
   int dev = 0;
@@ -53,8 +53,8 @@ cudaError_t resident_pairs(int* pairs) {
     *pairs = n;
     return cudaSuccess;
   }
-  if (cudaError_t e = configure<Sched, kFormat, kTrace, kLean, kPacked>(); e != cudaSuccess) return e;
-  cudaLaunchConfig_t cfg = config<Sched, kFormat, kTrace, kLean, kPacked>(2, nullptr);
+  if (cudaError_t e = configure<Sched, kFormat, kTrace, kLean>(); e != cudaSuccess) return e;
+  cudaLaunchConfig_t cfg = config<Sched, kFormat, kTrace, kLean>(2, nullptr);
   cudaLaunchAttribute attr[1];
   attr[0].id = cudaLaunchAttributeClusterDimension;
   attr[0].val.clusterDim.x = 2;
@@ -62,22 +62,22 @@ cudaError_t resident_pairs(int* pairs) {
   attr[0].val.clusterDim.z = 1;
   cfg.attrs = attr;
   cfg.numAttrs = 1;
-  const cudaError_t e = cudaOccupancyMaxActiveClusters(pairs, moe_fused_kernel<Sched, kFormat, kTrace, kLean, kPacked>, &cfg);
+  const cudaError_t e = cudaOccupancyMaxActiveClusters(pairs, moe_fused_kernel<Sched, kFormat, kTrace, kLean>, &cfg);
   if (e == cudaSuccess && *pairs > 0) cached[dev].store(*pairs);
   return e;
 }
 
-template <class Sched, MoeWeightFormat kFormat, bool kTrace, bool kLean = false, bool kPacked = false>
+template <class Sched, MoeWeightFormat kFormat, bool kTrace, bool kLean = false>
 cudaError_t launch(const KernelParams<Sched>& kp, int grid, cudaStream_t stream) {
-  if (cudaError_t e = configure<Sched, kFormat, kTrace, kLean, kPacked>(); e != cudaSuccess) return e;
-  cudaLaunchConfig_t cfg = config<Sched, kFormat, kTrace, kLean, kPacked>(grid, stream);
+  if (cudaError_t e = configure<Sched, kFormat, kTrace, kLean>(); e != cudaSuccess) return e;
+  cudaLaunchConfig_t cfg = config<Sched, kFormat, kTrace, kLean>(grid, stream);
   cudaLaunchAttribute attr[1];
   if (kp.cluster > 1) {
     // CTA pairs: a cluster launch. Every CTA must still be resident (L2 tiles wait on other CTAs' L1 tiles,
     // receivers on other ranks' dispatch): the host sized the grid by cudaOccupancyMaxActiveClusters, and this
     // re-check makes a launch that could not be resident fail instead of deadlocking.
     int pairs = 0;
-    if (cudaError_t e = resident_pairs<Sched, kFormat, kTrace, kLean, kPacked>(&pairs); e != cudaSuccess) return e;
+    if (cudaError_t e = resident_pairs<Sched, kFormat, kTrace, kLean>(&pairs); e != cudaSuccess) return e;
     if (grid % 2 != 0 || grid / 2 > pairs) return cudaErrorCooperativeLaunchTooLarge;
     attr[0].id = cudaLaunchAttributeClusterDimension;
     attr[0].val.clusterDim.x = 2;
@@ -90,7 +90,7 @@ cudaError_t launch(const KernelParams<Sched>& kp, int grid, cudaStream_t stream)
   }
   cfg.attrs = attr;
   cfg.numAttrs = 1;
-  return cudaLaunchKernelEx(&cfg, moe_fused_kernel<Sched, kFormat, kTrace, kLean, kPacked>, kp);
+  return cudaLaunchKernelEx(&cfg, moe_fused_kernel<Sched, kFormat, kTrace, kLean>, kp);
 }
 
 template <class Sched>
@@ -107,8 +107,9 @@ cudaError_t dispatch_pairs(MoeWeightFormat format, bool trace, int* pairs) {
 
 }  // namespace
 
-// Instantiations: both orders x {W8A8, W4A8, bf16}, the traced W8A8 kernel, the lean W8A8 and W4A8 kernels and the
-// lean W8A8 kernel on tile-packed weights of both orders (14 in all). The lean kernel's residency is the full one's (same threads, registers and shared memory; launch re-checks).
+// Instantiations: both orders x {W8A8, W4A8, bf16}, the traced W8A8 kernel and the lean W8A8 and W4A8 kernels of
+// both orders (12 in all). The lean kernel's residency is the full one's (same threads, registers and shared
+// memory; launch re-checks).
 template <class Sched>
 cudaError_t dispatch_launch(const KernelParams<Sched>& kp, MoeWeightFormat format, bool trace, int grid,
                             cudaStream_t stream) {
@@ -116,8 +117,6 @@ cudaError_t dispatch_launch(const KernelParams<Sched>& kp, MoeWeightFormat forma
   if (trace) return format == F::kFp8 ? launch<Sched, F::kFp8, true>(kp, grid, stream) : cudaErrorNotSupported;
   switch (format) {
     case F::kFp8:
-      if (kp.w1_packed != nullptr)  // tile-packed weights: the lean kernel's own instantiation (the host checked lean)
-        return kp.lean ? launch<Sched, F::kFp8, false, true, true>(kp, grid, stream) : cudaErrorNotSupported;
       return kp.lean ? launch<Sched, F::kFp8, false, true>(kp, grid, stream)
                      : launch<Sched, F::kFp8, false>(kp, grid, stream);
     case F::kInt4:
@@ -172,16 +171,6 @@ __global__ void __launch_bounds__(256) int4_pack_frag_kernel(const uint8_t* __re
     out[i] = p;
   }
 }
-// One thread per 16 bytes of a source row: they land as one 16-byte chunk of the packed block image.
-__global__ void __launch_bounds__(256) fp8_pack_tiles_kernel(const uint4* __restrict__ in, uint8_t* __restrict__ out,
-                                                             size_t chunks, int rows, int K, bool gate_up) {
-  const size_t per_matrix = size_t(rows) * K / 16, row_chunks = size_t(K) / 16;
-  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < chunks; i += size_t(gridDim.x) * blockDim.x) {
-    const size_t m = i / per_matrix, c = i % per_matrix;
-    const int r = int(c / row_chunks), k = int(c % row_chunks) * 16;
-    *reinterpret_cast<uint4*>(out + m * per_matrix * 16 + moe::fp8_tile_offset(rows, K, gate_up, r, k)) = in[i];
-  }
-}
 int grid_for_words(size_t words) { return int(std::max<size_t>(1, std::min<size_t>((words + 255) / 256, 4096))); }
 }  // namespace
 cudaError_t launch_int4_find_minus8(const uint8_t* in, size_t bytes, unsigned long long* first, cudaStream_t stream) {
@@ -192,13 +181,6 @@ cudaError_t launch_int4_find_minus8(const uint8_t* in, size_t bytes, unsigned lo
 cudaError_t launch_int4_pack_frag(const uint8_t* in, uint8_t* out, int matrices, int rows, int K, cudaStream_t stream) {
   const size_t words = size_t(matrices) * rows * K / 8;
   int4_pack_frag_kernel<<<grid_for_words(words), 256, 0, stream>>>(in, reinterpret_cast<uint32_t*>(out), words, rows, K);
-  return cudaGetLastError();
-}
-cudaError_t launch_fp8_pack_tiles(const uint8_t* in, uint8_t* out, int matrices, int rows, int K, bool gate_up,
-                                  cudaStream_t stream) {
-  const size_t chunks = size_t(matrices) * rows * K / 16;
-  fp8_pack_tiles_kernel<<<grid_for_words(chunks), 256, 0, stream>>>(reinterpret_cast<const uint4*>(in), out, chunks,
-                                                                     rows, K, gate_up);
   return cudaGetLastError();
 }
 cudaError_t launch_combine(const CombineParams& cp, int blocks, int ranks, cudaStream_t stream) {

@@ -128,8 +128,6 @@ void fill_common(KernelParams<Sched>& kp, runtime::Team& team, const MoeLayerPar
   kp.topk = prm.shape.topk;
   kp.w1_scale = prm.w1_scale;
   kp.w2_scale = prm.w2_scale;
-  kp.w1_packed = prm.fp8_packed == 1 ? static_cast<const uint8_t*>(prm.w1) : nullptr;
-  kp.w2_packed = prm.fp8_packed == 1 ? static_cast<const uint8_t*>(prm.w2) : nullptr;
   kp.timeout_ns = team.timeout_ns();
   kp.team_err = team.error_record();
 }
@@ -168,24 +166,6 @@ void pack_int4_weights(const void* twos, void* out, int matrices, int rows, int 
   const cudaError_t t = tmp ? cudaFree(tmp) : cudaSuccess;
   ok(e, "int4 packing (pack_int4_weights)");
   ok(t, "cudaFree (pack_int4_weights)");
-}
-
-void pack_fp8_weights(const void* in, void* out, int matrices, int rows, int K, bool gate_up, cudaStream_t stream) {
-  const int unit = gate_up ? 2 * kBlockN : kBlockN;
-  XSTAGE_REQUIRE(matrices >= 0 && rows >= 0 && K >= 0 && rows % unit == 0 && K % kBlockN == 0, "pack_fp8_weights: ",
-                 matrices, " matrices of ", rows, " x ", K, ": rows must be a multiple of ", unit,
-                 gate_up ? " (gate and up halves of 128-row blocks)" : "", " and K of 128 (the 128 x 128 blocks)");
-  const size_t bytes = size_t(matrices) * size_t(rows) * size_t(K);
-  if (bytes == 0) return;
-  XSTAGE_REQUIRE(in != nullptr && out != nullptr, "pack_fp8_weights: null buffer");
-  const uintptr_t a = reinterpret_cast<uintptr_t>(in), b = reinterpret_cast<uintptr_t>(out);
-  XSTAGE_REQUIRE(a % 16 == 0 && b % 16 == 0, "pack_fp8_weights: in and out must be 16-byte aligned");
-  XSTAGE_REQUIRE(b + bytes <= a || a + bytes <= b, "pack_fp8_weights: out must not overlap in (", bytes,
-                 " bytes each; the packing is a permutation of blocks)");
-  cudaError_t e = launch_fp8_pack_tiles(static_cast<const uint8_t*>(in), static_cast<uint8_t*>(out), matrices, rows, K,
-                                        gate_up, stream);
-  if (e == cudaSuccess) e = cudaStreamSynchronize(stream);
-  ok(e, "fp8 tile packing (pack_fp8_weights)");
 }
 
 int moe_l2_cols(const MoeLayerParams& prm) {
@@ -568,24 +548,6 @@ void MoeWorkspace::check_params(runtime::Team& team, const MoeLayerParams& prm) 
                  "moe layer: l2_cols 256 is for W8A8 and W4A8 (bf16 reference runs use 128-column Linear-2 tiles)");
   XSTAGE_REQUIRE(prm.l2_hints >= 0 && prm.l2_hints <= kHintAll, "moe layer: l2_hints must be a set of MoeL2Hint bits in [0, ",
                  int(kHintAll), "], got ", prm.l2_hints);
-  XSTAGE_REQUIRE(prm.fp8_packed == 0 || prm.fp8_packed == 1, "moe layer: fp8_packed must be 0 or 1, got ", prm.fp8_packed);
-  if (prm.fp8_packed == 1) {
-    XSTAGE_REQUIRE(prm.weights == MoeWeightFormat::kFp8, "moe layer: fp8_packed 1 is a layout of W8A8 weights (weights = ",
-                   format_name, " was given)");
-    XSTAGE_REQUIRE(prm.l2_prefetch == 0, "moe layer: fp8_packed 1 does not take l2_prefetch (", prm.l2_prefetch,
-                   " was given): the prefetch addresses the row-major weights");
-    XSTAGE_REQUIRE(prm.l2_hints == 0, "moe layer: fp8_packed 1 does not take l2_hints (", prm.l2_hints, " was given)");
-    // The packed weights run in the lean kernel only (its own instantiation): the values it is compiled with
-    // (lean_values_hold) must hold.
-    const bool borrow_ok = moe_l2_cols(prm) != 256 || (prm.l2_scratches == 1 && prm.l2_borrow == 1);
-    XSTAGE_REQUIRE(prm.lean == 1 && !prm.trace && prm.pingpong == 0 && prm.l2_scratches == 1 && prm.early_release == 0 &&
-                       prm.a_trim == 0 && prm.merge_loads == 1 && prm.half_together == 1 && borrow_ok,
-                   "moe layer: fp8_packed 1 runs in the lean W8A8 kernel, which needs lean 1, no trace and pingpong 0, "
-                   "l2_scratches 1, early_release 0, a_trim 0, merge_loads 1, half_together 1, l2_borrow 1; got lean ",
-                   prm.lean, ", trace ", prm.trace ? 1 : 0, ", pingpong ", prm.pingpong, ", l2_scratches ",
-                   prm.l2_scratches, ", early_release ", prm.early_release, ", a_trim ", prm.a_trim, ", merge_loads ",
-                   prm.merge_loads, ", half_together ", prm.half_together, ", l2_borrow ", prm.l2_borrow);
-  }
   const LaunchShape ls = launch_shape(team, prm);  // CTAs and pairs: named errors
   // The producer packs a tile's local expert in 11 bits and its N tile in 10 (moe_kernel.cuh, OwnRow).
   XSTAGE_REQUIRE(s.experts / P < 2048, "moe layer: at most 2047 experts per rank, got ", s.experts / P, " (", s.experts,

@@ -243,13 +243,6 @@ struct MoeLayerParams {
   // time with 1 (median 0.983 over six layers x two processes, 10 of 12 below 1; the zeroing included); W4A8, V4-Pro at
   // 32K and DiT-MoE-XL within +-1 %.
   int zero_padding = 1;
-  // The layout of W8A8's w1 and w2 (the weight scales do not change): 0 = row-major as above (the default); 1 =
-  // tile-packed by pack_fp8_weights (moe::fp8_tile_offset: each 128 x 128 block stored as the swizzled image the
-  // kernel's shared memory holds, an N tile's K blocks adjacent, W1's gate and up blocks side by side), which the
-  // producer loads by bulk copies of whole 16-32 KB images instead of tensor boxes of 128 rows `hidden` or `inter`
-  // bytes apart. It runs in a lean kernel of its own (the options `lean` fixes at their defaults; no l2_prefetch or
-  // l2_hints: UsageError naming the values). Bit-identical either way (docs/MOE.md "Tile-packed W8A8 weights").
-  int fp8_packed = 0;
   // Per-tile instrumentation (W8A8 only): runs the traced instantiation and records every tile of the launch
   // in the workspace (MoeWorkspace::read_trace). The untraced kernels contain no trace code at all.
   bool trace = false;
@@ -263,14 +256,6 @@ struct MoeLayerParams {
 // holding -8 (the packed form holds [-7, 7]) is a UsageError naming its matrix, row and column, and nothing is
 // written then.
 void pack_int4_weights(const void* twos, void* out, int matrices, int rows, int K, cudaStream_t stream = nullptr);
-
-// W8A8 weights into the tile-packed layout MoeLayerParams::fp8_packed takes, on the device, once per set of weights:
-// `matrices` back-to-back [rows][K] e4m3 matrices at `in` into moe::fp8_tile_offset's layout at `out` (the same size;
-// it must not overlap `in`). W1 is `experts` matrices of [2I][H] with gate_up (gate and up blocks paired), W2 `experts`
-// of [H][I] without. Synchronous on `stream`. rows must be a multiple of 128 (256 with gate_up) and K of 128; a bad
-// shape or overlapping buffers are a UsageError naming them, and nothing is written then.
-void pack_fp8_weights(const void* in, void* out, int matrices, int rows, int K, bool gate_up,
-                      cudaStream_t stream = nullptr);
 
 // MoeLayerParams::pair_share resolved for this launch: kPairShareA, kPairShareWeightsFull or kPairShareWeights
 // with CTA pairs (auto: kPairShareWeights where one expert's Linear-1 weights exceed kPairShareWeightsL2Fraction of

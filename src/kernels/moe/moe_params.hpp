@@ -67,10 +67,8 @@ struct ConfigT {
   static constexpr int kConsumerWGs = 2;
   static constexpr int kThreads = 128 * (1 + kConsumerWGs);
   // 128 * producer + 256 * consumer = 384 * 168, what the launch allocates (setmaxnreg moves registers
-  // within it; more would block the increase forever). The tile-packed W8A8 kernel (moe_fused_kernel's kPacked) runs
-  // 72 / 216: its producer's bulk copies spilled 20-52 B at 56, and W8A8's consumers fit 216.
+  // within it; more would block the increase forever).
   static constexpr int kProducerRegs = 56, kConsumerRegs = 224;
-  static constexpr int kPackedProducerRegs = 72, kPackedConsumerRegs = 216;
   static constexpr uint32_t kABytes = kBlockM * kBlockK;         // 16 KB (128 rows x 128 bytes)
   static constexpr uint32_t kBBytes = kBlockN * kBlockK;         // 16 KB per 128-row B box (e4m3 or bf16)
   // The weights of 128 rows of one K block as loaded: a B box, or (W4A8) two int4 fragment blocks of 4 KB.
@@ -88,7 +86,6 @@ struct ConfigT {
   static_assert(kBlockKElems * kElemBytes == 128, "a K block row is one 128 B swizzle row");
   static_assert(kHPanelBytes * 2 == kStageBytes, "a bf16 h tile fills one staging slot");
   static_assert(128 * kProducerRegs + 256 * kConsumerRegs <= kThreads * 168, "register budget of one CTA");
-  static_assert(128 * kPackedProducerRegs + 256 * kPackedConsumerRegs <= kThreads * 168, "register budget of one CTA");
 };
 
 inline constexpr int kSlotDispatch = 0, kSlotCombine = 1, kSlotPlan = 2;  // completion-signal slots
@@ -175,11 +172,6 @@ struct KernelParams {
   uint8_t* h;             // local ranks' intermediate codes, [ranks][rows_cap][I] (kBf16: bf16)
   float* h_scale;         // [ranks][I/128][rows_cap] (kBf16: null)
   uint32_t* row_ready;    // [ranks][rows_cap / 128], zeroed before the launch
-  // MoeLayerParams::fp8_packed (W8A8): the weights in the tile-packed layout (moe::fp8_tile_offset), loaded by bulk
-  // copies of whole 16 KB block images instead of through tma_w1* / tma_w2* (only the kPacked instantiation, which
-  // launches where these are set, reads them); null = the row-major maps.
-  const uint8_t* w1_packed;  // [experts][I/128][H/128][gate, up] blocks
-  const uint8_t* w2_packed;  // [experts][H/128][I/128] blocks
   const float* w1_scale;  // W8A8: [experts][2I/128][H/128] (W4A8: read through tma_s1)
   const float* w2_scale;  // W8A8: [experts][H/128][I/128] (W4A8: read through tma_s2)
   const uint32_t* dispatch_epoch;  // device: the dispatch signals per source this launch waits for (epoch * ctas)
@@ -251,8 +243,5 @@ inline constexpr int kInt4MapRow = 256, kInt4BlockRows = int(kInt4BlockBytes) / 
 // layout (moe::pack_int4_frag per matrix; `out` must not overlap `in`).
 cudaError_t launch_int4_find_minus8(const uint8_t* in, size_t bytes, unsigned long long* first, cudaStream_t stream);
 cudaError_t launch_int4_pack_frag(const uint8_t* in, uint8_t* out, int matrices, int rows, int K, cudaStream_t stream);
-// pack_fp8_weights' pass: `matrices` [rows][K] e4m3 matrices into moe::fp8_tile_offset's layout (`out` apart from `in`).
-cudaError_t launch_fp8_pack_tiles(const uint8_t* in, uint8_t* out, int matrices, int rows, int K, bool gate_up,
-                                  cudaStream_t stream);
 
 }  // namespace xstage::moe_kernel
