@@ -1,5 +1,6 @@
 """CPU test (no torch, no GPU): python/xstage/moe.py's ctypes signatures of xstage/moe.h load and reach the library's
-argument checks (a null team, a null layer, pack_int4's shape errors come back as XstageError naming the value).
+argument checks (a null team, a null layer, pack_int4's shape errors come back as XstageError naming the value), and
+the formats it offers are moe.h's (an unknown one, e.g. the removed "w8a8-packed", is a ValueError naming it).
 Exits non-zero on failure."""
 import ctypes
 import sys
@@ -44,6 +45,15 @@ expect("auto_order, null layer", lambda: xteam._ok(lib.xstage_moe_auto_order(Non
                                                                              ctypes.byref(d), None, 0)),
        "layer is null")
 expect("pack_int4, rows 60", lambda: xteam._ok(lib.xstage_moe_pack_int4(1, 1, 2, 60, 128, None)), "60 x 128")
+# the formats on offer: the tile-packed W8A8 layout (sessions 68-69) is gone, and asking for it says what there is
+try:
+    moe._format("w8a8-packed")
+    failures.append("format 'w8a8-packed': no error")
+except ValueError as e:
+    if "'w8a8-packed'" not in str(e) or "['bf16', 'w4a8', 'w8a8']" not in str(e):
+        failures.append(f"format 'w8a8-packed': expected the value and the formats named, got {e}")
+if sorted(moe.FORMATS.items(), key=lambda kv: kv[1]) != [("w8a8", 0), ("w4a8", 1), ("bf16", 2)]:
+    failures.append(f"FORMATS {moe.FORMATS} differ from xstage/moe.h's XSTAGE_MOE_W8A8 / W4A8 / BF16 (0, 1, 2)")
 for f in failures:
     print("FAIL:", f)
 print("ok" if not failures else f"{len(failures)} failures")
