@@ -1803,6 +1803,10 @@ int main(int argc, char** argv) {
   std::printf("%-16s %8s %12s %9s %9s %10s %8s %s\n", "variant", "batches", "FLOP/cyc/SM", "of 8192", "TFLOP/s",
               "cyc spread", "GB/s/SM", "ok");
   rows.erase(std::remove_if(rows.begin(), rows.end(), [](const Row& r) { return !r.ran; }), rows.end());
+  if (rows.empty()) {  // (without --rows: every variant was left out by --pipe-only or --src-mb)
+    std::fprintf(stderr, "mainloop_probe: no variant ran (names as in the file's header)\n");
+    return 2;
+  }
   for (const std::string& want : g_rows)
     if (std::none_of(rows.begin(), rows.end(), [&](const Row& r) { return r.name == want; })) {
       std::fprintf(stderr, "mainloop_probe: --rows names '%s', which did not run (unknown, or left out by --pipe-only "
