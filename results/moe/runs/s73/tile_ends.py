@@ -37,15 +37,14 @@ for path in sys.argv[3:]:
         us = ns / n / 1e3
         print(f"  {kind} {h}: {n} tiles, {ns / 1e6:.0f} SM-ms ({ns / total:.1%}), {us:.1f} us/tile, "
               f"{wbytes / us / 1e3:.1f} GB/s of a tile's weights per SM")
-    span = e_max
     half_time = [[0, 0] for _ in range(TENTHS)]  # per tenth: full, half mainloop ns inside it
     starts = collections.defaultdict(list)  # (kind, half, tenth of its start) -> mainloop ns
     for r in rows:
         s, e, h = int(r["mma_start_ns"]) - t0, int(r["mma_end_ns"]) - t0, int(r["half"] == "1")
-        for b in range(int(s * TENTHS / span), min(TENTHS, int(e * TENTHS / span) + 1)):
-            half_time[b][h] += max(0, min(e, (b + 1) * span / TENTHS) - max(s, b * span / TENTHS))
-        starts[(r["kind"], h, min(TENTHS - 1, int(s * TENTHS / span)))].append(e - s)
-    print("  half tiles' share by tenths: " + " ".join(f"{h / (f + h):.2f}" for f, h in half_time))
+        for b in range(int(s * TENTHS / e_max), min(TENTHS, int(e * TENTHS / e_max) + 1)):
+            half_time[b][h] += max(0, min(e, (b + 1) * e_max / TENTHS) - max(s, b * e_max / TENTHS))
+        starts[(r["kind"], h, min(TENTHS - 1, int(s * TENTHS / e_max)))].append(e - s)
+    print("  half tiles' share by tenths: " + " ".join(f"{h / (f + h):.2f}" if f + h else "-" for f, h in half_time))
     for kind in ("L1", "L2"):
         for h in (0, 1):
             med = [starts.get((kind, h, b)) for b in range(TENTHS)]
