@@ -41,9 +41,10 @@ for path in sys.argv[3:]:
     starts = collections.defaultdict(list)  # (kind, half, tenth of its start) -> mainloop ns
     for r in rows:
         s, e, h = int(r["mma_start_ns"]) - t0, int(r["mma_end_ns"]) - t0, int(r["half"] == "1")
-        for b in range(int(s * TENTHS / e_max), min(TENTHS, int(e * TENTHS / e_max) + 1)):
+        first = int(s * TENTHS / e_max)  # the tenth the mainloop starts in
+        for b in range(first, min(TENTHS, int(e * TENTHS / e_max) + 1)):
             half_time[b][h] += max(0, min(e, (b + 1) * e_max / TENTHS) - max(s, b * e_max / TENTHS))
-        starts[(r["kind"], h, min(TENTHS - 1, int(s * TENTHS / e_max)))].append(e - s)
+        starts[(r["kind"], h, min(TENTHS - 1, first))].append(e - s)
     print("  half tiles' share by tenths: " + " ".join(f"{h / (f + h):.2f}" if f + h else "-" for f, h in half_time))
     for kind in ("L1", "L2"):
         for h in (0, 1):
