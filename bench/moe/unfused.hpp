@@ -259,6 +259,9 @@ class UnfusedMoe {
   int padded_row(int token, int slot) const { return slot_row_host_.at(std::size_t(token) * shape_.topk + slot); }
   const std::uint16_t* linear1_output() const { return stage_->y1(); }
   const std::uint8_t* hidden_codes() const { return stage_->hq(); }
+  // Fills those intermediates (and the permuted rows, their scales, the Linear-2 output) with 0xFF bytes,
+  // stream-ordered: a test that reads them after a run then sees only what that run wrote.
+  void poison_intermediates(cudaStream_t stream) { stage_->poison(stream); }
 
  private:
   UnfusedShape shape_;

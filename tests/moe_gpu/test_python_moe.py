@@ -90,8 +90,11 @@ def test_float8_inputs_as_given():
     layer = MoeLayer(Team.emulated(1), H, I, E, k, T)
     a = layer(x, idx, wt, w).clone()
     codes, scales = quantize_act(x)
-    b = layer(codes, idx, wt, w, x_scale=scales)
+    poisoned = torch.full((T, H), float("nan"), device="cuda")  # not the block a freed output left: must be written
+    b = layer(codes, idx, wt, w, x_scale=scales, out=poisoned)
     layer.check()
+    assert b.data_ptr() == poisoned.data_ptr()
+    assert not torch.isnan(b).any(), "the second call left rows unwritten"
     assert torch.equal(a.view(torch.int32), b.view(torch.int32))
 
 
@@ -203,8 +206,10 @@ def test_fewer_tokens_than_capacity():
     m = 60
     halves = ([x[:m], x[m:2 * m]], [idx[:m], idx[m:2 * m]], [wt[:m], wt[m:2 * m]])
     dev = torch.cat(two(*halves, w)).clone()
-    host = torch.cat(two(*halves, w, plan="host"))
+    poisoned = [torch.full((m, H), float("nan"), device="cuda") for _ in range(2)]  # the host-plan call must write them
+    host = torch.cat(two(*halves, w, plan="host", out=poisoned))
     two.check()
+    assert not torch.isnan(host).any(), "the host-plan call left rows unwritten"
     assert torch.equal(dev.view(torch.int32), host.view(torch.int32)), "host plan != device plan at 60 tokens"
     with pytest.raises(ValueError, match=r"plan='host' needs the same token count on every rank, got \[60, 59\]"):
         two([x[:m], x[:m - 1]], [idx[:m], idx[:m - 1]], [wt[:m], wt[:m - 1]], w, plan="host")

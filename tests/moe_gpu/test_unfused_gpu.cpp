@@ -257,6 +257,8 @@ void check_linear1(mb::WeightFormat format) {
   set_weights(moe, q);
   Stream st;
   Inputs in = make_inputs(c, seed);
+  moe.set_routing(in.routing.index.data());  // (allocates the intermediates for this routing)
+  moe.poison_intermediates(st.s);            // so the padding rows' zeros below are this run's
   run_layer(moe, in, st.s);
   const int rows = moe.padded_rows();
   std::vector<uint16_t> y1(size_t(rows) * 2 * I);
@@ -399,25 +401,7 @@ TEST(UnfusedMoeGpu, CeilingRunsAndIsFinite) {
   cudaEventDestroy(b);
 }
 
-// Shape validation needs no device: the constructors check before any CUDA call.
-TEST(UnfusedMoeGpu, RejectsBadShapes) {
-  EXPECT_NE(mb::check_unfused_shape({200, 256, 8, 2, 64}).find("hidden = 200"), std::string::npos);
-  EXPECT_NE(mb::check_unfused_shape({256, 100, 8, 2, 64}).find("inter = 100"), std::string::npos);
-  EXPECT_NE(mb::check_unfused_shape({256, 256, 0, 1, 64}).find("experts = 0"), std::string::npos);
-  EXPECT_NE(mb::check_unfused_shape({256, 256, 8, 9, 64}).find("topk = 9"), std::string::npos);
-  EXPECT_NE(mb::check_unfused_shape({256, 256, 8, 0, 64}).find("topk = 0"), std::string::npos);
-  EXPECT_NE(mb::check_unfused_shape({256, 256, 8, 2, 0}).find("tokens = 0"), std::string::npos);
-  EXPECT_EQ(mb::check_unfused_shape({256, 256, 8, 2, 64}), "");
-  EXPECT_THROW(mb::UnfusedMoe({200, 256, 8, 2, 64}, mb::WeightFormat::kFp8), std::invalid_argument);
-  EXPECT_THROW(mb::UnfusedMoe({256, 256, 8, 9, 64}, mb::WeightFormat::kInt4), std::invalid_argument);
-  EXPECT_THROW(mb::CeilingGemm({256, 384 + 1, 8, 2, 64}), std::invalid_argument);
-  try {
-    mb::UnfusedMoe moe({256, 256, 8, 2, -1}, mb::WeightFormat::kFp8);
-    ADD_FAILURE() << "no exception";
-  } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find("tokens = -1"), std::string::npos) << e.what();
-  }
-}
+// (Shape validation needs no device: tests/moe_gpu/test_moe_shapes.cpp, label cpu.)
 
 // Call-order and routing errors (need a device for the object).
 TEST(UnfusedMoeGpu, RejectsBadUse) {
