@@ -44,31 +44,44 @@ struct Outcome {
   long long bad_counters = 0;
 };
 
-// Runs the head-partitioned attention of every rank this team serves twice (epochs 1 and 2): through the
-// local epilogue into o_local, and through the peer-store epilogue into the team buffer; compares the
-// gathered destination outputs with o_local byte for byte and checks the completion counters.
+// Runs the head-partitioned attention of every rank this team serves twice (epochs 1 and 2) through the
+// peer-store epilogue into the team buffer, and compares what every destination this process holds gathered,
+// from every source rank, byte for byte with the local epilogue's output; checks the completion counters.
+// Inputs: one global batch of world x batch entries from one seed, the same on every process; rank s owns
+// entries [s * batch, (s + 1) * batch). So a real rank can compute what a peer's tiles must hold (the local
+// epilogue over the whole global batch), and a tile stored from the wrong source or to the wrong place differs.
 Outcome run_case(runtime::Team& team, const Case& c) {
-  const int G = team.local_ranks(), LB = G * c.batch, S = c.world * c.seq_per_rank;
-  const size_t elems = size_t(LB) * S * c.heads * c.dim;
+  const int G = team.local_ranks(), GB = c.world * c.batch, S = c.world * c.seq_per_rank;
+  const size_t per_entry = size_t(S) * c.heads * c.dim;
+  const size_t elems = size_t(GB) * per_entry;
   std::mt19937 rng(test_seed() + 977u * c.world + 31u * c.seq_per_rank + c.dim);
-  DevBuf q(elems * 2), k(elems * 2), v(elems * 2), o_local(elems * 2);
+  DevBuf q(elems * 2), k(elems * 2), v(elems * 2), o_ref(elems * 2);
   for (void* p : {q.p, k.p, v.p}) {
     const auto h = random_halves(elems, c.bf16, rng);
     CUDA_CHECK(cudaMemcpy(p, h.data(), elems * 2, cudaMemcpyHostToDevice));
   }
-  xstage_attn_fwd_params p{};
-  p.q = q.p;
-  p.k = k.p;
-  p.v = v.p;
-  p.o = o_local.p;
-  p.batch = LB;
-  p.seqlen_q = p.seqlen_kv = S;
-  p.heads = c.heads;
-  p.head_dim = c.dim;
+  xstage_attn_fwd_params ref{};  // the whole global batch through the local epilogue
+  ref.q = q.p;
+  ref.k = k.p;
+  ref.v = v.p;
+  ref.o = o_ref.p;
+  ref.batch = GB;
+  ref.seqlen_q = ref.seqlen_kv = S;
+  ref.heads = c.heads;
+  ref.head_dim = c.dim;
   const int64_t st[3] = {int64_t(S) * c.heads * c.dim, int64_t(c.heads) * c.dim, c.dim};
-  for (int i = 0; i < 3; ++i) p.q_stride[i] = p.k_stride[i] = p.v_stride[i] = p.o_stride[i] = st[i];
-  p.dtype = c.bf16 ? XSTAGE_DTYPE_BF16 : XSTAGE_DTYPE_FP16;
-  if (xstage_attn_fwd(&p, team.stream()) != XSTAGE_OK) throw std::runtime_error(xstage_last_error());
+  for (int i = 0; i < 3; ++i) ref.q_stride[i] = ref.k_stride[i] = ref.v_stride[i] = ref.o_stride[i] = st[i];
+  ref.dtype = c.bf16 ? XSTAGE_DTYPE_BF16 : XSTAGE_DTYPE_FP16;
+  if (xstage_attn_fwd(&ref, team.stream()) != XSTAGE_OK) throw std::runtime_error(xstage_last_error());
+
+  // This process's launch: the entries of the ranks it serves (all of them when emulated).
+  const size_t first = size_t(team.first_rank()) * c.batch * per_entry * 2;
+  xstage_attn_fwd_params p = ref;
+  p.q = static_cast<const char*>(q.p) + first;
+  p.k = static_cast<const char*>(k.p) + first;
+  p.v = static_cast<const char*>(v.p) + first;
+  p.o = nullptr;  // the peer-store epilogue writes the team buffer only
+  p.batch = G * c.batch;
 
   const int heads_total = c.world * c.heads;
   const size_t out_elems = size_t(c.batch) * c.seq_per_rank * heads_total * c.dim;
@@ -79,7 +92,9 @@ Outcome run_case(runtime::Team& team, const Case& c) {
   if (const auto why = attention::check_peer_output(p, po); !why.empty()) throw std::runtime_error(why);
 
   Outcome res;
-  std::vector<uint16_t> local(elems), got(out_elems);
+  std::vector<uint16_t> want_all(elems), got(out_elems);
+  CUDA_CHECK(cudaStreamSynchronize(team.stream()));
+  CUDA_CHECK(cudaMemcpy(want_all.data(), o_ref.p, elems * 2, cudaMemcpyDeviceToHost));
   for (uint32_t epoch = 1; epoch <= 2; ++epoch) {
     for (int r = team.first_rank(); r < team.first_rank() + G; ++r)
       fill_now(out->local(r), 0xFF, out_elems * 2);
@@ -88,20 +103,18 @@ Outcome run_case(runtime::Team& team, const Case& c) {
     CUDA_CHECK(attention::run_fwd_sm90_to_peers(p, po, &ctas, team.stream()));
     sig.wait(0, epoch * uint32_t(ctas), team.stream());
     team.check("peer-store attention");
-    CUDA_CHECK(cudaMemcpy(local.data(), o_local.p, elems * 2, cudaMemcpyDeviceToHost));
     for (int d = team.first_rank(); d < team.first_rank() + G; ++d) {
       for (int s = 0; s < c.world; ++s)
         if (sig.read(d, 0, s) != epoch * uint32_t(ctas)) ++res.bad_counters;
       CUDA_CHECK(cudaMemcpy(got.data(), out->local(d), out_elems * 2, cudaMemcpyDeviceToHost));
-      // Destination d, row r, head s*heads + h holds source s's row d*spr + r of head h. In emulated mode
-      // source s's batch entries are s*batch.. of the local output; a real rank holds only its own.
+      // Destination d, row r, head s*heads + h holds source s's row d*spr + r of head h: global entry
+      // s*batch + b. Every source is checked, the peers' tiles of a real rank included.
       for (int b = 0; b < c.batch; ++b)
         for (int r = 0; r < c.seq_per_rank; ++r)
           for (int s = 0; s < c.world; ++s) {
-            if (!team.is_local(s)) continue;  // real ranks: rank s's tiles are checked on rank s's side
-            const int lb = (s - team.first_rank()) * c.batch + b;
+            const int gb = s * c.batch + b;
             for (int h = 0; h < c.heads; ++h) {
-              const uint16_t* want = &local[((size_t(lb) * S + size_t(d) * c.seq_per_rank + r) * c.heads + h) * c.dim];
+              const uint16_t* want = &want_all[((size_t(gb) * S + size_t(d) * c.seq_per_rank + r) * c.heads + h) * c.dim];
               const uint16_t* have = &got[((size_t(b) * c.seq_per_rank + r) * heads_total + s * c.heads + h) * c.dim];
               for (int i = 0; i < c.dim; ++i) {
                 const uint16_t x = want[i] ^ have[i];
