@@ -182,6 +182,8 @@ void add_simulate_moe(CLI::App* sim) {
     m.epi_time = model::parse_time(o->staging, "--staging");
     m.t_l1 = model::parse_time(o->t_l1, "--t-l1");
     m.t_l2 = model::parse_time(o->t_l2, "--t-l2");
+    XSTAGE_REQUIRE(m.t_l1 < 1, "--t-l1 must be below 1 s, got '", o->t_l1, "'");
+    XSTAGE_REQUIRE(m.t_l2 < 1, "--t-l2 must be below 1 s, got '", o->t_l2, "'");
     m.memory_limit = memory_limit();
     m.json_tiles = o->tiles;
     const sim::MoeSimReport r = sim::simulate_moe(p, m);

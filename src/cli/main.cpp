@@ -10,6 +10,19 @@
 #include "commands.hpp"
 #include "xstage/common/error.hpp"
 
+namespace {
+// An empty value ("--head-dim ''") converts to 0 in CLI11 and would be reported as "got 0", which the user never
+// wrote: every named option that takes a value refuses it by name ("--head-dim: empty value"). Positionals are
+// left alone (`xstage launch -- cmd ''` passes an empty argument on).
+void refuse_empty_values(CLI::App& app) {
+  const CLI::Validator non_empty([](std::string& s) { return s.empty() ? std::string("empty value") : std::string(); },
+                                 "", "non-empty");
+  for (CLI::Option* o : app.get_options())
+    if (o->nonpositional() && o->get_type_size_max() > 0) o->check(non_empty);
+  for (CLI::App* sub : app.get_subcommands({})) refuse_empty_values(*sub);
+}
+}  // namespace
+
 int main(int argc, char** argv) {
   CLI::App app{"xstage: the X-Stage (Burst-Gap) model, calibration and kernels for remote-store "
                "communication-computation overlap"};
@@ -17,6 +30,7 @@ int main(int argc, char** argv) {
   xstage::cli::register_model_commands(app);
   xstage::cli::register_sim_commands(app);
   xstage::cli::register_gpu_commands(app);
+  refuse_empty_values(app);
   try {
     // A word where a subcommand is required must name one (CLI11 would only say "A subcommand is required").
     CLI::App* cur = &app;

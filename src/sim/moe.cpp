@@ -62,9 +62,14 @@ void validate(const MoeLayerConfig& c) {
   XSTAGE_REQUIRE(c.sms > 0, "SM count must be positive, got ", c.sms);
   XSTAGE_REQUIRE(c.sms % c.roles == 0, "SM count ", c.sms, " is not a multiple of the roles per instance ",
                  c.roles);
-  XSTAGE_REQUIRE(((c.hidden + l2 - 1) / l2) % c.roles == 0 && (2 * c.h_inter / l1) % c.roles == 0,
-                 "N-tiles per row (", 2 * c.h_inter / l1, " for L1, ", (c.hidden + l2 - 1) / l2,
-                 " for L2) must be multiples of the roles per instance ", c.roles);
+  const long long l1_tiles = 2LL * c.h_inter / l1, l2_tiles = (c.hidden + l2 - 1LL) / l2;
+  // A row's tiles times the rows must index as int on the device (MoeLayoutStorage); name the sizes here, before a
+  // layout could only say "too many tiles".
+  XSTAGE_REQUIRE(l1_tiles + l2_tiles < (1LL << 22), "hidden size ", c.hidden, " and intermediate size ", c.h_inter,
+                 " give ", l1_tiles + l2_tiles, " N-tiles per row (", l1_tiles, " L1 + ", l2_tiles,
+                 " L2); at most 4194303 are simulated");
+  XSTAGE_REQUIRE(l2_tiles % c.roles == 0 && l1_tiles % c.roles == 0, "N-tiles per row (", l1_tiles, " for L1, ",
+                 l2_tiles, " for L2) must be multiples of the roles per instance ", c.roles);
   XSTAGE_REQUIRE(c.lead >= 1 || c.lead == -1, "lead D must be >= 1, got ", c.lead,
                  " (D = 0 lets an instance emit L2 of a row before its own L1 tiles of that row: an in-order "
                  "kernel deadlocks; see docs/SCHEDULERS.md)");
