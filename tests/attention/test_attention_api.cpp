@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <thread>
 
 #include "xstage/attention.h"
 
@@ -232,7 +233,22 @@ TEST(attention_api, ErrorMessageIsPerThreadAndClearedOnSuccess) {
   auto p = valid();
   p.head_dim = 96;
   EXPECT_EQ(xstage_attn_fwd_check(&p), XSTAGE_ERR_UNSUPPORTED);
-  EXPECT_NE(std::string(xstage_last_error()), "");
+  const std::string mine = xstage_last_error();
+  EXPECT_NE(mine, "");
+  // Another thread sees none of this thread's message, and its own failure does not replace this one.
+  std::string other_before, other_after;
+  std::thread t([&] {
+    other_before = xstage_last_error();
+    auto q = valid();
+    q.batch = 0;
+    (void)xstage_attn_fwd_check(&q);
+    other_after = xstage_last_error();
+  });
+  t.join();
+  EXPECT_EQ(other_before, "");
+  EXPECT_NE(other_after, "");
+  EXPECT_NE(other_after, mine);
+  EXPECT_EQ(std::string(xstage_last_error()), mine);
   p = valid();
   EXPECT_EQ(xstage_attn_fwd_check(&p), XSTAGE_OK);
   EXPECT_STREQ(xstage_last_error(), "");

@@ -5,7 +5,7 @@ backend, for what reason. Needs neither torch nor diffusers (stdlib unittest); e
 import sys
 import unittest
 import warnings
-from dataclasses import replace
+from dataclasses import fields, replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "python"))
@@ -82,7 +82,12 @@ class Paths(unittest.TestCase):
         self.assertEqual(self.path(replace(BASE, dropout_p=0.0)), "flash")
 
     def test_order_is_rank_independent(self):
-        # The decision is a pure function of the call: the same answer twice, on a copy, for every rank.
+        # The fused layer is collective, so every rank must take the same path: the decision reads only a CallInfo,
+        # which holds nothing that differs between ranks (no rank, device index or tensor address; a field added
+        # later that could differ fails here, and needs this argument made again), and is a pure function of it.
+        per_rank = {"rank", "local_rank", "device", "device_index", "data_ptr", "ptr", "stream"}
+        for cls in (CallInfo, CpInfo):
+            self.assertFalse(per_rank & {f.name for f in fields(cls)}, cls.__name__)
         c = replace(BASE, has_mask=True, cp=CP2)
         self.assertEqual(decide(c), decide(replace(c)))
 
@@ -123,6 +128,9 @@ class Module(unittest.TestCase):
     def test_imports_without_torch_or_diffusers(self):
         self.assertEqual(xd.BACKEND, "xstage")
         self.assertTrue(xd.DIFFUSERS_VERSION_READ)
+        # (this process imported neither: the module and the decision tests above ran without them)
+        self.assertNotIn("torch", sys.modules)
+        self.assertNotIn("diffusers", sys.modules)
         self.assertFalse(xd.is_registered() and "diffusers" not in sys.modules)
 
     def test_enum_member_added(self):

@@ -67,8 +67,10 @@ def main():
             compare(x1, nat_cp, ref, f"{name} P={world} rank {rank} xstage vs native bf16 Ulysses")
             for xi in (x2, x3):
                 compare(xi, nat, ref, f"{name} P={world} rank {rank} repeat")
-            same = torch.equal(x1, x2) and torch.equal(x2, x3)
-            say(f"PASS {name}: {line}; repeats identical: {same}; paths {s}")
+            # The kernel is deterministic and the three calls read the same inputs: the outputs of the three
+            # epochs (two output buffers reused) must be the same bits.
+            assert torch.equal(x1, x2) and torch.equal(x2, x3), f"{name}: the repeats differ from the first call"
+            say(f"PASS {name}: {line}; repeats identical; paths {s}")
         except Exception:
             ok = False
             print(f"FAIL {name} rank {rank}:\n{traceback.format_exc()}", flush=True)

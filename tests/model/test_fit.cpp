@@ -485,11 +485,23 @@ TEST(Fit, CsvRoundTrip) {
   write_samples_csv(path, s);
   auto r = read_samples_csv(path);
   ASSERT_EQ(r.size(), s.size());
-  for (size_t i = 0; i < s.size(); ++i) {
+  for (size_t i = 0; i < s.size(); ++i) {  // every field a row carries (line is where it was read)
     EXPECT_EQ(r[i].mode, s[i].mode);
+    EXPECT_EQ(r[i].target, s[i].target);
     EXPECT_EQ(r[i].K, s[i].K);
+    EXPECT_DOUBLE_EQ(r[i].B, s[i].B);
+    EXPECT_DOUBLE_EQ(r[i].V, s[i].V);
+    EXPECT_DOUBLE_EQ(r[i].gap_ns, s[i].gap_ns);
     EXPECT_DOUBLE_EQ(r[i].tiss_ns, s[i].tiss_ns);
-    EXPECT_EQ(r[i].bursts, 64);
+    EXPECT_DOUBLE_EQ(r[i].period_ns, s[i].period_ns);
+    EXPECT_DOUBLE_EQ(r[i].wall_us, s[i].wall_us);
+    EXPECT_EQ(r[i].bursts, s[i].bursts);
+    EXPECT_EQ(r[i].bursts, 64);  // the fixture has no bursts column: the default
+    EXPECT_EQ(r[i].path, s[i].path);
+    EXPECT_EQ(r[i].pattern, s[i].pattern);
+    EXPECT_EQ(r[i].producer, s[i].producer);
+    EXPECT_EQ(r[i].wrong, s[i].wrong);
+    EXPECT_DOUBLE_EQ(r[i].gap_req_ns, s[i].gap_req_ns);
   }
   std::filesystem::remove(path);
 }

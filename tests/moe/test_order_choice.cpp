@@ -28,9 +28,11 @@ const xstage::model::Platform& h200() {
   static const auto p = xstage::model::preset("h200-nvlink4");
   return p;
 }
-constexpr double kRatePerSm = 1228e12 / 132;  // the preset's fp8 rate per SM
+constexpr double kRatePerSm = 1228e12 / 132;  // the preset's fp8 rate per SM (checked below)
 constexpr double kL2 = 60.0 * 1024 * 1024;   // H200 (PLATFORM.md: 60 MB)
-constexpr double kR = 363.71e9, kT0 = 0.6643e-6, kQ = 2006720;
+// M_X read from the preset, not copied from it: a recalibration that replaces the preset moves these, and the
+// expectations below follow (the header's numbers are the preset's at the time of writing).
+const double kR = h200().R, kT0 = h200().tiss0(132, 132.0 * 32768), kQ = h200().Q(132);
 
 // qwen3-30b-a3b (h 2048, h_inter 768, 128 experts, top-8) at P = 8 on 132 SMs, W8A8, MMA times from the rate.
 OrderQuery qwen30b(long long tokens) {
@@ -54,6 +56,15 @@ OrderQuery qwen30b(long long tokens) {
 bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
 }  // namespace
+
+TEST(MoeOrder, TheWorkedNumbersAreThePresets) {
+  // The hand-worked expectations assume the preset's SM count and fp8 rate; M_X itself is read above.
+  EXPECT_EQ(h200().sm_count, 132);
+  EXPECT_DOUBLE_EQ(h200().tc_fp8 / h200().sm_count, kRatePerSm);
+  EXPECT_GT(kR, 0);
+  EXPECT_GT(kT0, 0);
+  EXPECT_GT(kQ, 0);
+}
 
 TEST(MoeOrder, EstimatedMmaTimesAreTileFlopsOverTheRate) {
   const OrderQuery q = qwen30b(8192);

@@ -88,23 +88,36 @@ TEST(MoeReference, OneTokenOneExpertByHand) {
 }
 
 TEST(MoeReference, TopkWeightedSumInSlotOrder) {
-  // Experts e = 0, 1 differ only in W2 = (e + 1) I: out = 0.25 y + 0.75 * 2 y = 1.75 y.
-  const int n = 128;
-  const MoeWeights w = identity_like(n, 2, 1.0f, 1.0f, 1.0f);
+  // Experts e = 0..3 differ only in W2 = (e + 1) I, so expert e's row is (e + 1) y exactly (one product, rounded
+  // once, as below). Three slots whose terms are 1 and ~2^-24 of each other: fp32 addition is not associative
+  // there, so the sum in slot order differs from the reversed order somewhere (checked), and the reference must
+  // give the slot-order bits (the order the kernel's weighted sum adds in).
+  const int n = 128, K = 3;
+  const MoeWeights w = identity_like(n, 4, 1.0f, 1.0f, 1.0f);
   std::vector<float> x(2 * n);
-  for (int i = 0; i < 2 * n; ++i) x[i] = std::sin(0.1f * i);
-  const std::vector<std::int32_t> idx = {0, 1, 1, 0};
-  const std::vector<float> wt = {0.25f, 0.75f, 0.75f, 0.25f};
+  for (int i = 0; i < 2 * n; ++i) x[i] = std::sin(0.1f * i + 0.05f);
+  const std::vector<std::int32_t> idx = {0, 1, 3, 3, 1, 0};
+  const std::vector<float> wt = {0.7f, 3.1e-8f, 1.3e-8f, 1.3e-8f, 3.1e-8f, 0.7f};
   const MoeReference ref(w, Precision::Fp32, {false});
-  const std::vector<float> out = ref.forward(x.data(), 2, idx.data(), wt.data(), 2);
+  const std::vector<float> out = ref.forward(x.data(), 2, idx.data(), wt.data(), K);
   std::vector<float> y(n);
+  int order_visible = 0;
   for (int t = 0; t < 2; ++t) {
     ref.expert_row(0, x.data() + t * n, y.data());
     for (int i = 0; i < n; ++i) {
-      const float want = t == 0 ? 0.25f * y[i] + 0.75f * (2 * y[i]) : 0.75f * (2 * y[i]) + 0.25f * y[i];
-      EXPECT_FLOAT_EQ(out[t * n + i], want);
+      float term[K];
+      for (int j = 0; j < K; ++j) {
+        const volatile float row = float(idx[t * K + j] + 1) * y[i];  // volatile: no contraction into an FMA
+        term[j] = wt[t * K + j] * row;
+      }
+      volatile float fwd = 0.0f, rev = 0.0f;
+      for (int j = 0; j < K; ++j) fwd = fwd + term[j];
+      for (int j = K - 1; j >= 0; --j) rev = rev + term[j];
+      order_visible += fwd != rev;
+      EXPECT_EQ(out[t * n + i], fwd) << "token " << t << " column " << i;
     }
   }
+  EXPECT_GT(order_visible, 0) << "the inputs do not tell slot order from reversed order";
 }
 
 TEST(MoeReference, QuantizedPrecisionsStayCloseToFp32) {

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 
 #include "calib.hpp"
@@ -243,24 +244,26 @@ TEST(Refit, CommittedRunGivesTheCommittedNumbers) {
   fs::remove_all(dir);
   EXPECT_EQ(xstage::calib::refit(src.string(), dir.string(), false), 0);
   nlohmann::json s = nlohmann::json::parse(std::ifstream(dir / "summary.json"));
-  EXPECT_NEAR(s["R_GBps"].get<double>(), 363.71, 0.1);
-  EXPECT_NEAR(s["Q_MB"].get<double>(), 2.0067, 0.001);
-  EXPECT_NEAR(s["T_iss0_us"].get<double>(), 0.6643, 0.001);
-  EXPECT_NEAR(s["model_period_oos_median_err"].get<double>(), 0.0145, 0.0005);
-  EXPECT_NEAR(s["model_period_oos_max_err"].get<double>(), 0.1027, 0.0005);
-  EXPECT_NEAR(s["model_tiss_oos_median_err"].get<double>(), 0.0253, 0.0005);
-  EXPECT_NEAR(s["model_tiss_oos_max_err"].get<double>(), 0.3587, 0.0005);
-  EXPECT_EQ(s["oos_points"].get<int>(), 65);
-  EXPECT_EQ(s["insample_points"].get<int>(), 31);
-  EXPECT_NEAR(s["model_period_oos_reqgap_median_err"].get<double>(), 0.0184, 0.0005);
-  EXPECT_NEAR(s["iso_oos_median_err"].get<double>(), 0.2641, 0.0005);
+  // The numbers are the committed run's own summary (what the README and PLATFORM.md quote), not copies of them: a
+  // refit must give them again to a relative 1e-6 (the fit is deterministic; the slack is for other compilers).
+  const nlohmann::json want = nlohmann::json::parse(std::ifstream(src / "summary.json"));
+  auto same = [](const nlohmann::json& got, const nlohmann::json& ref, const std::string& key) {
+    ASSERT_TRUE(ref.contains(key) && ref[key].is_number()) << "committed summary.json has no number " << key;
+    ASSERT_TRUE(got.contains(key) && got[key].is_number()) << "refit summary.json has no number " << key;
+    const double g = got[key].get<double>(), r = ref[key].get<double>();
+    EXPECT_NEAR(g, r, 1e-6 * std::fabs(r)) << key;
+  };
+  for (const char* key : {"R_GBps", "Q_MB", "T_iss0_us", "model_period_oos_median_err", "model_period_oos_max_err",
+                          "model_tiss_oos_median_err", "model_tiss_oos_max_err", "model_period_oos_reqgap_median_err",
+                          "iso_oos_median_err", "oos_points", "insample_points"})
+    same(s, want, key);
   EXPECT_EQ(s["wrong_bytes"].get<long long>(), 0);
+  EXPECT_GT(s["oos_points"].get<int>(), 0);  // the model is validated on points it was not fitted to
   ASSERT_EQ(s["per_K"].size(), 3u);
-  const double q[] = {0.4806, 1.1032, 2.0067};
-  const int steps[] = {2, 1, 1};  // knee check (in sample): predicted with the plateau T_iss^0
+  ASSERT_EQ(want["per_K"].size(), 3u);
   for (int i = 0; i < 3; ++i) {
-    EXPECT_NEAR(s["per_K"][i]["Q_MB"].get<double>(), q[i], 0.001) << i;
-    EXPECT_EQ(s["per_K"][i]["knee_steps_apart"].get<int>(), steps[i]) << i;
+    same(s["per_K"][i], want["per_K"][i], "Q_MB");
+    EXPECT_EQ(s["per_K"][i]["knee_steps_apart"], want["per_K"][i]["knee_steps_apart"]) << i;
   }
   // The warp family has no gap sweep: no error, not 0 %.
   EXPECT_TRUE(s["variants"][3]["gap_median_err"].is_null());

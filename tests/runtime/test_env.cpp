@@ -1,6 +1,8 @@
 // Launch-environment parsing (xstage, torchrun, mpirun, Slurm), id hex, and the local launcher.
 #include <gtest/gtest.h>
 
+#include <chrono>
+
 #include "xstage/common/error.hpp"
 #include "xstage/runtime/env.hpp"
 #include "xstage/runtime/launcher.hpp"
@@ -115,7 +117,10 @@ TEST(Launcher, ReportsTheFailingRank) {
   LaunchOptions o;
   o.nproc = 2;
   o.argv = {"sh", "-c", "if [ \"$XSTAGE_RANK\" = 1 ]; then exit 7; fi; sleep 30"};
-  EXPECT_EQ(launch_local(o, "00"), 7);  // rank 0 is stopped, not waited for 30 s
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(launch_local(o, "00"), 7);
+  // rank 0 is stopped, not waited for 30 s
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 15.0);
 }
 
 TEST(Launcher, TimeoutStopsEveryRank) {
@@ -123,7 +128,9 @@ TEST(Launcher, TimeoutStopsEveryRank) {
   o.nproc = 2;
   o.argv = {"sleep", "30"};
   o.timeout_s = 0.5;
+  const auto t0 = std::chrono::steady_clock::now();
   EXPECT_EQ(launch_local(o, "00"), 124);
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 15.0);  // not the 30 s
 }
 
 TEST(Launcher, ArgumentErrors) {
