@@ -70,6 +70,24 @@ std::string str(const nlohmann::json& j, const char* key) {
   return j.at(key).get<std::string>();
 }
 
+// Where s is not UTF-8 (JSON holds only UTF-8: a platform with such a name could not be written), the byte offset of
+// the first bad sequence; -1 where it is.
+long bad_utf8_at(const std::string& s) {
+  for (size_t i = 0; i < s.size();) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    const int n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+    if (n == 0 || i + n > s.size()) return long(i);
+    for (int k = 1; k < n; ++k)
+      if ((static_cast<unsigned char>(s[i + k]) >> 6) != 0x2) return long(i);
+    i += n;
+  }
+  return -1;
+}
+
+// The bounds a platform file may hold (from_json) and a platform may have (validate), in the file's units: one
+// table, so that what fit or refit writes is always a file the loader takes back.
+constexpr double kMaxSm = 1e6, kMaxWorld = 1e6, kMaxK = 1e8;
+constexpr double kMaxRGBps = 1e6, kMaxBytes = 1e15, kMaxTissUs = 1e9, kMaxTflops = 1e6, kMaxTBps = 1e3;
 }  // namespace
 
 std::vector<Tiss0Point> tiss0_row(const Platform& p, int K) {
@@ -112,32 +130,47 @@ double Platform::Q(int K) const {
 
 void Platform::validate() const {
   XSTAGE_REQUIRE(!name.empty(), "platform: empty name");
-  XSTAGE_REQUIRE(sm_count > 0, "platform '", name, "': sm_count must be positive, got ", sm_count);
-  XSTAGE_REQUIRE(world_size >= 0, "platform '", name, "': world_size must be >= 0, got ", world_size);
-  XSTAGE_REQUIRE(R > 0 && std::isfinite(R), "platform '", name, "': R must be positive, got ", R);
+  for (const auto& [text, what] : {std::pair{&name, "name"}, {&provenance.machine, "provenance machine"},
+                                   {&provenance.date, "provenance date"}, {&provenance.command, "provenance command"},
+                                   {&provenance.source, "provenance source"}, {&provenance.note, "provenance note"}}) {
+    const long at = bad_utf8_at(*text);
+    XSTAGE_REQUIRE(at < 0, "platform: the ", what, " is not UTF-8 (byte ", at, " of '", *text,
+                   "'); a platform file holds UTF-8 text only");
+  }
+  XSTAGE_REQUIRE(sm_count > 0 && sm_count <= kMaxSm, "platform '", name, "': sm_count must be in 1..", kMaxSm,
+                 ", got ", sm_count);
+  XSTAGE_REQUIRE(world_size >= 0 && world_size <= kMaxWorld, "platform '", name, "': world_size must be in 0..",
+                 kMaxWorld, ", got ", world_size);
+  XSTAGE_REQUIRE(R > 0 && R <= kMaxRGBps * 1e9, "platform '", name, "': R must be in (0, ", kMaxRGBps,
+                 "] GB/s, got ", R / 1e9, " GB/s");
   XSTAGE_REQUIRE(!tiss0_table.empty(), "platform '", name, "': tiss0_table is empty");
   XSTAGE_REQUIRE(!q_table.empty(), "platform '", name, "': q_table is empty");
   std::map<std::pair<int, double>, int> seen;
   for (size_t i = 0; i < tiss0_table.size(); ++i) {
     const auto& e = tiss0_table[i];
-    XSTAGE_REQUIRE(e.K > 0, "platform '", name, "': tiss0_table[", i, "].K must be positive, got ", e.K);
-    XSTAGE_REQUIRE(e.V > 0, "platform '", name, "': tiss0_table[", i, "].V must be positive, got ", e.V);
-    XSTAGE_REQUIRE(e.tiss0 > 0, "platform '", name, "': tiss0_table[", i,
-                   "].tiss0 must be positive, got ", e.tiss0);
+    XSTAGE_REQUIRE(e.K > 0 && e.K <= kMaxK, "platform '", name, "': tiss0_table[", i, "].K must be in 1..", kMaxK,
+                   ", got ", e.K);
+    XSTAGE_REQUIRE(e.V > 0 && e.V <= kMaxBytes, "platform '", name, "': tiss0_table[", i, "].V must be in (0, ",
+                   kMaxBytes, "] bytes, got ", e.V);
+    XSTAGE_REQUIRE(e.tiss0 > 0 && e.tiss0 * 1e6 <= kMaxTissUs, "platform '", name, "': tiss0_table[", i,
+                   "].tiss0 must be in (0, ", kMaxTissUs, "] us, got ", e.tiss0 * 1e6, " us");
     XSTAGE_REQUIRE(seen.emplace(std::make_pair(e.K, e.V), 1).second, "platform '", name,
                    "': tiss0_table has two entries for K = ", e.K, ", V = ", e.V);
   }
   std::map<int, int> qk;
   for (size_t i = 0; i < q_table.size(); ++i) {
-    XSTAGE_REQUIRE(q_table[i].K > 0, "platform '", name, "': q_table[", i, "].K must be positive");
-    XSTAGE_REQUIRE(q_table[i].Q > 0, "platform '", name, "': q_table[", i, "].Q must be positive, got ",
-                   q_table[i].Q);
+    XSTAGE_REQUIRE(q_table[i].K > 0 && q_table[i].K <= kMaxK, "platform '", name, "': q_table[", i,
+                   "].K must be in 1..", kMaxK, ", got ", q_table[i].K);
+    XSTAGE_REQUIRE(q_table[i].Q > 0 && q_table[i].Q <= kMaxBytes, "platform '", name, "': q_table[", i,
+                   "].Q must be in (0, ", kMaxBytes, "] bytes, got ", q_table[i].Q);
     XSTAGE_REQUIRE(qk.emplace(q_table[i].K, 1).second, "platform '", name,
                    "': q_table has two entries for K = ", q_table[i].K);
   }
-  XSTAGE_REQUIRE(tc_bf16 >= 0 && tc_fp8 >= 0 && attn_bf16 >= 0, "platform '", name,
-                 "': tensor-core rates must be >= 0");
-  XSTAGE_REQUIRE(hbm_read >= 0, "platform '", name, "': the HBM read rate must be >= 0");
+  for (const auto& [rate, what] : {std::pair{tc_bf16, "bf16"}, {tc_fp8, "fp8"}, {attn_bf16, "attention_bf16"}})
+    XSTAGE_REQUIRE(rate >= 0 && rate <= kMaxTflops * 1e12, "platform '", name, "': tensor-core rate ", what,
+                   " must be in [0, ", kMaxTflops, "] TFLOP/s, got ", rate / 1e12);
+  XSTAGE_REQUIRE(hbm_read >= 0 && hbm_read <= kMaxTBps * 1e12, "platform '", name,
+                 "': the HBM read rate must be in [0, ", kMaxTBps, "] TB/s, got ", hbm_read / 1e12);
 }
 
 // JSON uses readable units (GB/s, us, bytes, TFLOP/s); the struct holds SI.
@@ -175,36 +208,36 @@ Platform Platform::from_json(const nlohmann::json& j) {
     p.provenance = {str(pr, "machine"), str(pr, "date"), str(pr, "command"), str(pr, "source"),
                     str(pr, "note")};
   }
-  p.sm_count = whole(j, "sm_count", "the top level", 1, 1e6);
-  if (j.contains("world_size")) p.world_size = whole(j, "world_size", "the top level", 0, 1e6);
-  p.R = positive(j, "R_GBps", "the top level", 1e6, "GB/s") * 1e9;
+  p.sm_count = whole(j, "sm_count", "the top level", 1, kMaxSm);
+  if (j.contains("world_size")) p.world_size = whole(j, "world_size", "the top level", 0, kMaxWorld);
+  p.R = positive(j, "R_GBps", "the top level", kMaxRGBps, "GB/s") * 1e9;
   XSTAGE_REQUIRE(j.contains("tiss0_table") && j.at("tiss0_table").is_array(),
                  "platform JSON: 'tiss0_table' must be an array");
   int i = 0;
   for (const auto& e : j.at("tiss0_table")) {
     std::string where = "tiss0_table[" + std::to_string(i++) + "]";
-    p.tiss0_table.push_back({whole(e, "K", where, 1, 1e8), positive(e, "V_bytes", where, 1e15, "bytes"),
-                             positive(e, "tiss0_us", where, 1e9, "us") * 1e-6});
+    p.tiss0_table.push_back({whole(e, "K", where, 1, kMaxK), positive(e, "V_bytes", where, kMaxBytes, "bytes"),
+                             positive(e, "tiss0_us", where, kMaxTissUs, "us") * 1e-6});
   }
   XSTAGE_REQUIRE(j.contains("q_table") && j.at("q_table").is_array(),
                  "platform JSON: 'q_table' must be an array");
   i = 0;
   for (const auto& e : j.at("q_table")) {
     std::string where = "q_table[" + std::to_string(i++) + "]";
-    p.q_table.push_back({whole(e, "K", where, 1, 1e8), positive(e, "Q_bytes", where, 1e15, "bytes")});
+    p.q_table.push_back({whole(e, "K", where, 1, kMaxK), positive(e, "Q_bytes", where, kMaxBytes, "bytes")});
   }
   if (j.contains("tensor_core_tflops")) {
     const auto& tc = j.at("tensor_core_tflops");
     XSTAGE_REQUIRE(tc.is_object(), "platform JSON: 'tensor_core_tflops' must be an object");
-    if (tc.contains("bf16")) p.tc_bf16 = positive(tc, "bf16", "tensor_core_tflops", 1e6, "TFLOP/s") * 1e12;
-    if (tc.contains("fp8")) p.tc_fp8 = positive(tc, "fp8", "tensor_core_tflops", 1e6, "TFLOP/s") * 1e12;
+    if (tc.contains("bf16")) p.tc_bf16 = positive(tc, "bf16", "tensor_core_tflops", kMaxTflops, "TFLOP/s") * 1e12;
+    if (tc.contains("fp8")) p.tc_fp8 = positive(tc, "fp8", "tensor_core_tflops", kMaxTflops, "TFLOP/s") * 1e12;
     if (tc.contains("attention_bf16"))
-      p.attn_bf16 = positive(tc, "attention_bf16", "tensor_core_tflops", 1e6, "TFLOP/s") * 1e12;
+      p.attn_bf16 = positive(tc, "attention_bf16", "tensor_core_tflops", kMaxTflops, "TFLOP/s") * 1e12;
   }
   if (j.contains("memory_tbps")) {
     const auto& m = j.at("memory_tbps");
     XSTAGE_REQUIRE(m.is_object(), "platform JSON: 'memory_tbps' must be an object");
-    if (m.contains("hbm_read")) p.hbm_read = positive(m, "hbm_read", "memory_tbps", 1e3, "TB/s") * 1e12;
+    if (m.contains("hbm_read")) p.hbm_read = positive(m, "hbm_read", "memory_tbps", kMaxTBps, "TB/s") * 1e12;
   }
   p.validate();
   return p;
