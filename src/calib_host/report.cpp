@@ -9,6 +9,9 @@
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "xstage/common/atomic_file.hpp"
 #include "xstage/common/error.hpp"
@@ -84,6 +87,12 @@ nlohmann::json err_json(const model::ErrStats& e, bool median) {
   return e.n ? nlohmann::json(median ? e.median : e.max) : nlohmann::json(nullptr);
 }
 
+// The files report() writes into its output folder, and what errors call them.
+std::vector<std::pair<const char*, const char*>> report_files() {
+  return {{"platform.json", "platform file"}, {"fit.json", "fit file"}, {"validation.csv", "validation file"},
+          {"summary.json", "summary file"}};
+}
+
 }  // namespace
 
 std::vector<RunPoint> read_points(const std::string& path) {
@@ -112,28 +121,43 @@ std::vector<RunPoint> read_points(const std::string& path) {
     if (line.empty()) continue;
     auto v = split(line);
     XSTAGE_REQUIRE(v.size() == head.size(), path, ":", n, ": ", v.size(), " fields, header has ", head.size());
-    try {
-      RunPoint p;
-      p.mode = v[cm];
-      p.local = v[ct] == "local";
-      p.K = std::stoi(v[cK]);
-      p.B = std::stod(v[cB]);
-      p.bursts = std::stoi(v[cb]);
-      p.path = v[cpa];
-      p.pattern = v[cpt];
-      p.producer = v[cpr];
-      // p2p rows name their pair; a2a rows write -1 (every rank to every peer), kept as the defaults.
-      if (p.pattern == "p2p") {
-        p.src = std::stoi(v[cs]);
-        p.dst = std::stoi(v[cd]);
+    // A numeric field, whole (std::stoll) or not: all of it a number, or an error naming line, column and text.
+    auto num = [&](size_t c, bool whole) {
+      size_t used = 0;
+      double x = 0;
+      try {
+        x = whole ? double(std::stoll(v[c], &used)) : std::stod(v[c], &used);
+      } catch (const std::logic_error&) {
+        used = 0;
       }
-      p.tiss_ns = std::stod(v[cti]);
-      p.wall_us = std::stod(v[cw]);
-      p.wrong = std::stoll(v[cwr]);
-      pts.push_back(p);
-    } catch (const std::logic_error&) {
-      throw UsageError(path + ":" + std::to_string(n) + ": a numeric field is not a number");
+      XSTAGE_REQUIRE(used > 0 && used == v[c].size(), path, ":", n, ": column '", head[c], "': '", v[c], "' is not ",
+                     whole ? "a whole number" : "a number");
+      return x;
+    };
+    auto whole_int = [&](size_t c) {
+      const double x = num(c, true);
+      XSTAGE_REQUIRE(std::fabs(x) < 2147483648.0, path, ":", n, ": column '", head[c], "': ", v[c],
+                     " is out of range");
+      return int(x);
+    };
+    RunPoint p;
+    p.mode = v[cm];
+    p.local = v[ct] == "local";
+    p.K = whole_int(cK);
+    p.B = num(cB, false);
+    p.bursts = whole_int(cb);
+    p.path = v[cpa];
+    p.pattern = v[cpt];
+    p.producer = v[cpr];
+    // p2p rows name their pair; a2a rows write -1 (every rank to every peer), kept as the defaults.
+    if (p.pattern == "p2p") {
+      p.src = whole_int(cs);
+      p.dst = whole_int(cd);
     }
+    p.tiss_ns = num(cti, false);
+    p.wall_us = num(cw, false);
+    p.wrong = static_cast<long long>(num(cwr, true));
+    pts.push_back(p);
   }
   XSTAGE_REQUIRE(!pts.empty(), path, ": no points after the header");
   return pts;
@@ -168,9 +192,26 @@ int refit(const std::string& dir, const std::string& out_dir, bool plots) {
   }
   for (const char* k : {"machine", "command", "date", "world_size", "sm_count", "copy_engine_GBps"})
     XSTAGE_REQUIRE(summary.contains(k), sp, ": key '", k, "' missing (not written by xstage calibrate?)");
+  // Every value report() reads, its type and range, before anything is written: a bad one is named here.
+  for (const char* k : {"machine", "command", "date"})
+    XSTAGE_REQUIRE(summary.at(k).is_string(), sp, ": '", k, "' must be a string, got ", summary.at(k).dump());
+  for (const auto& [k, lo] : {std::pair{"world_size", 1}, {"sm_count", 1}}) {
+    const auto& x = summary.at(k);
+    XSTAGE_REQUIRE(x.is_number_integer() && x.get<double>() >= lo && x.get<double>() <= 1e6, sp, ": '", k,
+                   "' must be a whole number in ", lo, "..1000000, got ", x.dump());
+  }
+  const auto& ce = summary.at("copy_engine_GBps");
+  XSTAGE_REQUIRE(ce.is_number() && ce.get<double>() >= 0 && std::isfinite(ce.get<double>()), sp,
+                 ": 'copy_engine_GBps' must be a number >= 0, got ", ce.dump());
+  std::vector<RunPoint> pts = read_points(csv);  // the run's own CSV, so its errors name it
   std::string use_csv = csv;
   if (!out_dir.empty() && !(fs::exists(out_dir, ec) && fs::equivalent(dir, out_dir, ec))) {
-    // A self-contained output folder: the run's CSV goes with the fit (the plots read it from there).
+    // A self-contained output folder: the run's CSV goes with the fit (the plots read it from there). Every file
+    // this writes is checked first, so a refused one leaves the folder as it was.
+    if (fs::is_directory(out_dir, ec)) {
+      writable_target(out_dir + "/calibration.csv", "calibration CSV");
+      for (const auto& [file, what] : report_files()) writable_target(out_dir + "/" + file, what);
+    }
     std::error_code mk;
     fs::create_directories(out_dir, mk);
     XSTAGE_REQUIRE(fs::is_directory(out_dir, ec), "-o ", out_dir, ": cannot create the output folder");
@@ -181,7 +222,7 @@ int refit(const std::string& dir, const std::string& out_dir, bool plots) {
   ReportOptions o;
   o.out_dir = out_dir;
   o.plots = plots;
-  return report(use_csv, read_points(use_csv), summary, o);
+  return report(use_csv, pts, summary, o);
 }
 
 // Fit, validation, summary and plots from measured points (rank 0 after a run, or --refit).
@@ -307,6 +348,7 @@ int report(const std::string& csv, const std::vector<RunPoint>& pts, nlohmann::j
     std::error_code ec;
     fs::create_directories(out_dir, ec);
     XSTAGE_REQUIRE(fs::is_directory(out_dir, ec), "-o ", out_dir, ": cannot create the output folder");
+    for (const auto& [file, what] : report_files()) writable_target(out_dir + "/" + file, what);  // all, first
   }
   if (!have_base) {
     summary["error"] = "the base family (st/p2p/cta) could not be fitted";

@@ -5,7 +5,9 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -92,6 +94,10 @@ TEST(CliErrors, EveryBadArgumentIsOneLineAndExit2) {
       {"fit " + kCsv + " -o " + s.dir.string(), "it is a folder"},
       {"fit " + kCsv + " -o /no/such/dir/p.json", "folder '/no/such/dir' does not exist"},
       {"fit " + kCsv + " --sm-count 10", "SM count 10 is below the largest K = 132"},
+      // what fit would write must be a file the loader takes back
+      {"fit " + kCsv + " --sm-count 2000000 -o " + (s.dir / "big.json").string(), "sm_count must be in 1..1e+06, got 2000000"},
+      {"fit " + kCsv + " --world-size 2000000", "world_size must be in 0..1e+06, got 2000000"},
+      {"fit " + kCsv + " --name \"$(printf 'bad\\377')\"", "the name is not UTF-8 (byte 3"},
       {"fit /etc", "'/etc' is a directory, not a CSV file"},
       {"fit /no/such.csv", "'/no/such.csv' does not exist"},
       // commands
@@ -109,6 +115,55 @@ TEST(CliErrors, EveryBadArgumentIsOneLineAndExit2) {
 #endif
   };
   for (const Bad& b : table) expect_usage(b.args, b.fragment);
+  EXPECT_FALSE(fs::exists(s.dir / "big.json"));
+}
+
+// A refit with a bad value in the run's files names it (file, column or key, value) and writes nothing: no output
+// folder, no copied CSV; a refused target leaves the other files unwritten too.
+TEST(CliErrors, RefitOfBadRunNamesTheValueAndWritesNothing) {
+  Scratch s;
+  const fs::path run = fs::path(XSTAGE_SOURCE_DIR) / "results" / "calibration";
+  auto bad_run = [&](const std::string& name, const std::string& csv, const nlohmann::json& summary) {
+    fs::create_directories(s.dir / name);
+    std::ofstream(s.dir / name / "calibration.csv") << csv;
+    std::ofstream(s.dir / name / "summary.json") << summary.dump();
+    return (s.dir / name).string();
+  };
+  std::ifstream in(run / "calibration.csv");
+  std::string header, first, rest;
+  std::getline(in, header);
+  std::getline(in, first);
+  rest.assign(std::istreambuf_iterator<char>(in), {});
+  const nlohmann::json summary = nlohmann::json::parse(std::ifstream(run / "summary.json"));
+  // K (the third column of the committed CSV) as text
+  ASSERT_EQ(header.rfind("mode,target,K,", 0), 0u) << header;
+  const size_t c1 = first.find(','), c2 = first.find(',', c1 + 1), c3 = first.find(',', c2 + 1);
+  const std::string bad_k = first.substr(0, c2 + 1) + "abc" + first.substr(c3);
+  const std::string csv = header + "\n" + first + "\n" + rest;
+  nlohmann::json s_str = summary, s_big = summary, s_zero = summary;
+  s_str["world_size"] = "2";
+  s_big["sm_count"] = 100000000000LL;
+  s_zero["sm_count"] = 0;
+  const struct {
+    std::string dir, fragment;
+  } cases[] = {
+      {bad_run("k", header + "\n" + bad_k + "\n" + rest, summary), "calibration.csv:2: column 'K': 'abc' is not a whole number"},
+      {bad_run("ws", csv, s_str), "summary.json: 'world_size' must be a whole number in 1..1000000, got \"2\""},
+      {bad_run("big", csv, s_big), "'sm_count' must be a whole number in 1..1000000, got 100000000000"},
+      {bad_run("zero", csv, s_zero), "'sm_count' must be a whole number in 1..1000000, got 0"},
+  };
+  for (const auto& c : cases) {
+    const fs::path out = s.dir / ("out-" + fs::path(c.dir).filename().string());
+    expect_usage("calibrate --refit '" + c.dir + "' -o '" + out.string() + "' --no-plots", c.fragment);
+    EXPECT_FALSE(fs::exists(out)) << out;
+  }
+  // summary.json a folder in the output: refused before calibration.csv, platform.json, fit.json are written
+  fs::create_directories(s.dir / "o" / "summary.json");
+  expect_usage("calibrate --refit '" + run.string() + "' -o '" + (s.dir / "o").string() + "' --no-plots",
+               "cannot write summary file");
+  std::vector<std::string> left;
+  for (const auto& e : fs::directory_iterator(s.dir / "o")) left.push_back(e.path().filename().string());
+  EXPECT_EQ(left, std::vector<std::string>{"summary.json"});
 }
 
 TEST(CliErrors, OutputThroughASymlinkWritesTheTarget) {

@@ -14,9 +14,10 @@
 
 namespace xstage {
 
-// `write(std::ostream&)` fills the file; `what` names it in errors ("platform file", "sample file").
-template <class Write>
-void write_file_atomic(const std::string& path, const char* what, Write&& write) {
+// The file write_file_atomic(path, what, ...) would write (a symlink followed to its target), refused as it would
+// refuse it, without writing anything: a command that writes several files checks them all first, so that one refused
+// file does not leave the others new beside old ones.
+inline std::filesystem::path writable_target(const std::string& path, const char* what) {
   namespace fs = std::filesystem;
   XSTAGE_REQUIRE(!path.empty(), "cannot write ", what, ": empty file name");
   std::error_code ec;
@@ -34,6 +35,17 @@ void write_file_atomic(const std::string& path, const char* what, Write&& write)
   const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
   XSTAGE_REQUIRE(fs::is_directory(dir, ec), "cannot write ", what, " '", path, "': folder '", dir.string(),
                  "' does not exist");
+  return target;
+}
+
+// `write(std::ostream&)` fills the file; `what` names it in errors ("platform file", "sample file").
+template <class Write>
+void write_file_atomic(const std::string& path, const char* what, Write&& write) {
+  namespace fs = std::filesystem;
+  const fs::path target = writable_target(path, what);
+  std::error_code ec;
+  const fs::file_status st = fs::status(target, ec);
+  const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
   const std::string tmp = target.string() + ".tmp" + std::to_string(::getpid());
   auto fail = [&](const std::string& why) {
     std::error_code rm;
