@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string>
 
-#include "xstage/moe.h"
+#include "xstage/moe.h"  // (and xstage/team.h)
 
 namespace {
 
@@ -46,11 +46,24 @@ TEST(moe_api, PackInt4ArgumentsNamed) {
   EXPECT_EQ(xstage_moe_pack_int4(nullptr, fake(0x1000), 1, 64, 128, nullptr), XSTAGE_ERR_INVALID);
   EXPECT_EQ(last(), "twos / out is null");
   EXPECT_EQ(xstage_moe_pack_int4(fake(0x1000), fake(0x1000), 0, 64, 128, nullptr), XSTAGE_ERR_INVALID);
-  EXPECT_EQ(last(), "pack_int4: matrices must be >= 1, got 0");
+  EXPECT_EQ(last(), "pack_int4: matrices, rows and K must be >= 1, got 0, 64, 128");
+  EXPECT_EQ(xstage_moe_pack_int4(fake(0x1000), fake(0x1000), 1, 0, 128, nullptr), XSTAGE_ERR_INVALID);
+  EXPECT_EQ(last(), "pack_int4: matrices, rows and K must be >= 1, got 1, 0, 128");
+  // 32 x 2^30 x 2^30 int4 weights: 2^64 bytes, a product that wraps to 0 (it returned OK, packing nothing)
+  EXPECT_EQ(xstage_moe_pack_int4(fake(0x1000), fake(0x1000), 32, 1 << 30, 1 << 30, nullptr), XSTAGE_ERR_INVALID);
+  EXPECT_NE(last().find("32 matrices of 1073741824 x 1073741824"), std::string::npos) << last();
   EXPECT_EQ(xstage_moe_pack_int4(fake(0x1000), fake(0x1000), 2, 60, 128, nullptr), XSTAGE_ERR_INVALID);
   EXPECT_NE(last().find("60"), std::string::npos) << last();
   EXPECT_EQ(xstage_moe_pack_int4(fake(0x1000), fake(0x1000), 2, 64, 100, nullptr), XSTAGE_ERR_INVALID);
   EXPECT_NE(last().find("100"), std::string::npos) << last();
+}
+
+TEST(moe_api, UniqueIdBufferNamed) {
+  unsigned char id[XSTAGE_NCCL_ID_BYTES];
+  EXPECT_EQ(xstage_nccl_unique_id(nullptr, XSTAGE_NCCL_ID_BYTES), XSTAGE_ERR_INVALID);
+  EXPECT_EQ(last(), "the unique id's buffer is null");
+  EXPECT_EQ(xstage_nccl_unique_id(id, XSTAGE_NCCL_ID_BYTES - 1), XSTAGE_ERR_INVALID);
+  EXPECT_NE(last().find("got " + std::to_string(XSTAGE_NCCL_ID_BYTES - 1)), std::string::npos) << last();
 }
 
 }  // namespace

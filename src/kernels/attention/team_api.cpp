@@ -25,7 +25,8 @@ constexpr int kSignalSlots = 4;
 
 extern "C" int xstage_nccl_unique_id(unsigned char* out, int out_bytes) {
   return guarded([&] {
-    if (out == nullptr || out_bytes < XSTAGE_NCCL_ID_BYTES)
+    if (out == nullptr) return set_error(XSTAGE_ERR_INVALID, "the unique id's buffer is null");
+    if (out_bytes < XSTAGE_NCCL_ID_BYTES)
       return set_error(XSTAGE_ERR_INVALID, "the unique id needs a buffer of " + std::to_string(XSTAGE_NCCL_ID_BYTES) +
                                                " bytes, got " + std::to_string(out_bytes));
     std::string hex = xstage::runtime::new_unique_id_hex();

@@ -163,7 +163,8 @@ extern "C" int xstage_moe_check(xstage_moe layer, void* stream, const char* what
 extern "C" int xstage_moe_pack_int4(const void* twos, void* out, int matrices, int rows, int K, void* stream) {
   if (twos == nullptr || out == nullptr) return set_error(XSTAGE_ERR_INVALID, "twos / out is null");
   return guarded([&] {
-    XSTAGE_REQUIRE(matrices >= 1, "pack_int4: matrices must be >= 1, got ", matrices);
+    XSTAGE_REQUIRE(matrices >= 1 && rows >= 1 && K >= 1, "pack_int4: matrices, rows and K must be >= 1, got ",
+                   matrices, ", ", rows, ", ", K);
     mk::pack_int4_weights(twos, out, matrices, rows, K, static_cast<cudaStream_t>(stream));
     return int(XSTAGE_OK);
   });

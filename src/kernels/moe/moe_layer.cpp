@@ -138,7 +138,11 @@ void pack_int4_weights(const void* twos, void* out, int matrices, int rows, int 
   XSTAGE_REQUIRE(matrices >= 0 && rows >= 0 && K >= 0 && rows % 64 == 0 && K % 128 == 0, "pack_int4_weights: ",
                  matrices, " matrices of ", rows, " x ", K,
                  ": rows must be a multiple of 64 and K of 128 (the fragment layout's 64 x 128 blocks)");
-  const size_t per = size_t(rows) * K / 2, bytes = size_t(matrices) * per;
+  const size_t per = size_t(rows) * K / 2;
+  // (a product past 2^50 bytes is no device's memory, and past 2^64 it would wrap to a size that packs nothing)
+  XSTAGE_REQUIRE(matrices == 0 || per <= (size_t(1) << 50) / size_t(matrices), "pack_int4_weights: ", matrices,
+                 " matrices of ", rows, " x ", K, " int4 weights are more than 2^50 bytes");
+  const size_t bytes = size_t(matrices) * per;
   if (bytes == 0) return;
   XSTAGE_REQUIRE(twos != nullptr && out != nullptr, "pack_int4_weights: null buffer");
   const auto in = static_cast<const uint8_t*>(twos);
