@@ -92,6 +92,11 @@ def _strides(t, name: str):
     return [t.stride(i) if t.shape[i] > 1 else t.shape[3] for i in range(3)]
 
 
+def _float32(x: float) -> float:
+    """x rounded to the float32 the C ABI passes."""
+    return ctypes.c_float(x).value
+
+
 def flash_attn_fwd(q, k, v, softmax_scale=None, causal=False, return_lse=False, out=None):
     """softmax(q kᵀ · scale) v per (batch, head).
 
@@ -129,6 +134,10 @@ def flash_attn_fwd(q, k, v, softmax_scale=None, causal=False, return_lse=False, 
         softmax_scale = 1.0 / math.sqrt(dim)
     elif not (math.isfinite(softmax_scale) and softmax_scale > 0):
         raise ValueError(f"softmax_scale = {softmax_scale} must be a positive finite number")
+    elif not 0 < _float32(softmax_scale) < math.inf:
+        # (the kernel takes a float32: 1e-50 would round to 0, which it reads as "the default 1/sqrt(d)")
+        raise ValueError(f"softmax_scale = {softmax_scale} is {_float32(softmax_scale)} as the float32 the kernel "
+                         f"takes; it must be positive and finite there")
     if 0 in (batch, seqlen_q, heads, k.shape[1]):
         raise ValueError(f"empty tensors: q {tuple(q.shape)}, k {tuple(k.shape)}")
     if out is None:

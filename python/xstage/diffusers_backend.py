@@ -46,6 +46,7 @@ to_out), so it is returned without a copy; enable(copy_output=True) copies it fo
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import dataclasses
 import os
 import threading
@@ -161,7 +162,8 @@ def decide(c: CallInfo) -> Decision:
         return native("dropout", f"dropout_p {c.dropout_p}")
     if c.return_lse:
         return native("return_lse")
-    if c.scale is not None and not (c.scale > 0 and c.scale != float("inf")):
+    # (xstage takes the scale as a float32: one that rounds to 0 or inf there is diffusers' to run)
+    if c.scale is not None and not (c.scale > 0 and 0 < ctypes.c_float(c.scale).value < float("inf")):
         return native("scale", f"scale {c.scale}")
     if c.cp is None:
         return Decision("flash")

@@ -38,6 +38,10 @@ class Paths(unittest.TestCase):
         self.assertEqual(self.path(replace(BASE, scale=0.0)), ("native", "scale"))
         self.assertEqual(self.path(replace(BASE, scale=float("nan"))), ("native", "scale"))
         self.assertEqual(self.path(replace(BASE, scale=float("inf"))), ("native", "scale"))
+        # xstage takes a float32: 1e-50 rounds to 0 there (the kernel's "default"), 1e39 to inf; 1e-40 stays positive
+        self.assertEqual(self.path(replace(BASE, scale=1e-50)), ("native", "scale"))
+        self.assertEqual(self.path(replace(BASE, scale=1e39)), ("native", "scale"))
+        self.assertEqual(self.path(replace(BASE, scale=1e-40)), "flash")
 
     def test_ulysses(self):
         self.assertEqual(self.path(replace(BASE, cp=CP2)), "ulysses")
