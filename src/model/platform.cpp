@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include "xstage/common/atomic_file.hpp"
@@ -68,6 +69,18 @@ std::string str(const nlohmann::json& j, const char* key) {
   if (!j.contains(key)) return {};
   XSTAGE_REQUIRE(j.at(key).is_string(), "platform JSON: field '", key, "' must be a string");
   return j.at(key).get<std::string>();
+}
+
+// Every key of object j is one of `known` (a misspelt "world_sise" would otherwise load as no world size).
+void only_keys(const nlohmann::json& j, std::initializer_list<const char*> known, const std::string& where) {
+  for (const auto& item : j.items()) {
+    bool ok = false;
+    for (const char* k : known) ok = ok || item.key() == k;
+    if (ok) continue;
+    std::string list;
+    for (const char* k : known) list += (list.empty() ? "" : ", ") + std::string(k);
+    throw UsageError("platform JSON: unknown key '" + item.key() + "' in " + where + " (known: " + list + ")");
+  }
 }
 
 // Where s is not UTF-8 (JSON holds only UTF-8: a platform with such a name could not be written), the byte offset of
@@ -200,11 +213,14 @@ nlohmann::json Platform::to_json() const {
 
 Platform Platform::from_json(const nlohmann::json& j) {
   XSTAGE_REQUIRE(j.is_object(), "platform JSON: top level must be an object");
+  only_keys(j, {"name", "provenance", "sm_count", "world_size", "R_GBps", "tiss0_table", "q_table", "tensor_core_tflops",
+                "memory_tbps"}, "the top level");
   Platform p;
   p.name = str(j, "name");
   if (j.contains("provenance")) {
     const auto& pr = j.at("provenance");
     XSTAGE_REQUIRE(pr.is_object(), "platform JSON: 'provenance' must be an object");
+    only_keys(pr, {"machine", "date", "command", "source", "note"}, "provenance");
     p.provenance = {str(pr, "machine"), str(pr, "date"), str(pr, "command"), str(pr, "source"),
                     str(pr, "note")};
   }
@@ -216,6 +232,8 @@ Platform Platform::from_json(const nlohmann::json& j) {
   int i = 0;
   for (const auto& e : j.at("tiss0_table")) {
     std::string where = "tiss0_table[" + std::to_string(i++) + "]";
+    XSTAGE_REQUIRE(e.is_object(), "platform JSON: ", where, " must be an object");
+    only_keys(e, {"K", "V_bytes", "tiss0_us"}, where);
     p.tiss0_table.push_back({whole(e, "K", where, 1, kMaxK), positive(e, "V_bytes", where, kMaxBytes, "bytes"),
                              positive(e, "tiss0_us", where, kMaxTissUs, "us") * 1e-6});
   }
@@ -224,11 +242,14 @@ Platform Platform::from_json(const nlohmann::json& j) {
   i = 0;
   for (const auto& e : j.at("q_table")) {
     std::string where = "q_table[" + std::to_string(i++) + "]";
+    XSTAGE_REQUIRE(e.is_object(), "platform JSON: ", where, " must be an object");
+    only_keys(e, {"K", "Q_bytes"}, where);
     p.q_table.push_back({whole(e, "K", where, 1, kMaxK), positive(e, "Q_bytes", where, kMaxBytes, "bytes")});
   }
   if (j.contains("tensor_core_tflops")) {
     const auto& tc = j.at("tensor_core_tflops");
     XSTAGE_REQUIRE(tc.is_object(), "platform JSON: 'tensor_core_tflops' must be an object");
+    only_keys(tc, {"bf16", "fp8", "attention_bf16"}, "tensor_core_tflops");
     if (tc.contains("bf16")) p.tc_bf16 = positive(tc, "bf16", "tensor_core_tflops", kMaxTflops, "TFLOP/s") * 1e12;
     if (tc.contains("fp8")) p.tc_fp8 = positive(tc, "fp8", "tensor_core_tflops", kMaxTflops, "TFLOP/s") * 1e12;
     if (tc.contains("attention_bf16"))
@@ -237,6 +258,7 @@ Platform Platform::from_json(const nlohmann::json& j) {
   if (j.contains("memory_tbps")) {
     const auto& m = j.at("memory_tbps");
     XSTAGE_REQUIRE(m.is_object(), "platform JSON: 'memory_tbps' must be an object");
+    only_keys(m, {"hbm_read"}, "memory_tbps");
     if (m.contains("hbm_read")) p.hbm_read = positive(m, "hbm_read", "memory_tbps", kMaxTBps, "TB/s") * 1e12;
   }
   p.validate();
@@ -276,11 +298,23 @@ Platform Platform::load(const std::string& name_or_path) {
   std::stringstream ss;
   ss << in.rdbuf();
   nlohmann::json j;
+  // A key given twice in one object: nlohmann keeps the last silently; name it instead.
+  std::vector<std::set<std::string>> open;  // the keys seen in each enclosing object
+  std::string twice;
+  auto dup = [&](int /*depth*/, nlohmann::json::parse_event_t ev, nlohmann::json& parsed) {
+    if (ev == nlohmann::json::parse_event_t::object_start) open.emplace_back();
+    if (ev == nlohmann::json::parse_event_t::object_end && !open.empty()) open.pop_back();
+    if (ev == nlohmann::json::parse_event_t::key && !open.empty() && !open.back().insert(parsed.get<std::string>()).second &&
+        twice.empty())
+      twice = parsed.get<std::string>();
+    return true;
+  };
   try {
-    j = nlohmann::json::parse(ss.str());
+    j = nlohmann::json::parse(ss.str(), dup);
   } catch (const nlohmann::json::parse_error& e) {
     throw UsageError("platform file '" + name_or_path + "' is not valid JSON: " + e.what());
   }
+  XSTAGE_REQUIRE(twice.empty(), "platform file '", name_or_path, "': key '", twice, "' is given twice in one object");
   try {
     return from_json(j);
   } catch (const UsageError& e) {

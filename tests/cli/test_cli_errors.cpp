@@ -48,6 +48,10 @@ TEST(CliErrors, EveryBadArgumentIsOneLineAndExit2) {
   Scratch s;
   const std::string big_R = s.write("bigR.json", platform_json("132", "1e308"));
   const std::string big_sm = s.write("bigsm.json", platform_json("18446744073709551616", "300"));
+  std::string typo = platform_json("132", "300"), twice = typo;
+  typo.insert(1, R"("world_sise": 8, )");
+  twice.insert(1, R"("sm_count": 4, )");
+  const std::string typo_file = s.write("typo.json", typo), twice_file = s.write("twice.json", twice);
   const Bad table[] = {
       // eval
       {"eval -B 1e-300", "-B must be a whole number of bytes"},
@@ -86,6 +90,9 @@ TEST(CliErrors, EveryBadArgumentIsOneLineAndExit2) {
       {"design paper --tflops -1", "--tflops must be a positive, finite rate"},
       {"design paper --attn-tflops inf", "--attn-tflops must be a positive, finite rate"},
       {"design nosuch", "unknown command 'nosuch' for xstage ... design"},
+      // platform files: a misspelt key, a key given twice (nlohmann would keep the last silently)
+      {"platform show " + typo_file, "unknown key 'world_sise' in the top level"},
+      {"platform show " + twice_file, "key 'sm_count' is given twice in one object"},
       // fit
       {"fit " + kCsv + " -o \"\"", "--out: empty value"},
       {"design attention --head-dim \"\"", "--head-dim: empty value"},  // (CLI11 would read 0)
