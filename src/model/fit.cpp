@@ -78,7 +78,11 @@ bool same_point(const Sample& a, const Sample& b) {
 
 std::vector<Sample> parse_samples_csv(const std::string& text, const std::string& origin, int default_bursts) {
   XSTAGE_REQUIRE(default_bursts > 0, "default bursts per run must be positive, got ", default_bursts);
-  std::istringstream in(text);
+  // Spreadsheet exports: a UTF-8 byte-order mark is dropped, lines ended by CR alone are read as lines.
+  std::string body = text.compare(0, 3, "\xEF\xBB\xBF") == 0 ? text.substr(3) : text;
+  for (size_t i = 0; i < body.size(); ++i)
+    if (body[i] == '\r' && (i + 1 == body.size() || body[i + 1] != '\n')) body[i] = '\n';
+  std::istringstream in(body);
   std::string line;
   int lineno = 0;
   std::vector<std::string> header;
@@ -93,6 +97,8 @@ std::vector<Sample> parse_samples_csv(const std::string& text, const std::string
     if (header.empty()) {
       header = f;
       for (size_t i = 0; i < f.size(); ++i) {
+        XSTAGE_REQUIRE(!f[i].empty(), origin, ":", lineno, ":", i + 1, ": column ", i + 1,
+                       " of the header has no name (a trailing comma?)");
         XSTAGE_REQUIRE(col.emplace(f[i], i).second, origin, ":", lineno, ":", i + 1, ": duplicate column '",
                        f[i], "'");
       }

@@ -506,6 +506,28 @@ TEST(Fit, CsvRoundTrip) {
   std::filesystem::remove(path);
 }
 
+// Spreadsheet exports: a byte-order mark and CR-only line ends read as the plain file does; a header with a
+// trailing comma names the column without a name.
+TEST(Fit, SpreadsheetCsvForms) {
+  const std::string row = "zerogap,remote,33,4096,135168,0,1000,1000,50\n";
+  const std::string plain = std::string(kHeader) + row + row;
+  const auto want = parse_samples_csv(plain, "plain.csv");
+  std::string cr = plain;
+  for (char& c : cr)
+    if (c == '\n') c = '\r';
+  for (const std::string& text : {"\xEF\xBB\xBF" + plain, cr}) {
+    const auto got = parse_samples_csv(text, "x.csv");
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      EXPECT_EQ(got[i].mode, want[i].mode);
+      EXPECT_EQ(got[i].K, want[i].K);
+      EXPECT_DOUBLE_EQ(got[i].wall_us, want[i].wall_us);
+    }
+  }
+  expect_usage_error("mode,target,K,B,V,gap_ns,tiss_ns,period_ns,wall_us,\n" + row.substr(0, row.size() - 1) + ",\n",
+                     "bad.csv:1:10: column 10 of the header has no name");
+}
+
 TEST(Fit, MalformedCsvNamesFileLineColumn) {
   expect_usage_error("mode,target,K,B,V,gap_ns,tiss_ns,period_ns\nzerogap,remote,1,1,1,0,1,1\n",
                      "bad.csv:1: missing column 'wall_us'");
