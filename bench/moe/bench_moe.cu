@@ -129,6 +129,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -395,15 +396,34 @@ std::vector<std::string> split(const std::string& s) {
     if (!x.empty()) v.push_back(x);
   return v;
 }
+// A flag's value as a whole number in [lo, hi], all of the text; a UsageError naming the flag and the text.
+long long whole_arg(const std::string& flag, const std::string& v, long long lo, long long hi,
+                    const char* meaning = "") {
+  char* end = nullptr;
+  errno = 0;
+  const long long n = std::strtoll(v.c_str(), &end, 10);
+  if (v.empty() || end == v.c_str() || *end != 0 || errno == ERANGE || n < lo || n > hi)
+    throw UsageError(detail::concat(flag, " '", v, "': a whole number in ", lo, "..", hi, meaning));
+  return n;
+}
+// ... as a finite number in [lo, hi].
+double number_arg(const std::string& flag, const std::string& v, double lo, double hi) {
+  char* end = nullptr;
+  const double x = std::strtod(v.c_str(), &end);
+  if (v.empty() || end == v.c_str() || *end != 0 || !std::isfinite(x) || x < lo || x > hi)
+    throw UsageError(detail::concat(flag, " '", v, "': a number in [", lo, ", ", hi, "]"));
+  return x;
+}
 std::vector<int> split_int(const std::string& s, const char* what) {
   std::vector<int> v;
-  for (const std::string& x : split(s)) {
-    char* end = nullptr;
-    const long n = std::strtol(x.c_str(), &end, 10);
-    if (end == x.c_str() || *end != 0 || n <= 0) throw UsageError(detail::concat(what, ": '", x, "' is not a positive integer"));
-    v.push_back(int(n));
-  }
+  for (const std::string& x : split(s)) v.push_back(int(whole_arg(what, x, 1, 2147483647)));
+  if (v.empty()) throw UsageError(detail::concat(what, " '", s, "': no value"));
   return v;
+}
+int one_int(const std::string& s, const char* what) {
+  const std::vector<int> v = split_int(s, what);
+  if (v.size() != 1) throw UsageError(detail::concat(what, " '", s, "': one value"));
+  return v[0];
 }
 
 Args parse(int argc, char** argv) {
@@ -432,7 +452,7 @@ Args parse(int argc, char** argv) {
       if (f.size() != 5 || f[0].empty())
         throw UsageError("--custom '" + v + "': NAME:HIDDEN:INTER:EXPERTS:TOPK");
       std::vector<int> n;
-      for (size_t i = 1; i < 5; ++i) n.push_back(split_int(f[i], "--custom").at(0));
+      for (size_t i = 1; i < 5; ++i) n.push_back(one_int(f[i], "--custom"));
       if (n[0] % 128 || n[1] % 128)
         throw UsageError(detail::concat("--custom ", f[0], ": hidden ", n[0], " and inter ", n[1],
                                         " must be multiples of 128"));
@@ -446,33 +466,29 @@ Args parse(int argc, char** argv) {
     else if (k == "--precision") a.precisions = split(val());
     else if (k == "--orders") a.orders = split(val());
     else if (k == "--worlds") a.worlds = split_int(val(), "--worlds");
-    else if (k == "--emulated-tokens") a.emulated_tokens = split_int(val(), k.c_str()).at(0);
-    else if (k == "--check-tokens") a.check_tokens = std::stoi(val());
+    else if (k == "--emulated-tokens") a.emulated_tokens = one_int(val(), k.c_str());
+    else if (k == "--check-tokens") a.check_tokens = int(whole_arg(k, val(), 0, 1 << 30));
     else if (k == "--no-p1-twin") a.p1_twin = false;
     else if (k == "--plan") {
       const std::string v = val();
       if (v != "host" && v != "device") throw UsageError("--plan '" + v + "': host or device");
       a.plan_device = v == "device";
     }
-    else if (k == "--block-s") a.block_s = std::stod(val());
-    else if (k == "--warmup-s") a.warmup_s = std::stod(val());
-    else if (k == "--rounds") a.rounds = std::stoi(val());
-    else if (k == "--min-calls") a.min_calls = split_int(val(), k.c_str()).at(0);
-    else if (k == "--seed") a.seed = std::stoull(val());
+    else if (k == "--block-s") a.block_s = number_arg(k, val(), 1e-3, 3600);
+    else if (k == "--warmup-s") a.warmup_s = number_arg(k, val(), 0, 3600);
+    else if (k == "--rounds") a.rounds = int(whole_arg(k, val(), 1, 1000000));
+    else if (k == "--min-calls") a.min_calls = one_int(val(), k.c_str());
+    else if (k == "--seed") a.seed = uint64_t(whole_arg(k, val(), 0, 9223372036854775807LL));
     else if (k == "--no-time") a.time = false;
     else if (k == "--no-stream") a.stream = false;
-    else if (k == "--ctas") a.ctas = split_int(val(), k.c_str()).at(0);
+    else if (k == "--ctas") a.ctas = one_int(val(), k.c_str());
     else if (k == "--pair-share") {
-      a.pair_share = std::stoi(val());
-      if (a.pair_share < 0 || a.pair_share > 3)
-        throw UsageError(detail::concat("--pair-share ", a.pair_share, ": 0 (auto), 1 (A), 2 (weights of full rows) or 3 (weights)"));
+      a.pair_share = int(whole_arg(k, val(), 0, 3, " (0 auto, 1 A, 2 weights of full rows, 3 weights)"));
     } else if (k == "--cluster") {
-      a.cluster = std::stoi(val());
-      if (a.cluster < 0 || a.cluster > 2) throw UsageError(detail::concat("--cluster ", a.cluster, ": 0 (auto), 1 or 2"));
+      a.cluster = int(whole_arg(k, val(), 0, 2, " (0 auto, 1 or 2 CTAs)"));
     }
     else if (k == "--row-order") {
-      a.row_order = std::stoi(val());
-      if (a.row_order < 0 || a.row_order > 1) throw UsageError(detail::concat("--row-order ", a.row_order, ": 0 or 1"));
+      a.row_order = int(whole_arg(k, val(), 0, 1));
     }
     else if (k == "--compare-single") a.compare_single = true;
     else if (k == "--compare-control") a.compare_control = true;
@@ -490,19 +506,16 @@ Args parse(int argc, char** argv) {
     else if (k == "--compare-wave-lag") a.compare_wave_lag = true;
     else if (k == "--compare-l1-first") a.compare_l1_first = true;
     else if (k == "--zero-padding") {
-      a.zero_padding = std::stoi(val());
-      if (a.zero_padding < 0 || a.zero_padding > 1)
-        throw UsageError(detail::concat("--zero-padding ", a.zero_padding, ": 0 or 1"));
+      a.zero_padding = int(whole_arg(k, val(), 0, 1));
     }
     else if (k == "--wave-lag") {
-      a.wave_lag = std::stoi(val());
-      if (a.wave_lag < 0 || a.wave_lag > 1) throw UsageError(detail::concat("--wave-lag ", a.wave_lag, ": 0 or 1"));
+      a.wave_lag = int(whole_arg(k, val(), 0, 1));
     }
     else if (k == "--compare-half") a.compare_half = true;
     else if (k == "--compare-half-wide") a.compare_half_wide = true;
     else if (k == "--compare-lean") a.compare_lean = true;
     else if (k == "--l2-cols") {
-      a.l2_cols = std::stoi(val());
+      a.l2_cols = int(whole_arg(k, val(), 0, 256, " (0 auto, 128 or 256)"));
       if (a.l2_cols != 0 && a.l2_cols != 128 && a.l2_cols != 256)
         throw UsageError(detail::concat("--l2-cols ", a.l2_cols, ": 0 (auto), 128 or 256"));
     }

@@ -181,6 +181,22 @@ std::vector<int> parse_list(const std::string& s, const char* what) {
   return v;
 }
 
+// A flag that takes one value: exactly one item of the list form.
+int parse_one(const std::string& s, const char* what) {
+  const std::vector<int> v = parse_list(s, what);
+  XSTAGE_REQUIRE(v.size() == 1, what, ": one value, got '", s, "'");
+  return v[0];
+}
+
+// A duration flag's value in seconds: all of the text a finite number in [lo, 3600].
+double parse_seconds(const std::string& s, const char* what, double lo) {
+  char* end = nullptr;
+  const double x = std::strtod(s.c_str(), &end);
+  XSTAGE_REQUIRE(!s.empty() && end && *end == '\0' && std::isfinite(x) && x >= lo && x <= 3600, what, ": '", s,
+                 "' is not a number of seconds in [", lo, ", 3600]");
+  return x;
+}
+
 struct Args {
   int ranks = 0;  // --ranks: emulated ranks (0: not given, 2)
   std::vector<int> seqs{8192, 16384};
@@ -202,15 +218,15 @@ Args parse(int argc, char** argv) {
       XSTAGE_REQUIRE(i + 1 < argc, k, " needs a value");
       return argv[++i];
     };
-    if (k == "--ranks") a.ranks = parse_list(val(), "--ranks").at(0);  // >= 1 (parse_list)
+    if (k == "--ranks") a.ranks = parse_one(val(), "--ranks");  // >= 1 (parse_list)
     else if (k == "--seq") a.seqs = parse_list(val(), "--seq");
     else if (k == "--heads-per-rank") a.heads_per_rank = parse_list(val(), "--heads-per-rank");
-    else if (k == "--dim") a.dim = parse_list(val(), "--dim").at(0);
+    else if (k == "--dim") a.dim = parse_one(val(), "--dim");
     else if (k == "--out") a.out = val();
     else if (k == "--platform") a.platform = val();
-    else if (k == "--warmup-s") a.warmup_s = std::stod(val());
-    else if (k == "--block-s") a.block_s = std::stod(val());
-    else if (k == "--rounds") a.rounds = parse_list(val(), "--rounds").at(0);
+    else if (k == "--warmup-s") a.warmup_s = parse_seconds(val(), "--warmup-s", 0);
+    else if (k == "--block-s") a.block_s = parse_seconds(val(), "--block-s", 1e-3);
+    else if (k == "--rounds") a.rounds = parse_one(val(), "--rounds");
     else if (k == "--quick") { a.seqs = {8192}; a.heads_per_rank = {3}; a.block_s = 0.2; a.warmup_s = 0.1; a.rounds = 1; }
     else throw UsageError("unknown argument " + k + " (see the header of bench/ulysses/bench_ulysses.cu)");
   }

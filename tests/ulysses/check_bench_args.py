@@ -11,6 +11,9 @@ CASES = [  # (extra environment, arguments, fragment of the error line)
     ({}, ["--ranks", "0"], "--ranks: '0' is not a positive whole number"),
     ({}, ["--seq", "8K,,16K"], "--seq: empty item in '8K,,16K'"),
     ({}, ["--frobnicate"], "unknown argument --frobnicate"),
+    ({}, ["--block-s", "abc"], "--block-s: 'abc' is not a number of seconds in [0.001, 3600]"),
+    ({}, ["--warmup-s", "nan"], "--warmup-s: 'nan' is not a number of seconds"),
+    ({}, ["--ranks", "2,4"], "--ranks: one value, got '2,4'"),
 ]
 
 
