@@ -76,12 +76,26 @@ def parse_shapes(text: str) -> list[Shape]:
         if len(f) not in (3, 4):
             raise ValueError(f"shape '{item}': expected D:H:S or D:H:S:c")
         s = f[2].upper()
-        seqlen = int(s[:-1]) * K if s.endswith("K") else int(s)
+        try:
+            seqlen = int(s[:-1]) * K if s.endswith("K") else int(s)
+            dim, heads = int(f[0]), int(f[1])
+        except ValueError:
+            raise ValueError(f"shape '{item}': D, H and S must be whole numbers (S may end in K)") from None
+        if min(dim, heads, seqlen) < 1:
+            raise ValueError(f"shape '{item}': D, H and S must be positive")
         causal = len(f) == 4 and f[3].lower() in ("c", "causal", "1", "true")
         if len(f) == 4 and not causal and f[3].lower() not in ("", "n", "0", "false", "noncausal"):
             raise ValueError(f"shape '{item}': 4th field must be c (causal) or n")
-        out.append(Shape(int(f[0]), int(f[1]), seqlen, causal))
+        out.append(Shape(dim, heads, seqlen, causal))
     return out
+
+
+def shapes_arg(text: str) -> list[Shape]:
+    """parse_shapes for argparse: its message, not argparse's "invalid value"."""
+    try:
+        return parse_shapes(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def flops(shape: Shape, batch: int = 1) -> float:
@@ -412,7 +426,7 @@ def parse_args(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     g = ap.add_mutually_exclusive_group()
     g.add_argument("--quick", action="store_true", help="4 shapes (one causal)")
-    g.add_argument("--shapes", type=parse_shapes, help="custom list D:H:S[:c],... (e.g. 128:24:32K:c,64:12:4096)")
+    g.add_argument("--shapes", type=shapes_arg, help="custom list D:H:S[:c],... (e.g. 128:24:32K:c,64:12:4096)")
     ap.add_argument("--out", type=Path, help="write attention.csv, summary.json, attention_blocks.json here")
     ap.add_argument("--lib", type=Path, help="libxstage_attention.so (default: $XSTAGE_ATTENTION_LIB, then build/)")
     ap.add_argument("--lib-before", type=Path, help="a second build, timed in the same process as backend xstage_before")
@@ -429,8 +443,14 @@ def parse_args(argv=None):
     dry = args.dry_run
     args.warmup_s = args.warmup_s if args.warmup_s is not None else (0.01 if dry else 0.2)
     args.block_s = args.block_s if args.block_s is not None else (0.03 if dry else 0.4)
-    if args.rounds < 1 or args.warmup_s < 0 or args.block_s <= 0:
-        ap.error("need --rounds >= 1, --warmup-s >= 0, --block-s > 0")
+    # (comparisons that NaN fails, so nan is refused too; inf would make the block plan's arithmetic overflow)
+    for name, value, ok in (("--rounds", args.rounds, args.rounds >= 1), ("--min-calls", args.min_calls, args.min_calls >= 1),
+                            ("--warmup-s", args.warmup_s, 0 <= args.warmup_s <= 3600),
+                            ("--block-s", args.block_s, 0 < args.block_s <= 3600),
+                            ("--budget-s", args.budget_s, 0 < args.budget_s <= 86400)):
+        if not ok:
+            ap.error(f"{name} {value}: need --rounds >= 1, --min-calls >= 1, --warmup-s in [0, 3600] s, "
+                     f"--block-s in (0, 3600] s, --budget-s in (0, 86400] s")
     return args
 
 

@@ -89,7 +89,10 @@ def parse_list(text):
         if not item:
             raise SystemExit(f"torch_baseline: empty item in '{text}'")
         mult = 1024 if item[-1] in "kK" else 1
-        out.append(int(item.rstrip("kK")) * mult)
+        digits = item[:-1] if mult > 1 else item
+        if not digits.isdigit() or int(digits) < 1:
+            raise SystemExit(f"torch_baseline: '{item}' in '{text}' is not a positive whole number (K = x1024)")
+        out.append(int(digits) * mult)
     return out
 
 
@@ -247,6 +250,13 @@ def main(argv=None):
     a = ap.parse_args(argv)
     a.argv = list(sys.argv[1:] if argv is None else argv)
     shapes = [(M, hp) for M in parse_list(a.seq) for hp in parse_list(a.heads_per_rank)]
+    if a.emulate < 0:
+        raise SystemExit(f"torch_baseline: --emulate {a.emulate}: the number of emulated ranks must be >= 1")
+    for name, v, lo in (("--dim", a.dim, 1), ("--warmup-calls", a.warmup_calls, 0), ("--rounds", a.rounds, 1)):
+        if v < lo:
+            raise SystemExit(f"torch_baseline: {name} {v}: must be >= {lo}")
+    if not 0 < a.block_s <= 3600:  # (NaN fails it too)
+        raise SystemExit(f"torch_baseline: --block-s {a.block_s}: must be in (0, 3600] s")
     P = a.emulate if a.emulate else int(os.environ.get("WORLD_SIZE", "1"))
     for M, hp in shapes:
         if P < 1 or M % P:

@@ -27,7 +27,7 @@ def expect(cond, what):
 S, K = ba.Shape, ba.K
 expect(ba.parse_shapes("128:24:32K:c,64:12:4096") == [S(128, 24, 32 * K, True), S(64, 12, 4096, False)], "parse_shapes")
 expect(ba.parse_shapes("128:3:8k:n") == [S(128, 3, 8 * K, False)], "parse_shapes n")
-for bad in ("128:24", "128:24:8K:x"):
+for bad in ("128:24", "128:24:8K:x", "0:0:0", "128:x:4K", "128:24:1.5K"):
     try:
         ba.parse_shapes(bad)
         failures.append(f"parse_shapes accepted {bad}")
@@ -46,6 +46,13 @@ expect(S(64, 3, 4 * K, False) in full and S(64, 12, 32 * K, True) in full and S(
 expect(len(ba.QUICK_GRID) == 4 and sum(s.causal for s in ba.QUICK_GRID) == 1, "quick grid")
 est_full = sum(ba.plan_shape(s, 4, 0.2, 0.4, 2, 10.0, 3)[2] for s in full)
 expect(est_full < 8.5 * 60, f"full grid with --lib-before estimated {est_full:.0f} s > 8.5 min")
+
+# argument errors: one argparse line naming the flag and value, exit 2, for values NaN slips past
+for args, fragment in ((["--block-s", "nan"], "--block-s nan"), (["--warmup-s", "nan"], "--warmup-s nan"),
+                       (["--block-s", "inf"], "--block-s inf"), (["--min-calls", "-5"], "--min-calls -5"),
+                       (["--budget-s", "nan"], "--budget-s nan"), (["--shapes", "0:0:0"], "must be positive")):
+    p = subprocess.run([sys.executable, str(script), "--dry-run", *args], capture_output=True, text=True, timeout=60)
+    expect(p.returncode == 2 and fragment in p.stderr and "Traceback" not in p.stderr, f"{args}: {p.stderr[-300:]}")
 
 SUMMARY_KEYS = {"protocol", "min_ratio_vs_cudnn_all", "median_ratio_vs_cudnn", "min_ratio_vs_cudnn_causal",
                 "min_ratio_vs_cudnn_noncausal_16k", "min_ratio_vs_cudnn_causal_16k", "attention_ratio_after_vs_before",
