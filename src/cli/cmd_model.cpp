@@ -1,6 +1,7 @@
 // Model subcommands: platform list|show, eval, design moe|moe-order|attention|paper, fit.
 // Every callback computes everything first and prints last, so a bad input prints only the error.
 #include <cmath>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <sstream>
@@ -738,6 +739,9 @@ void add_fit(CLI::App& app) {
     XSTAGE_REQUIRE(o->bursts > 0, "--bursts must be positive, got ", o->bursts);
     XSTAGE_REQUIRE(o->sm_count >= 0, "--sm-count must be positive, got ", o->sm_count);
     XSTAGE_REQUIRE(o->world_size >= 0, "--world-size must be >= 0, got ", o->world_size);
+    std::error_code same_ec;
+    XSTAGE_REQUIRE(o->out.empty() || !std::filesystem::equivalent(o->csv, o->out, same_ec), "-o ", o->out,
+                   " is the input CSV ", o->csv, ": the platform file would replace the measurements");
     auto samples = read_samples_csv(o->csv, o->bursts);
     FitOptions fo;
     fo.default_bursts = o->bursts;

@@ -101,6 +101,7 @@ TEST(CliErrors, EveryBadArgumentIsOneLineAndExit2) {
       {"fit " + kCsv + " -o " + s.dir.string(), "it is a folder"},
       {"fit " + kCsv + " -o /no/such/dir/p.json", "folder '/no/such/dir' does not exist"},
       {"fit " + kCsv + " --sm-count 10", "SM count 10 is below the largest K = 132"},
+      {"fit " + kCsv + " -o " + kCsv, "is the input CSV"},  // (the committed measurements stay as they are)
       // what fit would write must be a file the loader takes back
       {"fit " + kCsv + " --sm-count 2000000 -o " + (s.dir / "big.json").string(), "sm_count must be in 1..1e+06, got 2000000"},
       {"fit " + kCsv + " --world-size 2000000", "world_size must be in 0..1e+06, got 2000000"},
