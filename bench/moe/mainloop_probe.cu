@@ -1688,13 +1688,13 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string k = argv[i];
     auto val = [&]() -> std::string { return probe::arg_value(argc, argv, i); };
-    if (k == "--kblocks") kblocks = std::atoi(val().c_str());
-    else if (k == "--ctas") ctas = std::atoi(val().c_str());
-    else if (k == "--reps") reps = std::atoi(val().c_str());
-    else if (k == "--src-mb") src_mb = std::atoi(val().c_str());
+    if (k == "--kblocks") kblocks = probe::int_value(argc, argv, i);
+    else if (k == "--ctas") ctas = probe::int_value(argc, argv, i);
+    else if (k == "--reps") reps = probe::int_value(argc, argv, i);
+    else if (k == "--src-mb") src_mb = probe::int_value(argc, argv, i);
     else if (k == "--json") json = val();
     else if (k == "--pipe-only") pipe_only = true;
-    else if (k == "--power") power_s = std::atof(val().c_str());
+    else if (k == "--power") power_s = probe::num_value(argc, argv, i);
     else if (k == "--rows") {  // a comma-separated list of variant names
       std::string v = val(), part;
       for (size_t a = 0; a <= v.size(); ++a)

@@ -4,6 +4,8 @@
 // ends the process with a message.
 #include <cuda_runtime.h>
 
+#include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 
@@ -20,6 +22,32 @@ inline const char* arg_value(int argc, char** argv, int& i) {
     std::exit(2);
   }
   return argv[++i];
+}
+
+// The value after argv[i] as a whole number (int range) or a finite number: all of the text, or the program ends
+// naming the option and the text (atoi read "abc" as 0).
+inline int int_value(int argc, char** argv, int& i) {
+  const char* opt = argv[i];
+  const char* v = arg_value(argc, argv, i);
+  char* end = nullptr;
+  errno = 0;
+  const long long n = std::strtoll(v, &end, 10);
+  if (*v == 0 || *end != 0 || errno == ERANGE || n < -2147483647LL || n > 2147483647LL) {
+    std::fprintf(stderr, "%s: %s '%s' is not a whole number\n", g_name, opt, v);
+    std::exit(2);
+  }
+  return int(n);
+}
+inline double num_value(int argc, char** argv, int& i) {
+  const char* opt = argv[i];
+  const char* v = arg_value(argc, argv, i);
+  char* end = nullptr;
+  const double x = std::strtod(v, &end);
+  if (*v == 0 || *end != 0 || !std::isfinite(x)) {
+    std::fprintf(stderr, "%s: %s '%s' is not a finite number\n", g_name, opt, v);
+    std::exit(2);
+  }
+  return x;
 }
 
 inline void ok(cudaError_t e, const char* what) {

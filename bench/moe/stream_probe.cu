@@ -153,9 +153,9 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string k = argv[i];
     auto val = [&]() -> std::string { return probe::arg_value(argc, argv, i); };
-    if (k == "--gb") gb = std::atoi(val().c_str());
-    else if (k == "--k") K = std::atoi(val().c_str());
-    else if (k == "--reps") reps = std::atoi(val().c_str());
+    if (k == "--gb") gb = probe::int_value(argc, argv, i);
+    else if (k == "--k") K = probe::int_value(argc, argv, i);
+    else if (k == "--reps") reps = probe::int_value(argc, argv, i);
     else if (k == "--csv") csv = val();
     else {
       std::fprintf(stderr, "stream_probe: unknown argument %s (see the file's header)\n", k.c_str());

@@ -1,6 +1,7 @@
 """CPU test (no GPU needed: every case fails in the argument parser, before CUDA is touched) of bench_moe's argument
 errors: exit 2, nothing on stdout, one line "bench_moe: ..." naming the flag and the text given (they were "stoi",
-"stod" or a vector range error; --tokens 4294967297 ran as 1). Usage: check_bench_moe_args.py BENCH_MOE"""
+"stod" or a vector range error; --tokens 4294967297 ran as 1), and the probes' (stream_probe read --gb abc as 0).
+Usage: check_bench_moe_args.py BENCH_MOE STREAM_PROBE MAINLOOP_PROBE"""
 import subprocess
 import sys
 
@@ -23,12 +24,22 @@ CASES = [  # (arguments after --out d, fragment of the error line)
 ]
 
 
-def main(binary):
+PROBE_CASES = [  # (program index, arguments, fragment)
+    (1, ["--gb", "abc"], "stream_probe: --gb 'abc' is not a whole number"),
+    (1, ["--reps", "3x"], "stream_probe: --reps '3x' is not a whole number"),
+    (2, ["--ctas", "99999999999"], "mainloop_probe: --ctas '99999999999' is not a whole number"),
+    (2, ["--power", "1e999"], "mainloop_probe: --power '1e999' is not a finite number"),
+]
+
+
+def main(binaries):
     failures = 0
-    for args, fragment in CASES:
-        r = subprocess.run([binary, "--out", "d", *args], capture_output=True, text=True, timeout=60)
+    runs = [(binaries[0], ["--out", "d", *args], "bench_moe: ", fragment) for args, fragment in CASES]
+    runs += [(binaries[b], args, "", fragment) for b, args, fragment in PROBE_CASES]
+    for binary, args, prefix, fragment in runs:
+        r = subprocess.run([binary, *args], capture_output=True, text=True, timeout=60)
         lines = r.stderr.splitlines()
-        ok = (r.returncode == 2 and r.stdout == "" and len(lines) == 1 and lines[0].startswith("bench_moe: ")
+        ok = (r.returncode == 2 and r.stdout == "" and len(lines) == 1 and lines[0].startswith(prefix)
               and fragment in lines[0])
         print(("ok   " if ok else "FAIL ") + " ".join(args), "->", r.returncode, repr(r.stderr.strip()))
         failures += not ok
@@ -36,4 +47,4 @@ def main(binary):
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1]))
+    sys.exit(main(sys.argv[1:4]))
