@@ -2,6 +2,7 @@
 #include "xstage/runtime/comm.hpp"
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -65,6 +66,10 @@ std::string new_unique_id_hex() {
 }
 
 Communicator::Communicator(const LaunchInfo& info, const CommOptions& opt) : info_(info), opt_(opt) {
+  // (every wait, and the device timeouts of a Team made from this communicator, read it: a negative one would
+  // turn into an endless device wait once converted to nanoseconds)
+  XSTAGE_REQUIRE(std::isfinite(opt.timeout_s) && opt.timeout_s > 0, "rank ", info.rank,
+                 ": the communicator's timeout must be a positive number of seconds, got ", opt.timeout_s);
   rank_ = info.rank;
   size_ = info.world_size;
   static_assert(sizeof(ncclUniqueId) == kUniqueIdBytes);

@@ -2,8 +2,11 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cmath>
+#include <string>
 
 #include "xstage/common/error.hpp"
+#include "xstage/runtime/comm.hpp"
 #include "xstage/runtime/env.hpp"
 #include "xstage/runtime/launcher.hpp"
 
@@ -131,6 +134,23 @@ TEST(Launcher, TimeoutStopsEveryRank) {
   const auto t0 = std::chrono::steady_clock::now();
   EXPECT_EQ(launch_local(o, "00"), 124);
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 15.0);  // not the 30 s
+}
+
+TEST(Communicator, TimeoutMustBePositive) {  // checked before any device or NCCL call
+  LaunchInfo li;
+  li.rank = 0;
+  li.world_size = 1;
+  for (double t : {0.0, -1.0, std::nan("")}) {
+    CommOptions o;
+    o.timeout_s = t;
+    try {
+      Communicator c(li, o);
+      ADD_FAILURE() << "timeout " << t << " accepted";
+    } catch (const UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find("timeout must be a positive number of seconds"), std::string::npos)
+          << e.what();
+    }
+  }
 }
 
 TEST(Launcher, ArgumentErrors) {
