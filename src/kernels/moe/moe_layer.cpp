@@ -334,7 +334,11 @@ MoeWorkspace::~MoeWorkspace() {
 }
 
 void MoeWorkspace::check(runtime::Team& team, const std::string& what, cudaStream_t stream) {
-  ok(cudaStreamSynchronize(stream), "stream synchronize");  // the layer's; team.check below waits for the team's
+  // The layer's stream; team.check below waits for the team's. Bounded: every wait of the kernel on another CTA or rank
+  // gives up after the team's timeout, but a call whose peers never come may spend it once per waiting tile (the
+  // waits run one after another), so this can take a multiple of the timeout before it reports. Waits within a CTA
+  // pair (the multicast stages) have no timeout: they depend on the pair's lockstep tile walks, not on a peer.
+  ok(cudaStreamSynchronize(stream), "stream synchronize");
   MoePlanError pe{};  // a device plan's rejected routing (the root cause of anything else this call did)
   MoePlanError* pe_dev = plan_error(plan_state_, team.local_ranks());
   ok(cudaMemcpy(&pe, pe_dev, sizeof pe, cudaMemcpyDeviceToHost), "cudaMemcpy (plan error)");

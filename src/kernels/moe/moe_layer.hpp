@@ -287,7 +287,7 @@ struct MoeTileTrace {
 
 // First failure the fused kernel recorded (device memory; decoded by MoeWorkspace::check).
 struct MoeDeviceError {
-  int code;  // 0 none, 1 dispatch signal timeout, 2 Linear-1 row readiness timeout
+  int code;  // 0 none, 2 Linear-1 row readiness timeout (a dispatch signal's timeout is the team's record, Team::check)
   int rank, peer_or_row;
   uint32_t expected, got;
 };
