@@ -195,10 +195,10 @@ int refit(const std::string& dir, const std::string& out_dir, bool plots) {
   // Every value report() reads, its type and range, before anything is written: a bad one is named here.
   for (const char* k : {"machine", "command", "date"})
     XSTAGE_REQUIRE(summary.at(k).is_string(), sp, ": '", k, "' must be a string, got ", summary.at(k).dump());
-  for (const auto& [k, lo] : {std::pair{"world_size", 1}, {"sm_count", 1}}) {
+  for (const char* k : {"world_size", "sm_count"}) {
     const auto& x = summary.at(k);
-    XSTAGE_REQUIRE(x.is_number_integer() && x.get<double>() >= lo && x.get<double>() <= 1e6, sp, ": '", k,
-                   "' must be a whole number in ", lo, "..1000000, got ", x.dump());
+    XSTAGE_REQUIRE(x.is_number_integer() && x.get<double>() >= 1 && x.get<double>() <= 1e6, sp, ": '", k,
+                   "' must be a whole number in 1..1000000, got ", x.dump());
   }
   const auto& ce = summary.at("copy_engine_GBps");
   XSTAGE_REQUIRE(ce.is_number() && ce.get<double>() >= 0 && std::isfinite(ce.get<double>()), sp,

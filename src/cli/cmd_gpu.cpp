@@ -64,8 +64,7 @@ void register_gpu_commands(CLI::App& app) {
   refit->excludes("--list")->excludes("--nproc")->excludes("--only")->excludes("--quick")->excludes("--runs")
       ->excludes("--machine")->excludes("--anchor-mb");
   cal->callback([o, out, refit] {
-    if (refit->count()) {
-      XSTAGE_REQUIRE(!out->count() || !o->out_dir.empty(), "-o: empty folder name");
+    if (refit->count()) {  // (an empty -o is refused by name before this: main.cpp's refuse_empty_values)
       const int rc = calib::refit(o->refit, out->count() ? o->out_dir : "", o->plots);
       if (rc) throw RuntimeError("calibrate --refit: the fit failed (exit status " + std::to_string(rc) + ")");
       return;
