@@ -20,7 +20,9 @@ SimOrders simulate_orders(const model::Platform& platform, const OrderQuery& q, 
   sc.b_n = q.b_n;
   sc.l1_cols = q.l1_cols;  // the kernel's tile widths (0: b_n)
   sc.l2_cols = q.l2_cols;
-  sc.tc_rate = rate_per_sm * q.sms;
+  // simulate_moe takes the GPU's rate and divides it by the platform's SM count: a tile runs at one SM's rate
+  // however many CTAs (q.sms) the kernel launches.
+  sc.tc_rate = rate_per_sm * platform.sm_count;
   sc.lead = lead;
   sc.staging = staging;
   sc.memory_limit = 8e9;  // the largest harness configuration needs far less (docs/SIMULATOR.md)

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <string>
+#include <utility>
 
 #include "../common/usage_error.hpp"
 #include "xstage/model/design.hpp"
@@ -201,6 +202,27 @@ TEST(MoeOrder, SimulatorPredictionsAtWorldOne) {
   EXPECT_GT(dc.query.sim_wave_lag_s, 0);
   EXPECT_LE(dc.query.sim_interleaved_all_s, dc.query.sim_wave_lag_s);
   EXPECT_EQ(dc.to_json()["l1_first"], 1);
+}
+
+// The simulator's tile time is a property of the SM (rate_per_sm), not of how many CTAs run: half the CTAs of a
+// compute-bound P = 1 layer take about twice as long, whatever the platform file's SM count. (It once scaled the
+// GPU's rate by the CTAs and divided it by the platform's SM count: 4x at half the CTAs, 16x at a quarter.)
+TEST(MoeOrder, SimulatedTimeFollowsTheCtaCountOnce) {
+  OrderQuery q = qwen30b(8192);
+  q.world = 1;
+  q.l1_cols = 256;
+  auto sim = [&](int sms) {
+    q.sms = sms;
+    return xstage::moe::simulate_orders(h200(), q, choose_moe_order(h200(), q).lead, 1, 1, kRatePerSm);
+  };
+  const auto full = sim(h200().sm_count), half = sim(h200().sm_count / 2), quarter = sim(h200().sm_count / 4);
+  for (auto [so, k] : {std::pair{half, 2.0}, std::pair{quarter, 4.0}}) {
+    EXPECT_NEAR(so.interleaved_us / full.interleaved_us, k, 0.15 * k) << "Interleaved at 1/" << k << " of the CTAs";
+    // Expert-Wave's waves leave instances idle at each wave's end; fewer instances leave fewer idle (3.0x at a
+    // quarter), so its time grows by less than k, never by more.
+    EXPECT_GT(so.wave_us / full.wave_us, 0.7 * k) << "Expert-Wave at 1/" << k << " of the CTAs";
+    EXPECT_LT(so.wave_us / full.wave_us, 1.15 * k) << "Expert-Wave at 1/" << k << " of the CTAs";
+  }
 }
 
 TEST(MoeOrder, LaggedWavesOnlyWhereTheSimulatorSaysSoByKLagMinGain) {
