@@ -174,6 +174,11 @@ int main(int argc, char** argv) {
     return 2;
   }
   const int sms = prop.multiProcessorCount, kblocks = K / 128;
+  if (sms < 8) {  // the smallest row runs on an eighth of the SMs, the mixed rows on a quarter beside the rest
+    std::fprintf(stderr, "stream_probe: needs at least 8 SMs (its smallest row is an eighth of them); device 0 has %d\n",
+                 sms);
+    return 2;
+  }
   const size_t tile_bytes = size_t(256) * K;
   const int tiles = int((size_t(gb) << 30) / tile_bytes);
   const size_t wbytes = size_t(tiles) * tile_bytes;
@@ -193,18 +198,20 @@ int main(int argc, char** argv) {
   const CUtensorMap map_a128 = make_map(am, false, uint64_t(K), uint64_t(a_tiles) * 128, 128, 128);
   const CUtensorMap map_a64 = make_map(am, false, uint64_t(K), uint64_t(a_tiles) * 128, 128, 64);
 
-  const int even = sms / 2 * 2;
+  // CTA counts as fractions of this GPU's SMs (on 132 SMs: 96, 66, 33, 16 and mixes of 33 / 66 / 99), so each row
+  // measures the same share of the machine on any Hopper part.
+  const int even = sms / 2 * 2, half = sms / 2, quarter = sms / 4, three_q = sms * 3 / 4;
   std::vector<Config> cfgs;
   for (int packed = 0; packed < 2; ++packed) {
     const char* lay = packed ? "packed" : "rows";
-    for (int ctas : {sms, 96, 66, 33, 16}) cfgs.push_back({lay, packed, ctas, 1, 4, 0, 0, 0});
+    for (int ctas : {sms, sms * 8 / 11, half, quarter, sms / 8}) cfgs.push_back({lay, packed, ctas, 1, 4, 0, 0, 0});
     for (int st : {2, 3, 6}) cfgs.push_back({lay, packed, sms, 1, st, 0, 0, 0});
-    for (int st : {2, 6}) cfgs.push_back({lay, packed, 33, 1, st, 0, 0, 0});
+    for (int st : {2, 6}) cfgs.push_back({lay, packed, quarter, 1, st, 0, 0, 0});
     for (int ar : {64, 128}) cfgs.push_back({lay, packed, sms, 1, 4, ar, 0, 0});
     for (int d : {300, 600, 1000}) cfgs.push_back({lay, packed, sms, 1, 4, 64, d, 0});
     cfgs.push_back({lay, packed, even, 2, 4, 0, 0, 0});
     cfgs.push_back({lay, packed, even, 2, 4, 128, 0, 0});
-    cfgs.push_back({lay, packed, 66, 2, 4, 0, 0, 0});
+    cfgs.push_back({lay, packed, half / 2 * 2, 2, 4, 0, 0, 0});
   }
   // the L2 holds the source: the fabric's rate, single CTAs and multicast pairs
   cfgs.push_back({"rows", 0, sms, 1, 4, 0, 0, 1});
@@ -212,17 +219,17 @@ int main(int argc, char** argv) {
   cfgs.push_back({"rows", 0, sms, 1, 6, 0, 0, 1});
   cfgs.push_back({"rows", 0, even, 2, 4, 0, 0, 1});
   cfgs.push_back({"rows", 0, even, 2, 4, 128, 0, 1});
-  cfgs.push_back({"rows", 0, 66, 1, 4, 0, 0, 1});
-  cfgs.push_back({"rows", 0, 33, 1, 4, 0, 0, 1});
+  cfgs.push_back({"rows", 0, half, 1, 4, 0, 0, 1});
+  cfgs.push_back({"rows", 0, quarter, 1, 4, 0, 0, 1});
   // mixed: DRAM-streaming half tiles (32 KB weights + 8 KB A, held 300 ns) beside L2-fed full tiles (32 KB + 16 KB,
   // held 800 ns, or not at all)
-  cfgs.push_back({"rows", 0, 33, 1, 4, 64, 300, 0});
-  cfgs.push_back({"rows", 0, sms, 1, 4, 64, 300, 0, 33, 128, 800});
-  cfgs.push_back({"rows", 0, sms, 1, 4, 64, 300, 0, 66, 128, 800});
-  cfgs.push_back({"rows", 0, sms, 1, 4, 64, 300, 0, 33, 128, 0});
-  cfgs.push_back({"rows", 0, sms, 1, 4, 64, 600, 0, 33, 128, 800});
-  cfgs.push_back({"rows", 0, sms, 1, 4, 64, 300, 0, 99, 128, 800});
-  cfgs.push_back({"rows", 0, sms, 1, 2, 64, 300, 0, 33, 128, 800});
+  cfgs.push_back({"rows", 0, quarter, 1, 4, 64, 300, 0});
+  cfgs.push_back({"rows", 0, sms, 1, 4, 64, 300, 0, quarter, 128, 800});
+  cfgs.push_back({"rows", 0, sms, 1, 4, 64, 300, 0, half, 128, 800});
+  cfgs.push_back({"rows", 0, sms, 1, 4, 64, 300, 0, quarter, 128, 0});
+  cfgs.push_back({"rows", 0, sms, 1, 4, 64, 600, 0, quarter, 128, 800});
+  cfgs.push_back({"rows", 0, sms, 1, 4, 64, 300, 0, three_q, 128, 800});
+  cfgs.push_back({"rows", 0, sms, 1, 2, 64, 300, 0, quarter, 128, 800});
   // stages against a hold (s36): does a deeper ring raise a CTA's stream while its consumer holds each stage for the
   // time of a full tile's K block (~1 us at 8K) or a half tile's (~0.3-0.6 us)? Weights alone (32 KB stages) and with
   // a half tile's 8 KB A box (40 KB), from HBM, on all SMs and on half of them.
