@@ -263,8 +263,8 @@ def main():
         "sim_same_side_configs": sum(1 for p, m in sim if (p > 1) == (m > 1)),
         "sim_points": len(sim),
         "ranks": P,
-        "ranks_label": ("P = 1 on one H200: no NVLink traffic; only the order's locality and balance show" if P == 1
-                        else f"P = {P} real ranks, one process per GPU over NCCL"),
+        "ranks_label": (f"P = 1 on one GPU ({machine}): no NVLink traffic; only the order's locality and balance show"
+                        if P == 1 else f"P = {P} real ranks, one process per GPU over NCCL"),
         "auto_choices": autos,
         "machine": machine,
         "command": commands,

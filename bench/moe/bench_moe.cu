@@ -1538,8 +1538,8 @@ int main(int argc, char** argv) try {
                {"sim_points", sim_pred.size()},
                {"ranks", P},
                {"ranks_label", real ? ranks_label
-                                    : std::string("P = 1 (one H200; no NVLink traffic: only the order's locality and "
-                                                  "balance show)")},
+                                    : detail::concat("P = 1 (one ", prop.name, "; no NVLink traffic: only the order's locality "
+                                                   "and balance show)")},
                {"auto_choices", autos},
                {"machine", machine},
                {"command", summary["command"]}};
