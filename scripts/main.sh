@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${XSTAGE_BUILD_DIR:-build}
 bash scripts/deps.sh
-# Quiet when it works; on a failure the build's own output is printed (expect ~1 min for the CPU target).
+# Quiet when it works; on a failure the build's own output is printed (expect ~1.5 min for the CPU target on 2 cores).
 log="$build.log"
 mkdir -p "$(dirname "$log")"
 if ! { cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release && cmake --build "$build" --target xstage -j "$(nproc)"; } >"$log" 2>&1; then

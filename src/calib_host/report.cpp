@@ -508,9 +508,9 @@ int report(const std::string& csv, const std::vector<RunPoint>& pts, nlohmann::j
     }
     char ge[32] = "n/a";
     if (!v["gap_median_err"].is_null()) std::snprintf(ge, sizeof ge, "%.1f%%", 100 * v["gap_median_err"].get<double>());
-    std::printf("%-14s %9.1f %7d %12.3f %9.3f %9s %9d %s\n", v["family"].get<std::string>().c_str(), v["R_GBps"].get<double>(),
+    std::printf("%-14s %9.1f %7d %12.3f %9.3f %9s %9d%s\n", v["family"].get<std::string>().c_str(), v["R_GBps"].get<double>(),
                 v["K"].get<int>(), v["T_iss0_us_B32KB"].get<double>(), v["Q_MB"].get<double>(), ge,
-                v["gap_points"].get<int>(), v["Q_determined"].get<bool>() ? "" : "(Q: lower bound)");
+                v["gap_points"].get<int>(), v["Q_determined"].get<bool>() ? "" : " (Q: lower bound)");
     if (!v["Q_determined"].get<bool>())
       std::printf("%-14s   %s\n", "", v["Q_note"].get<std::string>().c_str());
   }
@@ -539,7 +539,7 @@ int report(const std::string& csv, const std::vector<RunPoint>& pts, nlohmann::j
       std::error_code ec;
       fs::remove(log, ec);
       if (prc != 0) throw RuntimeError("plots: " + cmd + " failed: " + last);
-      std::printf("# %s\n", last.c_str());
+      std::printf("%s%s\n", last.rfind("# ", 0) == 0 ? "" : "# ", last.c_str());  // the script's line is a comment already
     }
   }
   if (total_wrong) std::printf("# ERROR: %lld bytes did not land correctly\n", total_wrong);
