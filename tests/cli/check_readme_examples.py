@@ -4,7 +4,8 @@ contiguous, in what the command prints now ("..." in a shown block skips any num
   - a block of `$ xstage ...` lines (a trailing backslash continues one), each followed by its output lines;
   - a paragraph line that starts with `xstage ...` in backquotes, followed (after its paragraph) by an indented
     block: that block is part of the command's output.
-Only commands that need no GPU are run (`platform`, `eval`, `design`, `simulate`, `fit`); others are skipped."""
+Only commands that need no GPU are run (`platform`, `eval`, `design`, `simulate`, `fit`, and `calibrate --refit` without
+`-o`); others are skipped."""
 import re
 import shlex
 import subprocess
@@ -17,7 +18,8 @@ lines = open(readme, encoding="utf-8").read().split("\n")
 
 def run(cmd):
     words = cmd.split("|")[0].split()
-    if len(words) < 2 or words[0] != "xstage" or words[1] not in CPU_COMMANDS:
+    refit = len(words) > 2 and words[1] == "calibrate" and "--refit" in words and "-o" not in words  # reads a CSV
+    if len(words) < 2 or words[0] != "xstage" or (words[1] not in CPU_COMMANDS and not refit):
         return None
     shell = re.sub(r"^xstage\b", shlex.quote(xstage), cmd.strip())
     r = subprocess.run(["bash", "-o", "pipefail", "-c", shell], capture_output=True, text=True, cwd=root, timeout=120)
