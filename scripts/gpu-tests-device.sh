@@ -30,7 +30,8 @@ for t in $BINS; do mkdir -p "build/tests/$(dirname $t)" && mv "$S/$(basename $t)
 mkdir -p build/src/kernels/attention build/src/cli
 mv "$S/libxstage_attention.so" build/src/kernels/attention/ && mv "$S/xstage" build/src/cli/ && rm -rf "$S"
 source scripts/moe-env.sh
-export XSTAGE_ATTENTION_LIB=$(realpath build/src/kernels/attention/libxstage_attention.so) PYTHONPATH=python
+lib=$(realpath build/src/kernels/attention/libxstage_attention.so) || exit 1
+export XSTAGE_ATTENTION_LIB=$lib PYTHONPATH=python
 export PYTHONDONTWRITEBYTECODE=1
 O=$OUT/gpu-tests && mkdir -p "$O"
 nvidia-smi -L > "$O/gpus.txt"; cat "$O/gpus.txt"
