@@ -539,7 +539,7 @@ int report(const std::string& csv, const std::vector<RunPoint>& pts, nlohmann::j
       std::error_code ec;
       fs::remove(log, ec);
       if (prc != 0) throw RuntimeError("plots: " + cmd + " failed: " + last);
-      std::printf("%s%s\n", last.rfind("# ", 0) == 0 ? "" : "# ", last.c_str());  // the script's line is a comment already
+      std::printf("%s\n", last.c_str());  // plot_calibration.py's last line, a "# wrote ..." comment
     }
   }
   if (total_wrong) std::printf("# ERROR: %lld bytes did not land correctly\n", total_wrong);
