@@ -18,3 +18,16 @@ target_include_directories(xstage_nccl INTERFACE ${XSTAGE_NCCL_INCLUDE})
 target_link_libraries(xstage_nccl INTERFACE ${XSTAGE_NCCL_LIB})
 
 set(XSTAGE_CUDA_FLAGS --expt-relaxed-constexpr -lineinfo -Xptxas=-v)
+
+# A benchmark's --help prints its source's header comment: cmake/usage_from_header.py writes it as kUsage into
+# <target>_usage.inc, which the source includes (xstage/bench/usage.hpp).
+function(xstage_usage target source)
+  set(inc ${CMAKE_CURRENT_BINARY_DIR}/${target}_usage.inc)
+  add_custom_command(OUTPUT ${inc}
+    COMMAND ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/cmake/usage_from_header.py
+            ${CMAKE_CURRENT_SOURCE_DIR}/${source} ${inc}
+    DEPENDS ${source} ${PROJECT_SOURCE_DIR}/cmake/usage_from_header.py
+    COMMENT "usage of ${target} from ${source}'s header" VERBATIM)
+  target_sources(${target} PRIVATE ${inc})
+  target_include_directories(${target} PRIVATE ${CMAKE_CURRENT_BINARY_DIR})
+endfunction()

@@ -14,6 +14,10 @@
 
 #include <cuda_runtime.h>
 
+#include "xstage/bench/usage.hpp"
+
+#include "barrier_probe_usage.inc"  // kUsage: this header comment (--help)
+
 namespace {
 
 constexpr int kIters = 64;
@@ -50,13 +54,14 @@ __global__ void exchange(int* bad) {
 
 int main(int argc, char** argv) {
   const char* mode = argc > 1 ? argv[1] : "";
+  if (xstage::bench::is_help_flag(mode)) xstage::bench::print_usage_and_exit(kUsage);
   void (*k)(int*) = std::strcmp(mode, "named") == 0       ? exchange<0>
                     : std::strcmp(mode, "named-all") == 0 ? exchange<1>
                     : std::strcmp(mode, "sync") == 0      ? exchange<2>
                     : std::strcmp(mode, "pingpong") == 0  ? exchange<3>
                                                           : nullptr;
   if (k == nullptr) {
-    std::fprintf(stderr, "barrier_probe: mode must be named, named-all, sync or pingpong, got '%s'\n", mode);
+    std::fprintf(stderr, "barrier_probe: mode must be named, named-all, sync or pingpong, got '%s' (barrier_probe --help)\n", mode);
     return 2;
   }
   int* bad = nullptr;

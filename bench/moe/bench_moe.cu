@@ -13,7 +13,8 @@
 //             [--compare-pair-share] [--compare-a-trim] [--compare-merge] [--compare-borrow] [--compare-early]
 //             [--compare-row-order] [--compare-half] [--compare-half-wide] [--prefetch-streamed]
 //             [--wave-lag 0|1] [--compare-wave-lag] [--compare-l1-first] [--zero-padding 0|1]
-//             [--prefetch D1,D2,...] [--custom NAME:H:I:E:K] [--plan host|device]
+//             [--prefetch D1,D2,...] [--custom NAME:H:I:E:K] [--plan host|device] [--compare-lean] [--no-p1-twin]
+//             [--help]
 //
 // --plan: how each configuration's dispatch plan is made before its fused launches are timed (launch_moe_layer alone
 // is timed either way): host (the default: every rank's routing on the host) or device (each rank's own routing in
@@ -150,6 +151,7 @@
 #include "xstage/bench/nvml.hpp"
 #include "xstage/bench/protocol_cuda.cuh"
 #include "xstage/bench/protocol_json.hpp"
+#include "xstage/bench/usage.hpp"
 #include "xstage/common/error.hpp"
 #include "xstage/common/hash.hpp"
 #include "xstage/model/platform.hpp"
@@ -161,6 +163,8 @@
 #include "xstage/runtime/comm.hpp"
 #include "xstage/runtime/env.hpp"
 #include "xstage/runtime/team.hpp"
+
+#include "bench_moe_usage.inc"  // kUsage: this header comment (--help)
 
 using namespace xstage;
 using json = nlohmann::json;
@@ -432,6 +436,7 @@ Args parse(int argc, char** argv) {
   for (int i = 0; i < argc; ++i) a.command += (i ? " " : "") + std::string(argv[i]);
   for (int i = 1; i < argc; ++i) {
     const std::string k = argv[i];
+    if (xstage::bench::is_help_flag(k)) xstage::bench::print_usage_and_exit(kUsage);
     auto val = [&]() -> std::string {
       if (i + 1 >= argc) throw UsageError(k + " needs a value");
       return argv[++i];
@@ -525,7 +530,7 @@ Args parse(int argc, char** argv) {
     else if (k == "--prefetch-streamed") a.prefetch_streamed = true;
     else if (k == "--trace") a.trace = true;
     else if (k == "--trace-csv") { a.trace = true; a.trace_csv = val(); }
-    else throw UsageError("unknown argument " + k + " (see the header of bench/moe/bench_moe.cu)");
+    else throw UsageError("unknown argument " + k + " (bench_moe --help lists the flags)");
   }
   if (a.out.empty()) throw UsageError("--out DIR is required");
   if (!a.custom.empty() && !a.shapes_given) {  // only the custom shapes unless --shapes names others

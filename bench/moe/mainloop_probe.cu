@@ -112,6 +112,9 @@
 #include "xstage/common/hash.hpp"
 #include "xstage/bench/protocol_cuda.cuh"
 #include "xstage/bench/protocol_json.hpp"
+#include "xstage/bench/usage.hpp"
+
+#include "mainloop_probe_usage.inc"  // kUsage: this header comment (--help)
 
 namespace mk = xstage::moe_kernel;
 namespace ptx = xstage::ptx;
@@ -1687,6 +1690,7 @@ int main(int argc, char** argv) {
   std::string json;
   for (int i = 1; i < argc; ++i) {
     const std::string k = argv[i];
+    if (xstage::bench::is_help_flag(k)) xstage::bench::print_usage_and_exit(kUsage);
     auto val = [&]() -> std::string { return probe::arg_value(argc, argv, i); };
     if (k == "--kblocks") kblocks = probe::int_value(argc, argv, i);
     else if (k == "--ctas") ctas = probe::int_value(argc, argv, i);
@@ -1710,7 +1714,7 @@ int main(int argc, char** argv) {
       }
     }
     else {
-      std::fprintf(stderr, "mainloop_probe: unknown argument %s (see the file's header)\n", k.c_str());
+      std::fprintf(stderr, "mainloop_probe: unknown argument %s (mainloop_probe --help lists the flags)\n", k.c_str());
       return 2;
     }
   }

@@ -27,10 +27,13 @@
 #include <vector>
 
 #include "moe_layer.hpp"
+#include "xstage/bench/usage.hpp"
 #include "xstage/common/error.hpp"
 #include "xstage/moe/routing.hpp"
 #include "xstage/moe/shapes.hpp"
 #include "xstage/runtime/team.hpp"
+
+#include "plan_bench_usage.inc"  // kUsage: this header comment (--help)
 
 namespace {
 
@@ -63,7 +66,20 @@ std::vector<int> ints(const std::string& flag, const std::string& s) {
     }
     out.push_back(int(v));
   }
+  if (out.empty()) {
+    std::fprintf(stderr, "plan_bench: %s: '%s' holds no value\n", flag.c_str(), s.c_str());
+    std::exit(2);
+  }
   return out;
+}
+
+int one_int(const std::string& flag, const std::string& s) {
+  const std::vector<int> v = ints(flag, s);
+  if (v.size() != 1) {
+    std::fprintf(stderr, "plan_bench: %s: '%s' is not one positive integer\n", flag.c_str(), s.c_str());
+    std::exit(2);
+  }
+  return v[0];
 }
 
 double median(std::vector<double> v) {
@@ -81,21 +97,22 @@ int main(int argc, char** argv) {
   std::string json;
   for (int i = 1; i < argc; ++i) {
     const std::string k = argv[i];
+    if (xstage::bench::is_help_flag(k)) xstage::bench::print_usage_and_exit(kUsage);
+    if (k != "--shapes" && k != "--tokens" && k != "--worlds" && k != "--batches" && k != "--calls" && k != "--json") {
+      std::fprintf(stderr, "plan_bench: unknown argument %s (plan_bench --help lists the flags)\n", k.c_str());
+      return 2;
+    }
     if (i + 1 >= argc) {
-      std::fprintf(stderr, "plan_bench: %s needs a value (see the file's header)\n", k.c_str());
+      std::fprintf(stderr, "plan_bench: %s needs a value\n", k.c_str());
       return 2;
     }
     const std::string v = argv[++i];
     if (k == "--shapes") shapes = split(v);
     else if (k == "--tokens") tokens = ints(k, v);
     else if (k == "--worlds") worlds = ints(k, v);
-    else if (k == "--batches") batches = ints(k, v).at(0);
-    else if (k == "--calls") calls = ints(k, v).at(0);
+    else if (k == "--batches") batches = one_int(k, v);
+    else if (k == "--calls") calls = one_int(k, v);
     else if (k == "--json") json = v;
-    else {
-      std::fprintf(stderr, "plan_bench: unknown argument %s (see the file's header)\n", k.c_str());
-      return 2;
-    }
   }
   for (const std::string& s : shapes)
     if (moe::find_moe_shape(s) == nullptr) {

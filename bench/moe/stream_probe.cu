@@ -33,6 +33,9 @@
 #include "xstage/ptx/cluster.cuh"
 #include "xstage/ptx/timer.cuh"
 #include "probe_common.hpp"
+#include "xstage/bench/usage.hpp"
+
+#include "stream_probe_usage.inc"  // kUsage: this header comment (--help)
 
 namespace ptx = xstage::ptx;
 
@@ -152,13 +155,14 @@ int main(int argc, char** argv) {
   std::string csv;
   for (int i = 1; i < argc; ++i) {
     const std::string k = argv[i];
+    if (xstage::bench::is_help_flag(k)) xstage::bench::print_usage_and_exit(kUsage);
     auto val = [&]() -> std::string { return probe::arg_value(argc, argv, i); };
     if (k == "--gb") gb = probe::int_value(argc, argv, i);
     else if (k == "--k") K = probe::int_value(argc, argv, i);
     else if (k == "--reps") reps = probe::int_value(argc, argv, i);
     else if (k == "--csv") csv = val();
     else {
-      std::fprintf(stderr, "stream_probe: unknown argument %s (see the file's header)\n", k.c_str());
+      std::fprintf(stderr, "stream_probe: unknown argument %s (stream_probe --help lists the flags)\n", k.c_str());
       return 2;
     }
   }

@@ -15,6 +15,17 @@
 // output against a float64 reference on sampled rows (FA3's rule: max|out - ref| <= 2 max|lowprec - ref|
 // + atol). Emulated ranks share one GPU and have no NVLink: every number is labelled "emulated".
 // Output: a table, DIR/ulysses.csv, DIR/summary.json (written only here), DIR/blocks.json (every block).
+//
+// Flags (defaults in brackets):
+//   --out DIR               where the files go [none: the table only]
+//   --ranks P               emulated ranks on this GPU [2]; refused under a launcher (the world is the launcher's)
+//   --seq L1,L2,...         global sequence lengths, a K suffix for 1024 [8K,16K]
+//   --heads-per-rank H1,... heads each rank holds after the all-to-all [3,6]
+//   --dim D                 head dimension [128]
+//   --platform NAME|FILE    the platform model the design test reads (platforms/) [h200-nvlink4]
+//   --warmup-s S, --block-s S, --rounds N   the benchmark protocol's warm-up, block length and ABBA rounds [0.2, 0.4, 2]
+//   --quick                 8K, 3 heads, 0.1 s warm-up, 0.2 s blocks, 1 round (a smoke run)
+//   --help, -h              this text
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -34,12 +45,15 @@
 #include "xstage/bench/agreed_timer.cuh"
 #include "xstage/bench/protocol_cuda.cuh"
 #include "xstage/bench/protocol_json.hpp"
+#include "xstage/bench/usage.hpp"
 #include "xstage/common/error.hpp"
 #include "xstage/model/design.hpp"
 #include "xstage/model/platform.hpp"
 #include "xstage/runtime/comm.hpp"
 #include "xstage/runtime/env.hpp"
 #include "xstage/runtime/team.hpp"
+
+#include "bench_ulysses_usage.inc"  // kUsage: this header comment (--help)
 
 using namespace xstage;
 using json = nlohmann::json;
@@ -214,6 +228,7 @@ Args parse(int argc, char** argv) {
   for (int i = 0; i < argc; ++i) a.command += (i ? " " : "") + std::string(argv[i]);
   for (int i = 1; i < argc; ++i) {
     const std::string k = argv[i];
+    if (xstage::bench::is_help_flag(k)) xstage::bench::print_usage_and_exit(kUsage);
     auto val = [&]() -> std::string {
       XSTAGE_REQUIRE(i + 1 < argc, k, " needs a value");
       return argv[++i];
@@ -228,7 +243,7 @@ Args parse(int argc, char** argv) {
     else if (k == "--block-s") a.block_s = parse_seconds(val(), "--block-s", 1e-3);
     else if (k == "--rounds") a.rounds = parse_one(val(), "--rounds");
     else if (k == "--quick") { a.seqs = {8192}; a.heads_per_rank = {3}; a.block_s = 0.2; a.warmup_s = 0.1; a.rounds = 1; }
-    else throw UsageError("unknown argument " + k + " (see the header of bench/ulysses/bench_ulysses.cu)");
+    else throw UsageError("unknown argument " + k + " (bench_ulysses --help lists the flags)");
   }
   return a;
 }

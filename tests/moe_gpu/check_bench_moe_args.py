@@ -1,7 +1,8 @@
 """CPU test (no GPU needed: every case fails in the argument parser, before CUDA is touched) of bench_moe's argument
 errors: exit 2, nothing on stdout, one line "bench_moe: ..." naming the flag and the text given (they were "stoi",
-"stod" or a vector range error; --tokens 4294967297 ran as 1), and the probes' (stream_probe read --gb abc as 0).
-Usage: check_bench_moe_args.py BENCH_MOE STREAM_PROBE MAINLOOP_PROBE"""
+"stod" or a vector range error; --tokens 4294967297 ran as 1), the probes' (stream_probe read --gb abc as 0) and
+plan_bench's (--batches , ended in an uncaught std::out_of_range).
+Usage: check_bench_moe_args.py BENCH_MOE STREAM_PROBE MAINLOOP_PROBE PLAN_BENCH"""
 import subprocess
 import sys
 
@@ -29,6 +30,10 @@ PROBE_CASES = [  # (program index, arguments, fragment)
     (1, ["--reps", "3x"], "stream_probe: --reps '3x' is not a whole number"),
     (2, ["--ctas", "99999999999"], "mainloop_probe: --ctas '99999999999' is not a whole number"),
     (2, ["--power", "1e999"], "mainloop_probe: --power '1e999' is not a finite number"),
+    (3, ["--batches", ","], "plan_bench: --batches: ',' holds no value"),
+    (3, ["--calls", "5,6"], "plan_bench: --calls: '5,6' is not one positive integer"),
+    (3, ["--tokens", "0"], "plan_bench: --tokens: '0' is not a positive integer"),
+    (3, ["--json"], "plan_bench: --json needs a value"),
 ]
 
 
@@ -47,4 +52,4 @@ def main(binaries):
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:4]))
+    sys.exit(main(sys.argv[1:5]))
