@@ -33,6 +33,9 @@ def main(path, suffix):
 
 
 if __name__ == '__main__':
+    if sys.argv[1:] in (['-h'], ['--help']):
+        print(__doc__.strip())
+        sys.exit(0)
     if len(sys.argv) != 3:
         sys.exit('usage: moe-variant-ratio.py MOE_CSV BACKEND_SUFFIX (e.g. _l0)')
     main(sys.argv[1], sys.argv[2])

@@ -9,11 +9,6 @@ import json
 import os
 import sys
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-
 
 def rows(path):
     with open(path) as f:
@@ -25,6 +20,11 @@ def num(r, k):
 
 
 def main(out):
+    import matplotlib  # here, so that --help and a wrong call need no matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
     data = rows(os.path.join(out, "calibration.csv"))
     val_path = os.path.join(out, "validation.csv")
     val = rows(val_path) if os.path.exists(val_path) else []
@@ -121,6 +121,9 @@ def main(out):
 
 
 if __name__ == "__main__":
+    if sys.argv[1:] in (["-h"], ["--help"]):
+        print(__doc__.strip())
+        sys.exit(0)
     if len(sys.argv) != 2:
         sys.exit(__doc__)
     main(sys.argv[1])

@@ -8,6 +8,13 @@ reference computed by torch, per head.
     python3 bench/attention/attention_check.py sanitize OUTDIR LIB.so    # small shapes, for compute-sanitizer
 """
 import ctypes, json, math, os, sys
+
+if __name__ == "__main__":  # the usage before torch is imported: --help and a wrong call need no torch
+    if sys.argv[1:2] in (["-h"], ["--help"]):
+        print(__doc__.strip())
+        sys.exit(0)
+    if len(sys.argv) < 4 or sys.argv[1] not in ("check", "sanitize"):
+        sys.exit(f"attention_check.py: want check|sanitize OUTDIR LIB.so..., got {sys.argv[1:]}\n{__doc__.strip()}")
 import torch
 
 SYM = "_ZN6xstage9attention12run_fwd_sm90ERK22xstage_attn_fwd_paramsP11CUstream_st"
