@@ -39,7 +39,7 @@
 // --compare-l2-scratch adds, per order, the kernel with two scratch accumulators in the W8A8 Linear-2 mainloop
 // (MoeLayerParams::l2_scratches = 2; backend fused_<order>_s2), checked bit-identical and timed beside it.
 // --l2-cols: MoeLayerParams::l2_cols of every fused backend (0, the default: auto, 256-column Linear-2 tiles where
-// hidden % 512 == 0 or hidden / 128 is odd; 128; or 256 except where only 128 keeps CTA pairs possible (hidden / 128
+// hidden % 512 == 0, else 128; 128; or 256 except where only 128 keeps CTA pairs possible (hidden / 128
 // = 2 mod 4), there 128 with a note). --compare-l2-cols adds,
 // per order, the kernel with the other Linear-2 width (backend fused_<order>_n: 128 columns beside 256;
 // fused_<order>_w: 256 beside 128; where the hidden size allows 256), checked bit-identical and timed beside it.

@@ -45,7 +45,7 @@ void xstage_moe_destroy(xstage_moe layer);
  * pass the same array; xstage_moe_forward_device below takes each rank's own routing in device memory instead). x, x_scale, topk_weight ([T][k] fp32), out: arrays of local_ranks device pointers (x and out 16-byte aligned, x_scale
  * and topk_weight 4-byte; local rank
  * first_rank + g at g). w1, w1_scale, w2, w2_scale: the experts of the local ranks in global order (E_local =
- * local_ranks * E / world experts). order: XSTAGE_MOE_EXPERT_WAVE, _INTERLEAVED or _EXPERT_WAVE_LAGGED. Device failures (a
+ * local_ranks * E / world experts). order: XSTAGE_MOE_EXPERT_WAVE, _INTERLEAVED, _EXPERT_WAVE_LAGGED or _L1_FIRST (all give the same bits). Device failures (a
  * peer's rows that never came) are reported by xstage_moe_check. */
 int xstage_moe_forward(xstage_moe layer, const int* tokens, const int32_t* topk_index_all, const void* const* x,
                        const float* const* x_scale, const float* const* topk_weight, float* const* out, const void* w1,

@@ -126,7 +126,7 @@ struct MoeLayerParams {
   int ctas_per_rank = 0;     // 0: team.sms_per_rank() (even with CTA pairs, and as many as can be resident)
   // CTA pairs: 2 = clusters of two CTAs that take the same rows and neighbouring N tiles and load the shared A
   // operand once for both (TMA multicast: the pair reads A from L2 once, not twice); 1 = single CTAs;
-  // pairs need both N-tile counts (I/128 and H/128) even. 0 = auto = pairs wherever they fit (even N-tile counts,
+  // pairs need both N-tile counts even (I/128, and hidden over the Linear-2 tile width, l2_cols). 0 = auto = pairs wherever they fit (even N-tile counts,
   // an even ctas_per_rank if one is given, the pairs resident), else single CTAs (docs/MOE.md, "CTA pairs").
   int cluster = 0;
   // What the two CTAs of a pair share (with CTA pairs; single CTAs share nothing). 1 = the A operand: the same
@@ -144,7 +144,7 @@ struct MoeLayerParams {
   int pair_share = kPairShareAuto;
   // Weight prefetch into L2: the producer also asks L2 for the weight boxes of the K block this many blocks
   // beyond the one it loads (TMA prefetch, no shared memory), so the later load finds them there instead of in
-  // HBM. 0 = off (the default: measured as an option, docs/MOE.md); at most 64. W8A8 only (W4A8 and bf16 ignore it).
+  // HBM. 0 = off (the default: measured as an option, docs/MOE.md); at most 64. W8A8 and bf16 (W4A8 ignores it).
   int l2_prefetch = 0;
   // Which tiles prefetch (with l2_prefetch > 0): 0 = every tile; 1 = only the tiles of experts with one row of at most
   // 64 tokens ("streamed" rows, sched::spread_row_order's): their weights serve that row alone and always come from
@@ -164,7 +164,7 @@ struct MoeLayerParams {
   // L2 cache hints (a bit set of MoeL2Hint; 0 = none, the default): evict_first on the combine stores (each entry
   // is read once, by the weighted sum after the kernel), evict_last on the Linear-2 weight loads (an expert's W2
   // serves all its row blocks, which Interleaved spreads over time), evict_first on the Linear-1 weight loads.
-  // Results are bit-identical either way; measured as options (docs/MOE.md, "L2 cache hints"). W4A8's weight loads
+  // Results are bit-identical either way; measured as options (docs/MOE-NOTEBOOK.md, "Session 23"). W4A8's weight loads
   // take no hint (since s47: its TMA maps of the int4 fragment layout); its combine stores do.
   int l2_hints = 0;
   // Columns of a Linear-2 tile: 0 = auto (the default: 256 for W8A8 / W4A8 where hidden is a multiple of 512, else
@@ -227,8 +227,8 @@ struct MoeLayerParams {
   // either way.
   int half_wide = 1;
   // W8A8 and W4A8 untraced launches: 1 = where pingpong, l2_scratches, early_release, l2_prefetch, a_trim,
-  // merge_loads, l2_hints and half_together are at their defaults and Linear-2 tiles are 256 columns staged through the
-  // borrowed stage (l2_cols 256, l2_borrow), run the kernel compiled without the other paths'
+  // merge_loads, l2_hints and half_together are at their defaults and l2_borrow goes with the tile width (256-column
+  // Linear-2 tiles staged through the borrowed stage, or 128-column ones through the slot), run the kernel compiled without the other paths'
   // code (a second instantiation, the same computation bit for bit; W8A8 SASS 112 KB against 181 KB); 0 = always the
   // kernel that holds them all. A build with 20 KB more code that never ran was 8-11 % slower on every shape, and the
   // lean kernel is 2-8 % faster than the full one (docs/MOE-NOTEBOOK.md, "Session 30"): code a launch does not use is not free.
