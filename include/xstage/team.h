@@ -22,7 +22,8 @@ typedef struct xstage_buffer_s* xstage_buffer;
 /* A fresh NCCL unique id (rank 0 makes it, every rank passes the same bytes to create_nccl). */
 int xstage_nccl_unique_id(unsigned char* out, int out_bytes);
 /* Real team: this process is `rank` of `world` on CUDA device `device`; collective over all ranks.
- * Fails (XSTAGE_ERR_INVALID) when the ranks cannot reach each other by load/store (no NVLink/P2P). */
+ * Fails (XSTAGE_ERR_CUDA, the message naming the ranks outside this rank's load/store team) when the ranks cannot
+ * reach each other by load/store (no NVLink/P2P). */
 int xstage_team_create_nccl(int rank, int world, int device, const unsigned char* id, int id_bytes, double timeout_s,
                             xstage_team* out);
 /* Emulated team: `world` ranks on CUDA device `device` (< 0: the current one), each with SMs / world SMs. */

@@ -101,7 +101,9 @@ def flash_attn_fwd(q, k, v, softmax_scale=None, causal=False, return_lse=False, 
     """softmax(q kᵀ · scale) v per (batch, head).
 
     q: (batch, seq_q, heads, dim); k, v: (batch, seq_kv, heads, dim); bf16 or fp16 CUDA tensors on
-    one device, any strides with stride 1 in dim (dim 64 or 128). softmax_scale defaults to
+    one device, dim 64 or 128, stride 1 in dim and the other strides multiples of 16 bytes, data 16-byte aligned
+    (TMA's rules: a stride 1 missing in dim is a ValueError, the rest an XstageError with code ERR_INVALID naming
+    the stride or pointer). softmax_scale defaults to
     1/sqrt(dim). causal: bottom-right aligned (query i sees keys j <= i + seq_kv - seq_q).
     out: optional preallocated output like q. Runs on torch's current stream of q's device.
     Returns out, or (out, lse) with lse (batch, heads, seq_q) float32 (natural-log log-sum-exp).

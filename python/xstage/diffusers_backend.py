@@ -291,7 +291,8 @@ def describe(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, 
 
 def _team_for(group, world):
     """The xstage Team over `group` (collective on first use: every rank of the group gets here at the same
-    call). Raises ValueError when no team can be built there (same answer on every rank)."""
+    call). Raises ValueError when the topology rules a team out (same answer on every rank); a failure while making
+    it (e.g. no NVLink/P2P path between the GPUs) is raised as it came, not taken as a fallback."""
     explicit = _opts["team"]
     if explicit is not None:
         if explicit.world != world:

@@ -10,8 +10,8 @@
 Each rank passes its own sequence slice; the result is its slice of attention over the full sequence
 (world * S/P tokens), every head. heads must be divisible by the world size; head_dim 64 or 128; bf16 or
 fp16; non-causal. The returned tensor is a view of the layer's output buffer, valid until the second next
-call with the same shape (clone it to keep it). With an emulated team (Team.emulated(P)), q, k and v are
-lists of the P ranks' tensors and a list is returned.
+call with the same shape (clone it to keep it). With a team that serves several ranks from this process
+(Team.emulated(P), P > 1), q, k and v are lists of the P ranks' tensors and a list is returned.
 """
 from __future__ import annotations
 
