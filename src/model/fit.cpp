@@ -444,8 +444,8 @@ FitReport fit_platform(const std::vector<Sample>& all, const FitOptions& opt, co
 
   // --- T_iss^0: large-gap plateaus of periodic bursts (G >= margin * V/R: the drain keeps up, the issue is
   // the recovered T_iss^0), for every V: free-running producers drift apart, so a periodic burst is never
-  // one aligned burst of V and the capacity term (V - Q)/R does not apply (docs/MODEL.md §3). A plateau
-  // replaces the isolated floor entry at the same (K, V); the floor covers the V without a plateau. A note
+  // one aligned burst of V and the capacity term (V - Q)/R does not apply (docs/MODEL.md §3). One source per K
+  // row: a row with any plateau takes the plateaus alone, a row without takes the isolated floor. A note
   // says when an aligned burst of the plateau's V would overflow Q(K) (what the capacity bound is about).
   std::map<std::pair<int, double>, std::vector<double>> plateau;
   auto on_plateau = [&](const Sample& x) {
