@@ -11,7 +11,8 @@
 #   bench        protocol benchmark (docs/BENCHMARKING.md) on the full grid, with --lib-before if given:
 #                $OUT/attention.csv, summary.json, attention_blocks.json (written after every shape)
 #   bench-quick  the same on 4 shapes
-# Extra benchmark arguments: BENCH_ARGS (e.g. "--graph" or "--shapes 128:24:32K:c").
+# Extra benchmark arguments: BENCH_ARGS (e.g. "--graph" or "--shapes 128:24:32K:c"). Per-step time limits (s):
+# PYTEST_TIMEOUT 120, CTEST_TIMEOUT 60, CHECK_TIMEOUT 70, SAN_TIMEOUT 60, BENCH_TIMEOUT 540.
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
 export CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-0} PYTHONPATH=python${PYTHONPATH:+:$PYTHONPATH}
@@ -21,7 +22,9 @@ BEFORE=()
 while [ $# -gt 0 ]; do
   case $1 in
     --lib-before) BEFORE=(--lib-before "$2"); shift 2 ;;
-    *) LIB=$1; shift ;;
+    -*) echo "unknown option $1" >&2; exit 2 ;;
+    *) [ -z "${lib_given:-}" ] || { echo "one LIB.so only (a second: $1)" >&2; exit 2; }
+       LIB=$1 lib_given=1; shift ;;
   esac
 done
 mkdir -p "$OUT"

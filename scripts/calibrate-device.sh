@@ -1,12 +1,20 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine (device tool) with a carried build: `xstage calibrate` on every local GPU,
-# the GPU tests, and optionally compute-sanitizer on a tiny sweep. Outputs under $OUT (or ./out).
-#   scripts/calibrate-device.sh BUILD_DIR [calibrate|tests|sanitize|all]...
+# the GPU tests, and optionally compute-sanitizer on a tiny sweep.
+#   scripts/calibrate-device.sh BIN_DIR [calibrate|quick|tests|sanitize]...
+# BIN_DIR holds the carried binaries side by side: xstage and test_runtime_gpu (from build/src/cli and
+# build/tests/runtime). Steps, in the order given: calibrate (the full calibration into results/calibration,
+# replacing the committed one, and a copy as $OUT/calibration.tgz), quick (`calibrate --quick` into $OUT/quick),
+# tests (test_runtime_gpu, log $OUT/tests.log), sanitize (memcheck on a tiny sweep, $OUT/sanitize*). $OUT: ./out
+# when unset. An unknown step is refused before any runs.
 # XSTAGE_TEST_STAMPS=FILE (optional) makes the shape test dump the raw stamps of its gap points.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
-build=$1
+build=${1:?usage: scripts/calibrate-device.sh BIN_DIR [calibrate|quick|tests|sanitize]...}
 shift
+for step in "$@"; do
+  case $step in calibrate | quick | tests | sanitize) ;; *) echo "unknown step '$step' (calibrate, quick, tests, sanitize)" >&2; exit 2 ;; esac
+done
 out=${OUT:-out}
 mkdir -p "$out"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
@@ -36,7 +44,7 @@ for step in "$@"; do
     echo "== xstage calibrate --nproc $ngpu"
     start=$(date +%s)
     mkdir -p results/calibration
-    "$xs" calibrate --nproc "$ngpu" --machine "nvidia-h200-x2 ($machine)" -o results/calibration 2>&1 | tee results/calibration/calibrate.log | tail -45
+    "$xs" calibrate --nproc "$ngpu" --machine "$machine" -o results/calibration 2>&1 | tee results/calibration/calibrate.log | tail -45
     tar czf "$out/calibration.tgz" results/calibration
     echo "== wall time $(( $(date +%s) - start )) s"
     ;;

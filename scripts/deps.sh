@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs what xstage needs when it is missing: Debian packages (compiler, CMake, GoogleTest,
+# Installs what xstage needs when it is missing: Debian packages (compiler, CMake, Ninja, GoogleTest,
 # nlohmann-json, CLI11, python3-matplotlib for the calibration plots) and the PyPI package nvidia-cutlass
 # (CuTe/CUTLASS headers).
 # The CUDA toolkit (nvcc, NCCL 2.28 headers and library) must already be installed.

@@ -10,7 +10,7 @@
 #      fallbacks, the Ulysses path at one rank, and 2 ranks under torchrun when 2 GPUs are present
 # and writes the log to $OUT/diffusers.log and step 3's whole output to $OUT/diffusers-gpu.log (OUT defaults
 # to results/diffusers/dev). Exit status: 0 when
-# every step passed (the 2-rank test may skip: one GPU), else 1.
+# every step passed (the 2-rank test may skip: one GPU), else 1. GPU_TIMEOUT: step 3's limit (420 s).
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
 OUT=${OUT:-results/diffusers/dev}

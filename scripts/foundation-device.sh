@@ -5,7 +5,10 @@
 #   3. optionally (FOUNDATION_BENCH=1) the attention benchmark with the build before the change as a second
 #      backend in the same process (bench/attention/bench_attention.py --lib-before)
 # Writes $OUT/gpu-tests.log, $OUT/sanitize.log, $OUT/attention/{attention.csv,summary.json}, $OUT/machine.txt.
-# Then, on the CPU machine: python3 scripts/foundation-summary.py <that folder> -o results/foundation
+# Then, on the CPU machine: python3 scripts/foundation-summary.py --tests <that folder>/gpu-tests.log
+#   [--attention <that folder>/attention] -o results/foundation (results/foundation/README.md has the call).
+# XSTAGE_BUILD_DIR: the carried build (build); BENCH_ARGS: more bench_attention.py arguments; the build before the
+# change is read from .carry/before/libxstage_attention.so.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1

@@ -4,7 +4,7 @@
 #   here (after the build):  bash scripts/gpu-tests-device.sh pack build/gpu-tests.tar.xz
 #   on the GPU host:         OUT=DIR bash scripts/gpu-tests-device.sh run build/gpu-tests.tar.xz
 # `run` prints one line per test binary and Python test file, then a memcheck of two MoE layer tests; the logs land
-# in $OUT/logs.tgz. Tests that need two GPUs (real ranks) skip on one. XSTAGE_BUILD_DIR: the build to pack (build).
+# in $OUT/gpu-tests/logs.tgz (beside gpus.txt). Tests that need two GPUs (real ranks) skip on one. XSTAGE_BUILD_DIR: the build to pack (build).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 mode=${1:-} archive=${2:-}

@@ -2,6 +2,7 @@
 """The floors model (`xstage design moe-bound`) against the floors bench_moe measured, point by point.
 
     python3 scripts/moe-bound-check.py --xstage build/src/cli/xstage --runs DIR_W8A8 DIR_W4A8 [--platform P] [--md OUT.md]
+        [--seed S]   (the runs' routing seed, 1)
 
 Each row of the runs' summary.json (P = 1 rows with a timed memory floor: ms_stream) is predicted from the platform's
 measured rates alone (its fp8 tensor-core rate and HBM read rate, neither fitted to these points) for the same shape,

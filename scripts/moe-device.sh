@@ -4,9 +4,12 @@
 #   2. compute-sanitizer memcheck, racecheck and synccheck on small cases (MOE_SANITIZE=0 skips; MOE_SAN_TOOLS picks)
 #   3. optionally (MOE_BENCH=1) the MoE benchmark with its arguments in MOE_BENCH_ARGS; with MOE_RANKS=N
 #      under `xstage launch -n N` (real ranks, one process per GPU; N = 1 runs the real-rank path on one GPU)
-#   4. optionally (MOE_PROBE=1) the mainloop probe (bench/moe/mainloop_probe.cu) -> $OUT/probe.json
+#   4. optionally (MOE_PROBE=1) the mainloop probe (bench/moe/mainloop_probe.cu) -> $OUT/probe.json and, on one CTA,
+#      $OUT/probe_1cta.json (MOE_PROBE_ARGS: more arguments for the first)
 #   (the tests: tests/moe_gpu: the fused kernel, the FP8 wgmma arithmetic W4A8 relies on, the unfused baseline)
 # Writes $OUT/moe-tests.log, $OUT/sanitize.log, $OUT/machine.txt (and the benchmark's files).
+# More variables: MOE_TESTS (a regex of test names), MOE_TEST_BINS, MOE_TEST_TIMEOUT (90 s a test), MOE_SAN_FILTER,
+# MOE_SAN_TIMEOUT (150 s a tool), MOE_BENCH_TIMEOUT (400 s), XSTAGE_BUILD_DIR (the carried build, build).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 source scripts/moe-env.sh

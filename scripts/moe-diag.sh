@@ -7,9 +7,10 @@
 #   time   the untraced layers above timed against the unfused path and the cuBLASLt ceiling (short blocks)
 #   ncu    DRAM bytes and the L2 hit rate of one fused launch per order (ncu, clocks locked by ncu)
 #   ktime  the duration of the fused kernel and of the weighted sum beside the unfused path's weighted sum (ncu
-#          gpu__time_duration of their first launches; DIAG_NCU_SHAPES, first order of DIAG_NCU_ORDERS; DIAG_KT_REGEX
-#          and DIAG_KT_COUNT widen it, e.g. to the W4A8 pre-pass: "moe_fused|combine|int4")
-# Writes under $OUT: one folder per run (the harness's files) and ncu-*.txt.
+#          gpu__time_duration of their first launches; DIAG_NCU_SHAPES, the first order of DIAG_NCU_ORDERS, interleaved
+#          when it is unset; DIAG_KT_REGEX and DIAG_KT_COUNT widen it, e.g. to the W4A8 pre-pass: "moe_fused|combine|int4")
+# DIAG_SHAPES replaces the trace and time steps' shapes, DIAG_ARGS adds bench_moe arguments to every step.
+# Writes under $OUT: one folder per run (the harness's files), ncu-*.txt and ktime.txt.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 source scripts/moe-env.sh

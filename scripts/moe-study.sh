@@ -16,8 +16,11 @@
 #   warm-up and two rounds ($BIGPROTO), for points where a 30 ms layer otherwise gets 3 calls per block; about
 #   2.5 min each at P = 1 (estimate: 14 configurations x 4 backends x 4 blocks x 0.6 s + checks). merge then also
 #   writes $OUT/moe-big, $OUT/moe-schedule-big.
-# Writes $OUT/{w8,w4,dsweep}/ (bench_moe's files) and the merged summaries in $OUT/moe, $OUT/moe-schedule
-# (commit them as results/moe[-pN] and results/moe-schedule[-pN]).
+# Writes $OUT/{w8,w4,dsweep,tiles}/ (bench_moe's files; tiles/tiles.csv the traced tiles) and the merged summaries in
+# $OUT/moe, $OUT/moe-schedule (commit them as results/moe/pN and results/moe-schedule/pN, N the ranks).
+# Variables: OUT (results/moe/study), RANKS, LAUNCH_TIMEOUT, STEPS, EXTRA (more bench_moe arguments for the w8, w4,
+# big and emu steps), PROTO (the default steps' protocol: "--block-s 0.05 --warmup-s 0.03"), BIGPROTO, EMU_TOKENS,
+# EMUL_T (the emulated-rank check's global tokens at P = 1 runs, 2048), XSTAGE_BUILD_DIR (the carried build, build).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 source scripts/moe-env.sh
@@ -25,7 +28,7 @@ BUILD=${XSTAGE_BUILD_DIR:-build}
 OUT=${OUT:-results/moe/study}
 RANKS=${RANKS:-}
 STEPS=${STEPS:-w8 w4 dsweep tiles merge}
-EXTRA=${EXTRA:-}  # more bench_moe arguments for the w8, w4 and big steps (e.g. --compare-single)
+EXTRA=${EXTRA:-}  # more bench_moe arguments for the w8, w4, big and emu steps (e.g. --compare-single)
 PROTO=${PROTO:---block-s 0.05 --warmup-s 0.03}
 BIGPROTO=${BIGPROTO:---block-s 0.3 --warmup-s 0.3 --rounds 2 --min-calls 5}
 mkdir -p "$OUT"

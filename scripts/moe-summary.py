@@ -8,7 +8,8 @@
 
 Each run folder holds what bench/moe/bench_moe wrote (summary.json, schedule_summary.json, moe.csv). The
 merged summaries keep every run's command; nothing is recomputed from timings except the aggregates
-(geomean, min) over the union of the runs' configurations.
+(geomean, min) over the union of the runs' configurations. --tiles DIR adds a run's traced tiles (bench_moe
+--trace-csv); --reapply-auto-p1 and --reapply-l1-first re-analyse rows timed under an earlier rule of auto (--help).
 """
 import argparse
 import csv

@@ -4,8 +4,10 @@
 #   2. the study harness: emulated ranks on one GPU (default), or real ranks when ULYSSES_REAL=1
 #      (`xstage launch -n $NPROC` starts one process per GPU; adds the ncclAlltoAll variants)
 #   3. with ULYSSES_REAL=1: the torch baseline against the xstage layer under torchrun (bench/ulysses/torch_baseline.py)
-# Writes $OUT/ulysses-tests.log, $OUT/harness.log and $OUT/study/{summary.json,ulysses.csv,blocks.json}.
-#   ULYSSES_ARGS="--seq 8K,16K,32K,48K,64K --heads-per-rank 3,6,12" to change the grid.
+# Writes $OUT/ulysses-tests.log, $OUT/harness.log and $OUT/study/{summary.json,ulysses.csv,blocks.json}; with
+# ULYSSES_REAL=1 also $OUT/torch/ and $OUT/torch.log.
+#   ULYSSES_ARGS="--seq 8K,16K,32K,48K,64K --heads-per-rank 3,6,12" to change the grid (TORCH_ARGS the torch
+#   baseline's); RANKS: emulated ranks (2); NPROC: real ranks (2); ULYSSES_TESTS=0 skips the tests.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
