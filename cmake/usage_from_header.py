@@ -7,15 +7,18 @@ import re
 import sys
 
 
+def split_source(src):
+    """(the header comment without its // marks, the rest of the file); tests/bench/check_usage.py reads both."""
+    lines = pathlib.Path(src).read_text().splitlines()
+    n = next((i for i, line in enumerate(lines) if not line.startswith("//")), len(lines))
+    header = "".join(re.sub(r"^// ?", "", line) + "\n" for line in lines[:n])
+    return header, "\n".join(lines[n:])
+
+
 def main(src, out):
-    lines = []
-    for line in pathlib.Path(src).read_text().splitlines():
-        if not line.startswith("//"):
-            break
-        lines.append(re.sub(r"^// ?", "", line))
-    if not lines:
+    text = split_source(src)[0]
+    if not text:
         sys.exit(f"{src}: no header comment (the leading // lines are the program's usage)")
-    text = "\n".join(lines) + "\n"
     if ')usage"' in text:
         sys.exit(f'{src}: the header comment holds the raw string\'s delimiter )usage"')
     inc = (f"// Generated from {pathlib.Path(src).name}'s header comment by cmake/usage_from_header.py.\n"

@@ -98,21 +98,23 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string k = argv[i];
     if (xstage::bench::is_help_flag(k)) xstage::bench::print_usage_and_exit(kUsage);
-    if (k != "--shapes" && k != "--tokens" && k != "--worlds" && k != "--batches" && k != "--calls" && k != "--json") {
+    auto val = [&]() -> std::string {  // every flag takes a value; asked for only once the flag is known
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "plan_bench: %s needs a value\n", k.c_str());
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (k == "--shapes") shapes = split(val());
+    else if (k == "--tokens") tokens = ints(k, val());
+    else if (k == "--worlds") worlds = ints(k, val());
+    else if (k == "--batches") batches = one_int(k, val());
+    else if (k == "--calls") calls = one_int(k, val());
+    else if (k == "--json") json = val();
+    else {
       std::fprintf(stderr, "plan_bench: unknown argument %s (plan_bench --help lists the flags)\n", k.c_str());
       return 2;
     }
-    if (i + 1 >= argc) {
-      std::fprintf(stderr, "plan_bench: %s needs a value\n", k.c_str());
-      return 2;
-    }
-    const std::string v = argv[++i];
-    if (k == "--shapes") shapes = split(v);
-    else if (k == "--tokens") tokens = ints(k, v);
-    else if (k == "--worlds") worlds = ints(k, v);
-    else if (k == "--batches") batches = one_int(k, v);
-    else if (k == "--calls") calls = one_int(k, v);
-    else if (k == "--json") json = v;
   }
   for (const std::string& s : shapes)
     if (moe::find_moe_shape(s) == nullptr) {

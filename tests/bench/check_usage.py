@@ -9,20 +9,17 @@ import re
 import subprocess
 import sys
 
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "cmake"))
+from usage_from_header import split_source  # noqa: E402  (the build's own rule for the usage text)
+
 # Flags a header names that belong to another program, per program.
 OTHER_PROGRAMS_FLAGS = {"barrier_probe": {"--tool"}}  # compute-sanitizer's
 FLAG = r"(?<![\w-])(--[a-z][a-z0-9-]*)(?![\w-])"
 
 
-def header_and_body(source):
-    lines = pathlib.Path(source).read_text().splitlines()
-    n = next(i for i, line in enumerate(lines) if not line.startswith("//"))
-    return "".join(re.sub(r"^// ?", "", line) + "\n" for line in lines[:n]), "\n".join(lines[n:])
-
-
 def check(program, source):
     name = pathlib.Path(program).name
-    header, body = header_and_body(source)
+    header, body = split_source(source)
     problems = []
     for flag in ("--help", "-h"):
         r = subprocess.run([program, flag], capture_output=True, text=True, timeout=60)
