@@ -80,6 +80,7 @@ def main():
 
     rows, commands, machines, emulated, worlds = [], [], set(), None, set()
     builds = {"kernel_build": set(), "padding_rows": set()}  # what the runs say of their kernel and padding rows
+    softwares = set()  # each run's "software" object (xstage revision, CUDA / NCCL versions), as sorted JSON text
     sched_rows = []
     for d in a.runs:
         s = load(os.path.join(d, "summary.json"))
@@ -90,6 +91,8 @@ def main():
         for key in builds:
             if key in s:
                 builds[key].add(s[key])
+        if "software" in s:
+            softwares.add(json.dumps(s["software"], sort_keys=True))
         emu = set(s["emulated_ranks_tested"])
         emulated = emu if emulated is None else emulated & emu
         sp = os.path.join(d, "schedule_summary.json")
@@ -178,6 +181,9 @@ def main():
     for key, vals in builds.items():  # (runs before session 57 wrote neither key)
         if vals:
             moe[key] = vals.pop() if len(vals) == 1 else sorted(vals)
+    if softwares:  # (runs before session 80 wrote none): one object, or every distinct one
+        objs = [json.loads(x) for x in sorted(softwares)]
+        moe["software"] = objs[0] if len(objs) == 1 else objs
     if reapplied:
         moe["written_by"] += (f"; re-analysis (--reapply-auto-p1): in {reapplied} rows the fused column is the order "
                               "auto picks now from the row's simulator times, both orders having been timed in that run")

@@ -181,6 +181,7 @@ def summarize_rows(rows: list[dict], meta: dict) -> dict:
              rows=len(rows), wrong=sum(r["wrong"] for r in rows),
              wrong_before=sum(r["before_wrong"] or 0 for r in rows),
              xstage_status=meta.get("xstage_status"), nvml=meta.get("nvml"), library=meta.get("library"),
+             library_version=meta.get("library_version"),
              library_before=meta.get("library_before"), seconds=meta.get("seconds"), complete=meta.get("complete", False))
     return s
 
@@ -248,6 +249,7 @@ class DryEnv:
     the 'before' build as fast as cuDNN, flash 15 % slower), timed by the wall clock; no NVML readings
     unless the machine has them."""
     torch_version = None
+    library_version = None
     timer_name = "wall"
 
     def __init__(self, args):
@@ -331,6 +333,7 @@ class GpuEnv:
             pass
         self.torch_version = torch.__version__
         self.library = str(xa.library_path())
+        self.library_version = xa.library_version()  # "xstage 0.1.0 (git ...)": the build, not only its path
         self.before = None
         if args.lib_before:
             self.before = BeforeLib(args.lib_before.resolve(), xa)
@@ -467,8 +470,10 @@ def main(argv=None):
     meta = dict(protocol=protocol, machine=env.machine, torch=env.torch_version,
                 command="python3 " + " ".join(shlex.quote(a) for a in (sys.argv if argv is None else [sys.argv[0], *argv])),
                 date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-                nvml=env.reader.available, library=env.library, library_before=env.library_before)
+                nvml=env.reader.available, library=env.library, library_version=env.library_version,
+                library_before=env.library_before)
     print(f"# xstage attention benchmark on {env.machine}; torch {env.torch_version}; library {env.library}"
+          + (f" ({env.library_version})" if env.library_version else "")
           + (f"; before {env.library_before}" if env.library_before else ""), flush=True)
     print(f"# {len(grid)} shapes x {n_backends} backends; {protocol}; NVML "
           f"{'on' if env.reader.available else 'absent (clock/power null)'}", flush=True)

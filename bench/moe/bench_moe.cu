@@ -163,6 +163,7 @@
 #include "xstage/runtime/comm.hpp"
 #include "xstage/runtime/env.hpp"
 #include "xstage/runtime/team.hpp"
+#include "xstage/runtime/versions.hpp"
 
 #include "bench_moe_usage.inc"  // kUsage: this header comment (--help)
 
@@ -737,8 +738,9 @@ int main(int argc, char** argv) try {
   const std::string padding_rows = a.zero_padding ? "zeroed by every launch (zero_padding 1)"
                                                   : "0xFF, the poison before the correctness run (zero_padding 0)";
   if (lead_rank)
-    std::printf("# %s, %d SMs; %s; protocol %s, block %.2f s, warm-up %.2f s, %d round(s)%s%s; padding rows %s\n",
-                prop.name, prop.multiProcessorCount, ranks_label.c_str(), bench::kProtocolName, a.block_s, a.warmup_s,
+    std::printf("# %s\n# %s, %d SMs; %s; protocol %s, block %.2f s, warm-up %.2f s, %d round(s)%s%s; padding rows %s\n",
+                version_line().c_str(), prop.name, prop.multiProcessorCount, ranks_label.c_str(), bench::kProtocolName,
+                a.block_s, a.warmup_s,
                 a.rounds, kernel_build.empty() ? "" : "; kernel build: ", kernel_build.c_str(), padding_rows.c_str());
   cudaStream_t st = team1->stream();
   bench::Params bp;
@@ -1489,6 +1491,7 @@ int main(int argc, char** argv) try {
                   {"emulated_ranks_tested", emulated_ok},
                   {"machine", machine},
                   {"kernel_build", kernel_build},
+                  {"software", runtime::to_json(runtime::software_versions())},
                   {"padding_rows", padding_rows},
                   {"command", real ? detail::concat("xstage launch -n ", P, " -- ", a.command) : a.command},
                   {"protocol", {{"name", bench::kProtocolName}, {"block_s", a.block_s}, {"warmup_s", a.warmup_s},

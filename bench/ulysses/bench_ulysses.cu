@@ -14,7 +14,8 @@
 // the completion-waited time. Correctness first, on the same inputs: Fused == Serial bit for bit, and the
 // output against a float64 reference on sampled rows (FA3's rule: max|out - ref| <= 2 max|lowprec - ref|
 // + atol). Emulated ranks share one GPU and have no NVLink: every number is labelled "emulated".
-// Output: a table, DIR/ulysses.csv, DIR/summary.json (written only here), DIR/blocks.json (every block).
+// Output: a table, DIR/ulysses.csv, DIR/summary.json (written only here; `software`: the xstage version and git
+// revision, the CUDA and NCCL versions built with and loaded), DIR/blocks.json (every block).
 //
 // Flags (defaults in brackets):
 //   --out DIR               where the files go [none: the table only]
@@ -52,6 +53,7 @@
 #include "xstage/runtime/comm.hpp"
 #include "xstage/runtime/env.hpp"
 #include "xstage/runtime/team.hpp"
+#include "xstage/runtime/versions.hpp"
 
 #include "bench_ulysses_usage.inc"  // kUsage: this header comment (--help)
 
@@ -272,7 +274,7 @@ int run(const Args& a) {
   cudaDeviceProp prop{};
   ok(cudaGetDeviceProperties(&prop, team->device()), "cudaGetDeviceProperties");
   const std::string machine = detail::concat(prop.name, ", ", prop.multiProcessorCount, " SMs; ", team->label());
-  if (lead) std::printf("# ulysses study on %s\n", machine.c_str());
+  if (lead) std::printf("# %s\n# ulysses study on %s\n", version_line().c_str(), machine.c_str());
   const cudaStream_t s = team->stream();
 
   json rows = json::array(), blocks = json::array();
@@ -435,7 +437,8 @@ int run(const Args& a) {
     std::filesystem::create_directories(a.out);
     json summary = {{"emulated", team->is_emulated()}, {"ranks", P}, {"fused_equals_serial", all_equal},
                     {"max_err_vs_reference", worst_err}, {"tolerance", worst_tol}, {"within_tolerance", all_within},
-                    {"machine", machine}, {"command", a.command}, {"protocol", "xstage-steady-state/1 (docs/BENCHMARKING.md)"},
+                    {"machine", machine}, {"command", a.command},
+                    {"software", runtime::to_json(runtime::software_versions())}, {"protocol", "xstage-steady-state/1 (docs/BENCHMARKING.md)"},
                     {"note", team->is_emulated() ? "emulated ranks on one GPU: no NVLink, the X-Stage drain is not "
                                                    "emulated; all-to-all times are local copies"
                                                  : "real ranks over NCCL LSA windows"},

@@ -69,8 +69,16 @@ def _load():
         lib.xstage_attn_fwd_check.restype = ctypes.c_int
         lib.xstage_last_error.argtypes = []
         lib.xstage_last_error.restype = ctypes.c_char_p
+        lib.xstage_version.argtypes = []
+        lib.xstage_version.restype = ctypes.c_char_p
         _lib = lib
     return _lib
+
+
+def library_version() -> str:
+    """The loaded library's build, "xstage 0.1.0 (git <revision>)": which build a result came from (the package's own
+    version is xstage.__version__)."""
+    return _load().xstage_version().decode()
 
 
 def last_error() -> str:

@@ -17,6 +17,7 @@
 #include "xstage/model/fit.hpp"
 #include "xstage/runtime/comm.hpp"
 #include "xstage/runtime/launcher.hpp"
+#include "xstage/runtime/versions.hpp"
 
 #ifndef XSTAGE_SOURCE_DIR
 #define XSTAGE_SOURCE_DIR "."
@@ -134,8 +135,8 @@ int calibrate(const CalibrateOptions& opt) {
   const std::string command =
       "xstage calibrate " + join(std::vector<std::string>(argv.begin() + std::min<size_t>(2, argv.size()), argv.end()));
   if (root) {
-    std::printf("# xstage calibrate: %d ranks (%s), %d SMs, SM clock %.3f GHz (measured)\n", P, machine.c_str(),
-                SMs, bench.clock_ghz());
+    std::printf("# %s\n# xstage calibrate: %d ranks (%s), %d SMs, SM clock %.3f GHz (measured)\n",
+                version_line().c_str(), P, machine.c_str(), SMs, bench.clock_ghz());
     std::printf("# K sweep {SMs/4, SMs/2, SMs} = {");
     for (int k : k_sweep(SMs)) std::printf(" %d", k);
     std::printf(" }, %d timed runs per point after one warm-up; spans: clock64 placed on %%globaltimer\n", opt.runs);
@@ -218,6 +219,7 @@ int calibrate(const CalibrateOptions& opt) {
   nlohmann::json summary;
   summary["machine"] = machine;
   summary["command"] = command;
+  summary["software"] = runtime::to_json(runtime::software_versions());
   summary["date"] = today();
   summary["world_size"] = P;
   summary["sm_count"] = SMs;

@@ -9,9 +9,11 @@
 #include "commands.hpp"
 #include "report.hpp"
 #include "xstage/common/error.hpp"
+#include "xstage/common/version.hpp"
 
 #if XSTAGE_WITH_CUDA
 #include "calibrate.hpp"
+#include "xstage/runtime/versions.hpp"
 #endif
 
 namespace xstage::cli {
@@ -29,6 +31,14 @@ struct CalOpts {
 };
 
 }  // namespace
+
+std::string version_text() {
+#if XSTAGE_WITH_CUDA
+  return version_line() + "\n" + runtime::to_text(runtime::software_versions());
+#else
+  return version_line() + "\nbuilt without CUDA (the model, simulator and calibrate --refit only)";
+#endif
+}
 
 void register_gpu_commands(CLI::App& app) {
   auto o = std::make_shared<CalOpts>();

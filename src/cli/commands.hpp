@@ -10,6 +10,10 @@ void register_model_commands(CLI::App& app);  // cmd_model.cpp: eval, design, fi
 void register_sim_commands(CLI::App& app);    // cmd_sim.cpp: simulate
 void register_gpu_commands(CLI::App& app);    // cmd_gpu.cpp: calibrate, launch (needs CUDA)
 
+// What `xstage --version` prints (cmd_gpu.cpp): the version and git revision; in a CUDA build also the CUDA and
+// NCCL versions built with and loaded.
+std::string version_text();
+
 // A routing seed as the commands take it: a whole number in 0 .. 2^64-1 (UsageError naming `what` otherwise).
 unsigned long long parse_seed(const std::string& text, const std::string& what);
 }  // namespace xstage::cli

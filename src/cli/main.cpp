@@ -2,6 +2,7 @@
 // owns argument parsing, error reporting and exit codes (0 ok, 1 runtime failure, 2 bad input).
 #include <cstdio>
 #include <exception>
+#include <functional>
 #include <iostream>
 #include <string>
 
@@ -27,6 +28,8 @@ int main(int argc, char** argv) {
   CLI::App app{"xstage: the X-Stage (Burst-Gap) model, calibration and kernels for remote-store "
                "communication-computation overlap"};
   app.require_subcommand(1);
+  app.set_version_flag("--version", std::function<std::string()>(xstage::cli::version_text),
+                       "Print the version, git revision and CUDA / NCCL versions, and exit");
   xstage::cli::register_model_commands(app);
   xstage::cli::register_sim_commands(app);
   xstage::cli::register_gpu_commands(app);
@@ -53,6 +56,8 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     std::cerr << "xstage: error: " << e.what() << "\n";

@@ -59,8 +59,12 @@ def main():
         w4 = [row("deepseek-v4-pro", "w4a8", 8192, "skewed", 11.0, 28.0, 1.0),    # W4A8: not in the V4 bar
               row("qwen3-30b-a3b", "w4a8", 2048, "skewed", 1.0, 1.2, 0.5, correct=False)]
         d8, d4 = os.path.join(tmp, "w8"), os.path.join(tmp, "w4")
-        write_run(d8, w8, extra={"kernel_build": "", "padding_rows": "0xFF, the poison before the correctness run"})
-        write_run(d4, w4, extra={"kernel_build": "", "padding_rows": "0xFF, the poison before the correctness run"})
+        software = {"xstage": "0.1.0", "git": "0123456789ab", "cuda_build": "13.0", "cuda_runtime": "13.0",
+                    "cuda_driver": "13.0", "nccl_build": "2.28.9", "nccl_runtime": "2.28.9"}
+        write_run(d8, w8, extra={"kernel_build": "", "padding_rows": "0xFF, the poison before the correctness run",
+                                 "software": software})
+        write_run(d4, w4, extra={"kernel_build": "", "padding_rows": "0xFF, the poison before the correctness run",
+                                 "software": dict(software)})
         p, out = merge(tmp, [d8, d4])
         check(p.returncode == 0, f"merge failed: {p.stderr}")
         s = json.load(open(os.path.join(out, "summary.json")))
@@ -84,6 +88,7 @@ def main():
         check(s["command"] == [f"bench_moe --out {d8}", f"bench_moe --out {d4}"], "commands, one per run")
         check(s.get("padding_rows") == "0xFF, the poison before the correctness run", "padding_rows carried")
         check(s.get("kernel_build") == "", "kernel_build carried")
+        check(s.get("software") == software, f"one software object carried: {s.get('software')}")
         table = open(os.path.join(out, "table.md")).read().splitlines()
         check(len(table) == 2 + 6, f"table rows {len(table) - 2} != 6")
         check("| NO |" in table[-1] and table[-1].startswith("| qwen3-30b-a3b | w4a8"), "the incorrect row says NO")
@@ -102,6 +107,7 @@ def main():
         check(len(s["configs_fused_slower"]) == 1 and s["configs_fused_slower"][0].startswith("glm-flash w4a8"),
               f"configs_fused_slower: {s['configs_fused_slower']}")
         check(isinstance(s.get("padding_rows"), list) and len(s["padding_rows"]) == 2, "both padding_rows values kept")
+        check(s.get("software") == software, "a run without a software object adds none")
 
         # runs of two machines are refused, naming both
         write_run(d4, w4, machine="NVIDIA H100 80GB HBM3, 132 SMs")

@@ -12,6 +12,7 @@
 #include "api_internal.hpp"
 #include "sm90_fwd.hpp"
 #include "xstage/attention.h"
+#include "xstage/common/version.hpp"
 
 namespace {
 
@@ -215,3 +216,8 @@ extern "C" int xstage_attn_fwd(const xstage_attn_fwd_params* params, void* strea
 }
 
 extern "C" const char* xstage_last_error(void) { return g_last_error.c_str(); }
+
+extern "C" const char* xstage_version(void) {
+  static const std::string line = xstage::version_line();  // built once; the pointer stays valid
+  return line.c_str();
+}
