@@ -38,6 +38,8 @@ typedef struct {
 int xstage_attn_fwd(const xstage_attn_fwd_params* params, void* stream);
 /* Validation alone (no device needed): XSTAGE_OK or the code xstage_attn_fwd would return. */
 int xstage_attn_fwd_check(const xstage_attn_fwd_params* params);
+/* The calling thread's last error message ("" after a success; thread-local): valid until this thread's next call into
+ * the library. */
 const char* xstage_last_error(void);
 /* The library's build: "xstage 0.1.0 (git <12 hex digits>[+dirty])" (git "unknown" outside a checkout). */
 const char* xstage_version(void);

@@ -45,7 +45,7 @@ void xstage_moe_destroy(xstage_moe layer);
  * pass the same array; xstage_moe_forward_device below takes each rank's own routing in device memory instead). x, x_scale, topk_weight ([T][k] fp32), out: arrays of local_ranks device pointers (x and out 16-byte aligned, x_scale
  * and topk_weight 4-byte; local rank
  * first_rank + g at g). w1, w1_scale, w2, w2_scale: the experts of the local ranks in global order (E_local =
- * local_ranks * E / world experts). order: XSTAGE_MOE_EXPERT_WAVE, _INTERLEAVED, _EXPERT_WAVE_LAGGED or _L1_FIRST (all give the same bits). Device failures (a
+ * local_ranks * E / world experts; w1 and w2 16-byte aligned, W4A8's scales 16-byte, the others 4-byte). order: XSTAGE_MOE_EXPERT_WAVE, _INTERLEAVED, _EXPERT_WAVE_LAGGED or _L1_FIRST (all give the same bits). Device failures (a
  * peer's rows that never came) are reported by xstage_moe_check. */
 int xstage_moe_forward(xstage_moe layer, const int* tokens, const int32_t* topk_index_all, const void* const* x,
                        const float* const* x_scale, const float* const* topk_weight, float* const* out, const void* w1,
@@ -80,7 +80,7 @@ int xstage_moe_auto_order(xstage_moe layer, int tokens, int skewed, const char* 
 int xstage_moe_check(xstage_moe layer, void* stream, const char* what);
 /* W4A8 weights into the fragment layout the kernel reads, on the device: `matrices` back-to-back [rows][K] int4
  * matrices in two's complement (two per byte, even k in the low nibble; values in [-7, 7]) at `twos` into `out` (the
- * same size; may equal `twos`). rows a multiple of 64, K of 128. Synchronous on `stream`. A -8 anywhere is an error
+ * same size; may equal `twos`; both 4-byte aligned). rows a multiple of 64, K of 128. Synchronous on `stream`. A -8 anywhere is an error
  * naming its matrix, row and column, and nothing is written. */
 int xstage_moe_pack_int4(const void* twos, void* out, int matrices, int rows, int K, void* stream);
 

@@ -2,7 +2,10 @@
  * A team is real (one process per GPU over NCCL 2.28: every rank calls xstage_team_create_nccl with the
  * same unique id, e.g. exchanged through a torch.distributed group) or emulated (P ranks on one GPU in
  * one process). Symmetric buffers are allocated per team; kernels address every rank's copy.
- * Errors: a non-zero xstage_status and xstage_last_error() naming the bad value (attention.h). */
+ * Errors: a non-zero xstage_status and xstage_last_error() naming the bad value (attention.h).
+ * Lifetimes: buffers, Ulysses layers and MoE layers keep their team; free them before xstage_team_destroy (it does not
+ * free them, and one freed after its team touches freed memory). Every destroy / free takes NULL (a no-op); a handle
+ * destroyed twice is undefined. */
 #ifndef XSTAGE_TEAM_H
 #define XSTAGE_TEAM_H
 #include <stddef.h>
@@ -26,7 +29,9 @@ int xstage_nccl_unique_id(unsigned char* out, int out_bytes);
  * reach each other by load/store (no NVLink/P2P). */
 int xstage_team_create_nccl(int rank, int world, int device, const unsigned char* id, int id_bytes, double timeout_s,
                             xstage_team* out);
-/* Emulated team: `world` ranks on CUDA device `device` (< 0: the current one), each with SMs / world SMs. */
+/* Emulated team: `world` ranks (1 to 8) on CUDA device `device` (< 0: the current one), each with SMs / world SMs.
+ * timeout_s (here and for real teams, whose world is at most 8 too): how long a device-side wait runs before it records
+ * a failure; positive, at most 1e9. */
 int xstage_team_create_emulated(int world, int device, double timeout_s, xstage_team* out);
 void xstage_team_destroy(xstage_team team);
 /* world size, first rank served here, ranks served here (1 real, world emulated), emulated flag, SMs per rank. */
@@ -49,8 +54,11 @@ void* xstage_buffer_ptr(xstage_buffer buf, int rank);
  * batch; rank first_rank + g owns batch entries [g*b, (g+1)*b); seqlen_q = world * seq_per_rank; p->heads
  * per rank; p->o ignored). out: a team buffer holding, per rank, the contiguous output
  * [b, seq_per_rank, world * p->heads, head_dim]. Every finished tile is stored to its destination rank;
- * then (same stream) each local rank waits until every source's tiles have landed (completion signal
- * `epoch`: 1 for the first call on a team, then 2, ...). Runs on `stream` (a cudaStream_t; NULL: the default
+ * then (same stream) each local rank waits until every source's tiles have landed: the team counts its calls and
+ * the CTAs they launched, so calls of different shapes may follow each other (every rank must make the same calls,
+ * in the same order). epoch: 0 lets the library count; otherwise it must be this call's number on the team (1 for
+ * the first, then 2, ...: a check of the caller's count; another number is refused by name). A refused call
+ * counts for nothing. Runs on `stream` (a cudaStream_t; NULL: the default
  * stream, as in CUDA): ordered after the work that wrote q, k, v there, and before what reads out there. */
 int xstage_attn_fwd_to_peers(const xstage_attn_fwd_params* p, xstage_team team, xstage_buffer out, int seq_per_rank,
                              uint32_t epoch, void* stream);

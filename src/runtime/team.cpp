@@ -2,6 +2,7 @@
 #include "xstage/runtime/team.hpp"
 
 #include <chrono>
+#include <cmath>
 #include <thread>
 
 #include "xstage/common/error.hpp"
@@ -47,7 +48,8 @@ void Team::init_device(int device) {
 std::unique_ptr<Team> Team::emulated(int world, int device, double timeout_s) {
   XSTAGE_REQUIRE(world >= 1 && world <= kMaxRanks, "emulated world size must be in [1, ", kMaxRanks, "], got ",
                  world);
-  XSTAGE_REQUIRE(timeout_s > 0, "timeout must be positive, got ", timeout_s, " s");
+  XSTAGE_REQUIRE(std::isfinite(timeout_s) && timeout_s > 0 && timeout_s <= kMaxTimeoutS,
+                 "timeout must be a positive number of seconds up to ", kMaxTimeoutS, ", got ", timeout_s, " s");
   std::unique_ptr<Team> t(new Team);
   t->emulated_ = true;
   t->view_ = TeamView{world, 0, world};

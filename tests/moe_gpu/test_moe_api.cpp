@@ -56,6 +56,18 @@ TEST(moe_api, PackInt4ArgumentsNamed) {
   EXPECT_NE(last().find("60"), std::string::npos) << last();
   EXPECT_EQ(xstage_moe_pack_int4(fake(0x1000), fake(0x1000), 2, 64, 100, nullptr), XSTAGE_ERR_INVALID);
   EXPECT_NE(last().find("100"), std::string::npos) << last();
+  // the kernels move 32-bit words: a misaligned pointer is refused (it was a device fault)
+  EXPECT_EQ(xstage_moe_pack_int4(fake(0x1002), fake(0x1000), 2, 64, 128, nullptr), XSTAGE_ERR_INVALID);
+  EXPECT_NE(last().find("must be 4-byte aligned"), std::string::npos) << last();
+  EXPECT_EQ(xstage_moe_pack_int4(fake(0x1000), fake(0x1001), 2, 64, 128, nullptr), XSTAGE_ERR_INVALID);
+  EXPECT_NE(last().find("0x1001"), std::string::npos) << last();
+}
+
+TEST(moe_api, VersionNamesTheBuild) {  // the library's xstage_version() (attention.h)
+  const std::string v = xstage_version();
+  EXPECT_EQ(v.rfind("xstage ", 0), 0u) << v;
+  EXPECT_NE(v.find(" (git "), std::string::npos) << v;
+  EXPECT_EQ(v.back(), ')') << v;
 }
 
 TEST(moe_api, UniqueIdBufferNamed) {

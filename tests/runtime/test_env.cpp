@@ -9,6 +9,7 @@
 #include "xstage/runtime/comm.hpp"
 #include "xstage/runtime/env.hpp"
 #include "xstage/runtime/launcher.hpp"
+#include "xstage/runtime/team.hpp"
 
 using namespace xstage::runtime;
 using xstage::UsageError;
@@ -140,7 +141,7 @@ TEST(Communicator, TimeoutMustBePositive) {  // checked before any device or NCC
   LaunchInfo li;
   li.rank = 0;
   li.world_size = 1;
-  for (double t : {0.0, -1.0, std::nan("")}) {
+  for (double t : {0.0, -1.0, std::nan(""), HUGE_VAL, 1e300, 2e9}) {
     CommOptions o;
     o.timeout_s = t;
     try {
@@ -148,6 +149,19 @@ TEST(Communicator, TimeoutMustBePositive) {  // checked before any device or NCC
       ADD_FAILURE() << "timeout " << t << " accepted";
     } catch (const UsageError& e) {
       EXPECT_NE(std::string(e.what()).find("timeout must be a positive number of seconds"), std::string::npos)
+          << e.what();
+    }
+  }
+}
+
+TEST(Team, EmulatedTimeoutMustBePositiveAndFinite) {  // checked before any device call: no GPU needed
+  for (double t : {0.0, -1.0, std::nan(""), HUGE_VAL, 1e300, 2e9}) {
+    try {
+      Team::emulated(2, 0, t);
+      ADD_FAILURE() << "timeout " << t << " accepted";
+    } catch (const UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find("timeout must be a positive number of seconds up to 1e+09"),
+                std::string::npos)
           << e.what();
     }
   }

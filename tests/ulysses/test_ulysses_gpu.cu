@@ -220,6 +220,34 @@ TEST(UlyssesEmulated, BadShapesAreNamed) {
   EXPECT_THROW(ulysses::Layer(*team, s), UsageError);
 }
 
+TEST(UlyssesEmulated, RefusedCallKeepsTheOutputBuffers) {
+  // A call refused for a null input must not turn the epoch: the outputs are double-buffered by epoch, and a turned
+  // epoch would hand the next call the buffer the last call returned (valid "until the second next call").
+  NEED_SM90();
+  auto team = runtime::Team::emulated(2);
+  ulysses::Shape s;
+  s.seq_per_rank = 64;
+  s.heads = 2;
+  s.head_dim = 64;
+  ulysses::Layer layer(*team, s);
+  const size_t bytes = size_t(s.batch) * s.seq_per_rank * s.heads * s.head_dim * 2;
+  void* in[2] = {};
+  for (auto& p : in) {
+    ASSERT_EQ(cudaMalloc(&p, bytes), cudaSuccess);
+    ASSERT_EQ(cudaMemset(p, 0x3c, bytes), cudaSuccess);  // bf16 ~0.0117 everywhere: finite inputs
+  }
+  const void* const q[2] = {in[0], in[1]};
+  const void* const null_q[2] = {in[0], nullptr};
+  layer.forward(q, q, q, ulysses::Variant::kFused, team->stream());
+  const void* first = layer.output(0);
+  EXPECT_THROW(layer.forward(null_q, q, q, ulysses::Variant::kFused, team->stream()), UsageError);
+  EXPECT_EQ(layer.output(0), first) << "the refused call turned the epoch";
+  layer.forward(q, q, q, ulysses::Variant::kFused, team->stream());
+  EXPECT_NE(layer.output(0), first) << "the next call wrote the buffer the last call returned";
+  team->check("ulysses after a refused call");
+  for (auto p : in) cudaFree(p);
+}
+
 TEST(UlyssesRealChild, Scenario) {
   child_main({{"ulysses_real", scenario_real}, {"ulysses_missing", scenario_missing_peer}});
 }

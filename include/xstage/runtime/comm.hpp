@@ -14,6 +14,10 @@
 
 namespace xstage::runtime {
 
+// The longest timeout a communicator or team takes, in seconds (~31.7 years): the device waits count it in uint64
+// nanoseconds, which hold 1.8e10 s; an infinite or larger one would not convert.
+inline constexpr double kMaxTimeoutS = 1e9;
+
 // Throws RuntimeError naming the call, the rank and NCCL's/CUDA's message.
 void check_cuda(cudaError_t e, const char* what, int rank);
 void check_nccl(ncclResult_t r, const char* what, int rank);

@@ -110,8 +110,8 @@ class Team {
 
 // Completion signals: `slots` counters per source rank in every rank's signal buffer. A sender raises
 // counter (slot, src) on rank dst (kernel::signal_add_release); a receiver waits until each of its
-// counters reaches a target. Counters only grow (targets are epoch * signals per epoch), so nothing is
-// reset between launches.
+// counters reaches a target. Counters only grow (a target is the running sum of the signals sent so far), so
+// nothing is reset between launches.
 class SignalSet {
  public:
   SignalSet(Team& team, int slots, const std::string& name);

@@ -155,7 +155,9 @@ extern "C" int xstage_attn_fwd_to_peers(const xstage_attn_fwd_params* p, xstage_
   if (int rc = xstage::attention::capi::check_params(p, /*with_output=*/false); rc != XSTAGE_OK) return rc;
   return guarded([&] {
     const auto& t = *team->team;
-    XSTAGE_REQUIRE(epoch >= 1, "epoch must be >= 1 (1 for the first call on a team), got ", epoch);
+    XSTAGE_REQUIRE(epoch == 0 || epoch == team->attn_calls + 1, "epoch ", epoch, ": this team has run ",
+                   team->attn_calls, " peer-store attention calls, so this one is number ", team->attn_calls + 1,
+                   " (or pass 0 and the library counts)");
     XSTAGE_REQUIRE(t.local_ranks() >= 1 && p->batch % t.local_ranks() == 0, "batch ", p->batch,
                    " is not a multiple of the ", t.local_ranks(), " ranks served here");
     XSTAGE_REQUIRE(seq_per_rank >= 1, "seq_per_rank must be >= 1, got ", seq_per_rank);
@@ -175,7 +177,9 @@ extern "C" int xstage_attn_fwd_to_peers(const xstage_attn_fwd_params* p, xstage_
     int ctas = 0;
     if (cudaError_t e = xstage::attention::run_fwd_sm90_to_peers(*p, po, &ctas, s); e != cudaSuccess)
       return xstage::attention::capi::cuda_fail("sm90 attention forward (peer-store epilogue)", e);
-    team->signals->wait(kSlotAttnOut, epoch * uint32_t(ctas), s);
+    team->attn_calls += 1;
+    team->attn_sent += uint32_t(ctas);
+    team->signals->wait(kSlotAttnOut, team->attn_sent, s);
     return int(XSTAGE_OK);
   });
 }

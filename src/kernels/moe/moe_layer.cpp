@@ -145,6 +145,9 @@ void pack_int4_weights(const void* twos, void* out, int matrices, int rows, int 
   const size_t bytes = size_t(matrices) * per;
   if (bytes == 0) return;
   XSTAGE_REQUIRE(twos != nullptr && out != nullptr, "pack_int4_weights: null buffer");
+  // (its kernels move 32-bit words: a misaligned pointer would be a device fault, not an error)
+  XSTAGE_REQUIRE(reinterpret_cast<uintptr_t>(twos) % 4 == 0 && reinterpret_cast<uintptr_t>(out) % 4 == 0,
+                 "pack_int4_weights: twos ", twos, " and out ", out, " must be 4-byte aligned");
   const auto in = static_cast<const uint8_t*>(twos);
   auto o = static_cast<uint8_t*>(out);
   const bool overlap = o < in + bytes && in < o + bytes;

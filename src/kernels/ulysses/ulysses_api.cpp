@@ -20,6 +20,8 @@ extern "C" int xstage_ulysses_create(xstage_team team, int batch, int seq_per_ra
   if (out == nullptr) return set_error(XSTAGE_ERR_INVALID, "out is null");
   return guarded([&] {
     *out = nullptr;
+    if (head_dim != 64 && head_dim != 128)  // as xstage_attn_fwd: a head dim the kernel lacks is unsupported, not invalid
+      return set_error(XSTAGE_ERR_UNSUPPORTED, "head_dim = " + std::to_string(head_dim) + " is not supported (64 or 128)");
     const xstage::ulysses::Shape s{batch, seq_per_rank, heads, head_dim, dtype, softmax_scale};
     if (const std::string why = xstage::ulysses::check_shape(s, team->team->world()); !why.empty())
       return set_error(XSTAGE_ERR_INVALID, why);

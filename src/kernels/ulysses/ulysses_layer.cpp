@@ -98,7 +98,6 @@ void Layer::pre_a2a(const void* const* q, const void* const* k, const void* cons
   A2AArgs a = a2a_args(int(A2ADirection::kSeqToHead), kSlotIn);
   a.tensors = 3;
   for (int g = 0; g < team_.local_ranks(); ++g) {
-    XSTAGE_REQUIRE(q[g] && k[g] && v[g], "ulysses layer: q/k/v of local rank ", team_.first_rank() + g, " is null");
     a.src[0][g] = static_cast<const char*>(q[g]);
     a.src[1][g] = static_cast<const char*>(k[g]);
     a.src[2][g] = static_cast<const char*>(v[g]);
@@ -143,6 +142,10 @@ void Layer::wait_output(cudaStream_t s) { signals_->wait(kSlotOut, sent_[kSlotOu
 
 void Layer::forward(const void* const* q, const void* const* k, const void* const* v, Variant variant,
                     cudaStream_t s) {
+  // Every input checked before the epoch turns: a refused call must leave the double-buffered outputs as they were
+  // (and the ranks of a real team in step).
+  for (int g = 0; g < team_.local_ranks(); ++g)
+    XSTAGE_REQUIRE(q[g] && k[g] && v[g], "ulysses layer: q/k/v of local rank ", team_.first_rank() + g, " is null");
   begin_epoch();
   pre_a2a(q, k, v, s);
   if (variant == Variant::kFused) {
