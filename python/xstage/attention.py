@@ -14,7 +14,7 @@ import math
 import os
 from pathlib import Path
 
-__all__ = ["flash_attn_fwd", "last_error", "library_path", "XstageError", "Params",
+__all__ = ["flash_attn_fwd", "check", "last_error", "library_path", "library_version", "XstageError", "Params",
            "DTYPE_BF16", "DTYPE_FP16", "OK", "ERR_CUDA", "ERR_INVALID", "ERR_UNSUPPORTED"]
 
 # Mirrors include/xstage/attention.h.
@@ -105,19 +105,12 @@ def _float32(x: float) -> float:
     return ctypes.c_float(x).value
 
 
-def flash_attn_fwd(q, k, v, softmax_scale=None, causal=False, return_lse=False, out=None):
-    """softmax(q kᵀ · scale) v per (batch, head).
-
-    q: (batch, seq_q, heads, dim); k, v: (batch, seq_kv, heads, dim); bf16 or fp16 CUDA tensors on
-    one device, dim 64 or 128, stride 1 in dim and the other strides multiples of 16 bytes, data 16-byte aligned
-    (TMA's rules: a stride 1 missing in dim is a ValueError, the rest an XstageError with code ERR_INVALID naming
-    the stride or pointer). softmax_scale defaults to
-    1/sqrt(dim). causal: bottom-right aligned (query i sees keys j <= i + seq_kv - seq_q).
-    out: optional preallocated output like q. Runs on torch's current stream of q's device.
-    Returns out, or (out, lse) with lse (batch, heads, seq_q) float32 (natural-log log-sum-exp).
-    """
+def _check_inputs(q, k, v, softmax_scale):
+    """The checks every entry point that takes q, k, v makes before any work (ValueError naming the bad value):
+    4-D CUDA tensors of one device and dtype (bf16 or fp16), k and v alike and matching q in batch, heads and dim,
+    dim 64 or 128, nothing empty, softmax_scale None or positive and finite (also as the float32 the kernel
+    takes). Returns the scale to pass (1/sqrt(dim) for None)."""
     import torch
-
     for name, t in (("q", q), ("k", k), ("v", v)):
         if not isinstance(t, torch.Tensor):
             raise ValueError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
@@ -150,6 +143,24 @@ def flash_attn_fwd(q, k, v, softmax_scale=None, causal=False, return_lse=False, 
                          f"takes; it must be positive and finite there")
     if 0 in (batch, seqlen_q, heads, k.shape[1]):
         raise ValueError(f"empty tensors: q {tuple(q.shape)}, k {tuple(k.shape)}")
+    return float(softmax_scale)
+
+
+def flash_attn_fwd(q, k, v, softmax_scale=None, causal=False, return_lse=False, out=None):
+    """softmax(q kᵀ · scale) v per (batch, head).
+
+    q: (batch, seq_q, heads, dim); k, v: (batch, seq_kv, heads, dim); bf16 or fp16 CUDA tensors on
+    one device, dim 64 or 128, stride 1 in dim and the other strides multiples of 16 bytes, data 16-byte aligned
+    (TMA's rules: a stride 1 missing in dim is a ValueError, the rest an XstageError with code ERR_INVALID naming
+    the stride or pointer). softmax_scale defaults to
+    1/sqrt(dim). causal: bottom-right aligned (query i sees keys j <= i + seq_kv - seq_q).
+    out: optional preallocated output like q. Runs on torch's current stream of q's device.
+    Returns out, or (out, lse) with lse (batch, heads, seq_q) float32 (natural-log log-sum-exp).
+    """
+    import torch
+
+    softmax_scale = _check_inputs(q, k, v, softmax_scale)
+    batch, seqlen_q, heads, dim = q.shape
     if out is None:
         out = torch.empty((batch, seqlen_q, heads, dim), dtype=q.dtype, device=q.device)
     elif not isinstance(out, torch.Tensor) or out.shape != q.shape or out.dtype != q.dtype or out.device != q.device:

@@ -447,7 +447,8 @@ def run_protocol(backends: dict, inputs: list, warmup_s: float = DEFAULT_WARMUP_
             blocks.append(blk)
             if log:
                 log(f"  block {index:2d} {name:>14s} {half:6s} {done:7d} calls {per_call_ms:10.4f} ms/call"
-                    + (f" {blk['sm_clock_mhz']:6.0f} MHz {blk['power_w']:5.0f} W" if blk["sm_clock_mhz"] else ""))
+                    + (f" {blk['sm_clock_mhz']:6.0f} MHz" if blk["sm_clock_mhz"] is not None else "")
+                    + (f" {blk['power_w']:5.0f} W" if blk["power_w"] is not None else ""))  # (NVML may give one alone)
     finally:
         if own_reader:
             reader.close()

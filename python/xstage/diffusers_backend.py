@@ -214,19 +214,9 @@ def close_teams():
     with _lock:
         entries = list(_teams.values())
         _teams.clear()
-    try:
-        from . import ulysses as _ul
-        layers = getattr(_ul, "_layers", {})
-    except ImportError:
-        layers = {}
     for _, team in entries:
-        if not hasattr(team, "close"):
-            continue
-        for key in [k for k in list(layers) if k[0] == id(team)]:   # the fused layers cached on this team
-            layer = layers.pop(key)
-            if hasattr(layer, "close"):
-                layer.close()
-        team.close()
+        if hasattr(team, "close"):
+            team.close()  # closes the fused layers cached on it first (Team.close)
 
 
 def _count(path, reason=None, detail=""):

@@ -63,6 +63,17 @@ def _lib():
     return lib
 
 
+def _ids32(it):
+    """Top-k indices as the int32 the library reads. A wider id outside int32 would wrap into a valid expert (2^32 + 3
+    -> 3), so it becomes -1, which the plan refuses as out of range, naming its rank, token and slot."""
+    import torch
+    if it.dtype == torch.int32:
+        return it
+    if it.dtype not in (torch.int8, torch.uint8, torch.int16):  # (those fit; int64 and the unsigned wide ones may not)
+        it = torch.where((it >= 0) & (it < 2 ** 31), it, torch.full_like(it, -1))
+    return it.to(torch.int32)
+
+
 def _format(fmt: str) -> str:
     if fmt not in FORMATS:
         raise ValueError(f"format {fmt!r} is none of {sorted(FORMATS)}")
@@ -187,6 +198,7 @@ class MoeLayer(_team._Handle):
         _team._ok(_lib().xstage_moe_create(team._h, self.hidden, self.inter, self.experts, self.topk, self.tokens,
                                            FORMATS[format], ctypes.byref(h)))
         self._h = h
+        team._adopt(self)
 
     def auto_order(self, skewed: bool = False, platform: str | None = None, tokens: int | None = None):
         """The tile order the platform model picks for this layer on this team (bench_moe's `auto`): at P = 1 the
@@ -212,14 +224,22 @@ class MoeLayer(_team._Handle):
         """Every rank's top-k indices, [world * T * k] int32 on the host, through a pinned buffer kept by the layer (the
         C ABI copies it during the call, so the next call may reuse it)."""
         import torch
-        mine = idxs[0].to(torch.int32).reshape(-1) if len(idxs) == 1 else \
-            torch.cat([i.to(torch.int32).reshape(-1) for i in idxs])
+        mine = _ids32(idxs[0]).reshape(-1) if len(idxs) == 1 else torch.cat([_ids32(i).reshape(-1) for i in idxs])
         if self.team.local_ranks != self.team.world:
             group = getattr(self.team, "group", None)
             if group is None:
                 raise ValueError("a real team's routing must be gathered from every rank: make the team with "
                                  "Team.from_process_group")
             import torch.distributed as dist
+            if dist.get_backend(group) == "nccl" and self.team.device is not None:
+                mine = mine.to(torch.device("cuda", self.team.device))  # NCCL gathers device tensors only
+            # Every rank's count first: gathers of unequal sizes are undefined (they can hang), so a rank with
+            # another token count is named on every rank, which all raise alike.
+            counts = [None] * self.team.world
+            dist.all_gather_object(counts, int(mine.numel()) // self.topk, group=group)
+            if len(set(counts)) > 1:
+                raise ValueError(f"plan='host' needs the same token count on every rank, got {counts} (by rank); "
+                                 "use plan='device'")
             if dist.get_backend(group) != "nccl":  # gloo and friends gather on the host
                 parts = [torch.empty_like(mine.cpu()) for _ in range(self.team.world)]
                 dist.all_gather(parts, mine.cpu(), group=group)
@@ -298,8 +318,11 @@ class MoeLayer(_team._Handle):
                     raise ValueError("the bf16 format takes unquantized x (bf16, fp16 or fp32) and no x_scale")
                 xt = xt.to(torch.bfloat16).contiguous()
             elif xt.dtype == torch.float8_e4m3fn:
-                if st is None or tuple(st.shape) != (T, H // _BLOCK) or st.dtype != torch.float32:
-                    raise ValueError(f"float8 x needs x_scale float32 [{T}, {H // _BLOCK}]")
+                if (not isinstance(st, torch.Tensor) or tuple(st.shape) != (T, H // _BLOCK) or st.dtype != torch.float32
+                        or st.device != xt.device):
+                    raise ValueError(f"float8 x needs x_scale float32 [{T}, {H // _BLOCK}] on {xt.device}, got "
+                                     + (f"{st.dtype} {tuple(st.shape)} on {st.device}" if isinstance(st, torch.Tensor)
+                                        else type(st).__name__))
                 xt, st = xt.contiguous(), st.contiguous()
             else:
                 if st is not None:
@@ -309,18 +332,20 @@ class MoeLayer(_team._Handle):
             if tuple(it.shape) != (T, k) or tuple(wt.shape) != (T, k):
                 raise ValueError(f"topk_idx and topk_weight must be [{T}, {k}], got {tuple(it.shape)}, "
                                  f"{tuple(wt.shape)}")
-            if it.dtype.is_floating_point:
+            if it.dtype.is_floating_point or it.dtype.is_complex or it.dtype == torch.bool:
                 raise ValueError(f"topk_idx must be an integer tensor, got {it.dtype}")
             wt = wt.to(device=xt.device, dtype=torch.float32).contiguous()
             ot = outs[g]
             if ot is None:
                 ot = torch.empty(T, H, device=xt.device, dtype=torch.float32)
-            elif not (isinstance(ot, torch.Tensor) and ot.is_cuda and ot.dtype == torch.float32
+            elif not (isinstance(ot, torch.Tensor) and ot.device == xt.device and ot.dtype == torch.float32
                       and tuple(ot.shape) == (T, H) and ot.is_contiguous()):
-                raise ValueError(f"out must be contiguous float32 CUDA tensors [{T}, {H}]")
+                raise ValueError(f"out must be contiguous float32 tensors [{T}, {H}] on {xt.device}, got "
+                                 + (f"{ot.dtype} {tuple(ot.shape)} on {ot.device}" if isinstance(ot, torch.Tensor)
+                                    else type(ot).__name__))
             outs[g] = ot
             if plan == "device":
-                it = it.to(device=xt.device, dtype=torch.int32).contiguous()
+                it = _ids32(it.to(device=xt.device)).contiguous()
                 ip.append(it.data_ptr())
             keep += [xt, st, wt, it]
             xp.append(xt.data_ptr())

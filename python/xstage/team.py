@@ -15,6 +15,7 @@ function that needs it is called.
 from __future__ import annotations
 
 import ctypes
+import weakref
 
 from . import attention as _attn
 
@@ -70,10 +71,13 @@ class _Handle:
 
 
 class Team(_Handle):
-    """P ranks for xstage's distributed kernels. Use Team.emulated or Team.from_process_group."""
+    """P ranks for xstage's distributed kernels. Use Team.emulated or Team.from_process_group. close() (or collection)
+    first closes what was made on the team (its buffers and layers, which then refuse calls), then the team: the
+    library's buffers and layers must not outlive their team."""
     _destroy = "xstage_team_destroy"
 
     def __init__(self, handle, keepalive=None):
+        self._dependents = weakref.WeakSet()  # buffers and layers made on this team (_adopt)
         self._h = ctypes.c_void_p(handle)
         self._keepalive = keepalive
         self.group = None  # the torch.distributed group of a real team (from_process_group)
@@ -85,14 +89,22 @@ class Team(_Handle):
         buf = ctypes.create_string_buffer(256)
         _ok(_lib().xstage_team_label(self._h, buf, len(buf)))
         self.label = buf.value.decode()
-        self._epoch = 0
+
+    def _adopt(self, dependent):
+        """Registers a buffer or layer made on this team, so that close() closes it first."""
+        self._dependents.add(dependent)
+
+    def close(self):
+        for d in list(getattr(self, "_dependents", ())):
+            d.close()
+        super().close()
 
     @classmethod
     def emulated(cls, world: int, device: int | None = None, timeout_s: float = 10.0) -> "Team":
-        """`world` ranks on one GPU (default: torch's current device), each with SMs / world SMs."""
+        """`world` ranks on one GPU (default, or a negative device: torch's current one), each with SMs / world SMs."""
         if not isinstance(world, int) or isinstance(world, bool):
             raise ValueError(f"world must be an int, got {world!r}")
-        if device is None:
+        if device is None or int(device) < 0:
             import torch
             device = torch.cuda.current_device()
         h = ctypes.c_void_p()
@@ -130,10 +142,14 @@ class Team(_Handle):
                              f"(set the device with torch.cuda.set_device(local_rank))")
         obj = [None]
         if rank == 0:
+            # A failure here is sent instead of the id, so every rank raises it (the others would otherwise wait in
+            # the broadcast for ever).
             raw = ctypes.create_string_buffer(_ID_BYTES)
-            _ok(_lib().xstage_nccl_unique_id(raw, _ID_BYTES))
-            obj = [bytes(raw.raw)]
+            rc = _lib().xstage_nccl_unique_id(raw, _ID_BYTES)
+            obj = [bytes(raw.raw)] if rc == _attn.OK else [(rc, _attn.last_error())]
         dist.broadcast_object_list(obj, src=dist.get_global_rank(group, 0) if group is not None else 0, group=group)
+        if isinstance(obj[0], tuple):
+            raise _attn.XstageError(obj[0][0], f"rank 0 could not make the NCCL unique id: {obj[0][1]}")
         h = ctypes.c_void_p()
         _ok(_lib().xstage_team_create_nccl(rank, world, device, obj[0], _ID_BYTES, float(timeout_s), ctypes.byref(h)))
         team = cls(h.value)
@@ -154,11 +170,6 @@ class Team(_Handle):
         _ok(_lib().xstage_buffer_alloc(self._h, nbytes, name.encode(), ctypes.byref(h)))
         return SymBuffer(self, h.value, tuple(int(n) for n in shape), dtype)
 
-    def next_epoch(self) -> int:
-        """The completion epoch of the next fused call on this team (1, 2, ...)."""
-        self._epoch += 1
-        return self._epoch
-
     def check(self, what: str = "team work", stream=None):
         """Waits for `stream` (default: torch's current stream, where xstage's calls run) and the team's own
         work, and raises XstageError naming a device-side failure (e.g. a signal timeout: the rank, the peer
@@ -177,19 +188,19 @@ class SymBuffer(_Handle):
 
     def __init__(self, team: Team, handle, shape, dtype):
         self.team, self._h, self.shape, self.dtype = team, ctypes.c_void_p(handle), shape, dtype
+        team._adopt(self)
 
     def tensor(self, rank: int | None = None):
         r = self.team.first_rank if rank is None else rank
         ptr = _lib().xstage_buffer_ptr(self._h, r)
         if not ptr:
             raise _attn.XstageError(_attn.ERR_INVALID, _attn.last_error())
-        return device_tensor(ptr, self.shape, self.dtype, owner=self)
+        return device_tensor(ptr, self.shape, self.dtype, owner=self, device=self.team.device)
 
 
-
-def device_tensor(ptr: int, shape, dtype, owner=None):
-    """A torch view (no copy) of `shape` x `dtype` at device address `ptr` on the current device, keeping
-    `owner` (the buffer's Python handle) alive as long as the tensor lives."""
+def device_tensor(ptr: int, shape, dtype, owner=None, device: int | None = None):
+    """A torch view (no copy) of `shape` x `dtype` at device address `ptr` on `device` (default: the current one),
+    keeping `owner` (the buffer's Python handle) alive as long as the tensor lives."""
     import torch
     size = torch.empty((), dtype=dtype).element_size()
     typestr = {1: "|u1", 2: "<i2", 4: "<i4", 8: "<i8"}[size]  # raw words, then reinterpreted as dtype
@@ -197,7 +208,7 @@ def device_tensor(ptr: int, shape, dtype, owner=None):
     class _View:  # __cuda_array_interface__ v3: torch.as_tensor wraps it without a copy
         __cuda_array_interface__ = {"shape": tuple(shape), "typestr": typestr, "data": (int(ptr), False),
                                     "version": 3, "strides": None}
-    t = torch.as_tensor(_View(), device=f"cuda:{torch.cuda.current_device()}").view(dtype)
+    t = torch.as_tensor(_View(), device=f"cuda:{torch.cuda.current_device() if device is None else device}").view(dtype)
     t._xstage_owner = owner
     return t
 
@@ -205,22 +216,35 @@ def device_tensor(ptr: int, shape, dtype, owner=None):
 def attn_fwd_to_peers(q, k, v, team: Team, out: SymBuffer, seq_per_rank: int, softmax_scale=None, epoch=None):
     """Attention of every rank this process serves with the Ulysses post-attention all-to-all fused into
     its epilogue. q, k, v: (local_ranks * b, S, h, d) head-partitioned inputs (rank first_rank + g owns
-    batch entries [g*b, (g+1)*b)); S = world * seq_per_rank. out: team buffer of shape
-    (b, seq_per_rank, world * h, d) per rank. Returns when queued; out is complete on the current stream."""
+    batch entries [g*b, (g+1)*b)); S = world * seq_per_rank; bf16 or fp16 CUDA tensors on the team's device, checked
+    as flash_attn_fwd checks them (ValueError naming the bad value, before any work). out: a buffer of this team of
+    shape (b, seq_per_rank, world * h, d) per rank and q's dtype. epoch: None (the library counts the team's calls;
+    calls of different shapes may follow each other) or this call's number on the team (1, 2, ...; another number
+    is an XstageError). Returns None once the work is queued on torch's current stream of q's device; out is complete
+    on that stream."""
     import torch
+    softmax_scale = _attn._check_inputs(q, k, v, softmax_scale)
+    if team.device is not None and q.device != torch.device("cuda", team.device):
+        raise ValueError(f"q is on {q.device}, the team's ranks on cuda:{team.device}")
+    if not isinstance(out, SymBuffer) or out.team is not team:
+        raise ValueError(f"out must be a buffer of this team (team.buffer(...)), got {type(out).__name__}"
+                         + (" of another team" if isinstance(out, SymBuffer) else ""))
+    if epoch is not None and not (isinstance(epoch, int) and 0 <= epoch < 2 ** 32):
+        raise ValueError(f"epoch must be None or a whole number in 0 .. 2^32 - 1, got {epoch!r}")
     p = _attn.Params()
     batch, seqlen, heads, dim = q.shape
     p.q, p.k, p.v, p.o, p.lse = q.data_ptr(), k.data_ptr(), v.data_ptr(), None, None
     p.batch, p.seqlen_q, p.seqlen_kv, p.heads, p.head_dim = batch, seqlen, k.shape[1], heads, dim
     for field, t, name in (("q_stride", q, "q"), ("k_stride", k, "k"), ("v_stride", v, "v")):
         getattr(p, field)[:] = _attn._strides(t, name)
-    p.softmax_scale = float(softmax_scale) if softmax_scale else 0.0
+    p.softmax_scale = softmax_scale
     p.causal = 0
     p.dtype = _attn.DTYPE_BF16 if q.dtype == torch.bfloat16 else _attn.DTYPE_FP16
     if out.dtype != q.dtype or out.shape != (batch // max(team.local_ranks, 1), seq_per_rank, team.world * heads, dim):
         raise ValueError(f"out must be {q.dtype} of shape {(batch // max(team.local_ranks, 1), seq_per_rank, team.world * heads, dim)}, "
                          f"got {out.dtype} {out.shape}")
-    e = team.next_epoch() if epoch is None else int(epoch)
-    stream = torch.cuda.current_stream(q.device).cuda_stream
-    _ok(_lib().xstage_attn_fwd_to_peers(ctypes.byref(p), team._h, out._h, int(seq_per_rank), e,
-                                        ctypes.c_void_p(stream)))
+    e = 0 if epoch is None else epoch  # 0: the library counts the team's calls (team.h)
+    with torch.cuda.device(q.device):  # the library launches on the current device
+        stream = torch.cuda.current_stream(q.device).cuda_stream
+        _ok(_lib().xstage_attn_fwd_to_peers(ctypes.byref(p), team._h, out._h, int(seq_per_rank), e,
+                                            ctypes.c_void_p(stream)))

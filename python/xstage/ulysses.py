@@ -46,22 +46,33 @@ class UlyssesAttention(_team._Handle):
 
     def __init__(self, team: "_team.Team", batch: int, seq_per_rank: int, heads: int, head_dim: int, dtype,
                  softmax_scale: float | None = None):
+        import math
+
         import torch
         if dtype not in (torch.bfloat16, torch.float16):
             raise ValueError(f"dtype {dtype} is not supported (torch.bfloat16 or torch.float16)")
         self.team, self.dtype = team, dtype
         self.shape = (int(batch), int(seq_per_rank), int(heads), int(head_dim))
         h = ctypes.c_void_p()
+        # As flash_attn_fwd: None is 1/sqrt(head_dim); anything else positive and finite, also as the float32 passed
+        # (the library reads <= 0 as "the default", which a caller's negative or underflowing scale must not become).
+        if softmax_scale is not None and not (math.isfinite(softmax_scale) and softmax_scale > 0
+                                              and 0 < _attn._float32(softmax_scale) < math.inf):
+            raise ValueError(f"softmax_scale = {softmax_scale} must be a positive finite number (as a float32 too)")
         scale = 0.0 if softmax_scale is None else float(softmax_scale)
         _team._ok(_lib().xstage_ulysses_create(team._h, *self.shape,
                                                _attn.DTYPE_BF16 if dtype == torch.bfloat16 else _attn.DTYPE_FP16,
                                                scale, ctypes.byref(h)))
         self._h = h
+        team._adopt(self)
 
     def _check(self, name, t):
         import torch
         if not isinstance(t, torch.Tensor) or not t.is_cuda:
-            raise ValueError(f"{name} must be a CUDA tensor")
+            raise ValueError(f"{name} must be a CUDA tensor, got "
+                             + (f"one on {t.device}" if isinstance(t, torch.Tensor) else type(t).__name__))
+        if self.team.device is not None and t.device != torch.device("cuda", self.team.device):
+            raise ValueError(f"{name} is on {t.device}, the team's ranks on cuda:{self.team.device}")
         if tuple(t.shape) != self.shape or t.dtype != self.dtype:
             raise ValueError(f"{name} must be {self.dtype} of shape {self.shape} (batch, seq_per_rank, heads, dim), "
                              f"got {t.dtype} {tuple(t.shape)}")
@@ -79,25 +90,27 @@ class UlyssesAttention(_team._Handle):
         vs = [self._check("v", t) for t in vs]
         arr = ctypes.c_void_p * n
         outs = arr()
-        stream = torch.cuda.current_stream(qs[0].device).cuda_stream
-        _team._ok(_lib().xstage_ulysses_forward(self._h, arr(*[t.data_ptr() for t in qs]),
-                                                arr(*[t.data_ptr() for t in ks]), arr(*[t.data_ptr() for t in vs]),
-                                                int(variant), ctypes.c_void_p(stream), outs))
+        if variant not in (FUSED, SERIAL):
+            raise ValueError(f"variant {variant!r} is neither FUSED ({FUSED}) nor SERIAL ({SERIAL})")
+        with torch.cuda.device(qs[0].device):  # the library launches on the current device
+            stream = torch.cuda.current_stream(qs[0].device).cuda_stream
+            _team._ok(_lib().xstage_ulysses_forward(self._h, arr(*[t.data_ptr() for t in qs]),
+                                                    arr(*[t.data_ptr() for t in ks]), arr(*[t.data_ptr() for t in vs]),
+                                                    int(variant), ctypes.c_void_p(stream), outs))
         views = [self._view(outs[g]) for g in range(n)]
         return views if many else views[0]
 
     def _view(self, ptr):
-        return _team.device_tensor(ptr, self.shape, self.dtype, owner=self)
-
-
-_layers: dict = {}
+        return _team.device_tensor(ptr, self.shape, self.dtype, owner=self, device=self.team.device)
 
 
 def ulysses_attention(q, k, v, team: "_team.Team", softmax_scale: float | None = None, variant: int = FUSED):
-    """The layer for q's shape on `team`, created on first use and cached (per team, shape, dtype, scale)."""
+    """The layer for q's shape on `team`, created on first use and cached on the team (per shape, dtype, scale): the
+    cache goes with the team, so a later team never meets a layer of a closed one."""
     first = q[0] if isinstance(q, (list, tuple)) else q
-    key = (id(team), tuple(first.shape), first.dtype, softmax_scale)
-    layer = _layers.get(key)
-    if layer is None:
-        layer = _layers[key] = UlyssesAttention(team, *first.shape, first.dtype, softmax_scale)
+    key = (tuple(first.shape), first.dtype, softmax_scale)
+    layers = team.__dict__.setdefault("_ulysses_layers", {})
+    layer = layers.get(key)
+    if layer is None or not layer._h.value:  # (a layer closed with its team is made again only on a live team)
+        layer = layers[key] = UlyssesAttention(team, *first.shape, first.dtype, softmax_scale)
     return layer(q, k, v, variant)

@@ -130,3 +130,83 @@ def test_errors_are_named():
 def _bad_spr(q, team):
     out = team.buffer((1, 99, 2, 64), torch.bfloat16)
     attn_fwd_to_peers(q, q, q, team, out, 99)
+
+
+def _peer_call(team, world, spr, heads, dim, gen, poison=True):
+    """One attn_fwd_to_peers call on fresh inputs with a poisoned output; returns (out, reference)."""
+    q, k, v = (torch.randn(world, world * spr, heads, dim, generator=gen, device="cuda").to(torch.bfloat16)
+               for _ in range(3))
+    out = team.buffer((1, spr, world * heads, dim), torch.bfloat16)
+    for r in range(world):
+        out.tensor(r).view(torch.int16).fill_(-1)
+    attn_fwd_to_peers(q, k, v, team, out, spr)
+    return out, gathered_reference(q, k, v, world, 1, spr)
+
+
+def test_calls_of_different_shapes_and_refused_calls_follow_each_other():
+    """The completion target counts the CTAs every call launched: a call with few tiles after one with many, and the
+    reverse, both complete (the target was epoch x this call's CTAs: the reverse order timed out), and a refused call
+    counts for nothing (its epoch used to be spent, so the next call waited for a call that never ran)."""
+    world, heads, dim = 2, 2, 128
+    gen = torch.Generator(device="cuda").manual_seed(SEED + 41)
+    team = Team.emulated(world, timeout_s=2.0)
+    for spr in (64, 2048, 64, 1024):  # CTAs per rank: few, all the SMs a rank has, few, many
+        out, ref = _peer_call(team, world, spr, heads, dim, gen)
+        team.check(f"seq_per_rank {spr}")
+        for r in range(world):
+            assert torch.equal(out.tensor(r).view(torch.int16), ref[r].contiguous().view(torch.int16)), (spr, r)
+        q = torch.randn(world, 200, 1, 64, device="cuda").to(torch.bfloat16)
+        with pytest.raises(XstageError, match="seqlen_q 200 must be world"):
+            _bad_spr(q, team)  # refused by the library: counts for nothing
+    # an explicit epoch is checked against the team's own count: 4 calls ran, so the next is number 5
+    q, k, v = (torch.randn(world, world * 64, heads, dim, generator=gen, device="cuda").to(torch.bfloat16)
+               for _ in range(3))
+    out = team.buffer((1, 64, world * heads, dim), torch.bfloat16)
+    with pytest.raises(XstageError, match="epoch 9: this team has run 4 peer-store attention calls, so this one is "
+                                          "number 5"):
+        attn_fwd_to_peers(q, k, v, team, out, 64, epoch=9)
+    attn_fwd_to_peers(q, k, v, team, out, 64, epoch=5)
+    team.check("epoch 5")
+    ref = gathered_reference(q, k, v, world, 1, 64)
+    for r in range(world):
+        assert torch.equal(out.tensor(r).view(torch.int16), ref[r].contiguous().view(torch.int16)), r
+
+
+def test_peer_store_inputs_checked_before_any_work():
+    """attn_fwd_to_peers checks q, k, v as flash_attn_fwd does: a float32 q ran as fp16 (wrong numbers), a negative
+    scale became the default 1/sqrt(d), a CPU q handed the kernel a host pointer."""
+    world, spr, heads, dim = 2, 64, 1, 64
+    team = Team.emulated(world)
+    out = team.buffer((1, spr, world * heads, dim), torch.bfloat16)
+    q = torch.randn(world, world * spr, heads, dim, device="cuda").to(torch.bfloat16)
+    with pytest.raises(ValueError, match="q.dtype = torch.float32 is not supported"):
+        attn_fwd_to_peers(q.float(), q.float(), q.float(), team, out, spr)
+    with pytest.raises(ValueError, match="softmax_scale = -0.5 must be a positive finite number"):
+        attn_fwd_to_peers(q, q, q, team, out, spr, softmax_scale=-0.5)
+    with pytest.raises(ValueError, match="softmax_scale = 1e-50 is 0.0 as the float32"):
+        attn_fwd_to_peers(q, q, q, team, out, spr, softmax_scale=1e-50)
+    with pytest.raises(ValueError, match="q must be a CUDA tensor"):
+        attn_fwd_to_peers(q.cpu(), q, q, team, out, spr)
+    with pytest.raises(ValueError, match="k.dtype = torch.float16 differs"):
+        attn_fwd_to_peers(q, q.half(), q, team, out, spr)
+    with pytest.raises(ValueError, match="out must be a buffer of this team"):
+        attn_fwd_to_peers(q, q, q, team, Team.emulated(world).buffer((1, spr, world * heads, dim), torch.bfloat16),
+                          spr)
+    with pytest.raises(ValueError, match="epoch must be None or a whole number"):
+        attn_fwd_to_peers(q, q, q, team, out, spr, epoch=-1)
+    # nothing ran: the next call is the team's first
+    attn_fwd_to_peers(q, q, q, team, out, spr, epoch=1)
+    team.check("the first call after refused ones")
+
+
+def test_close_closes_what_was_made_on_the_team():
+    """Team.close() frees its buffers first (the library's buffers must not outlive their team); they then refuse
+    use by name instead of touching freed memory. A negative device is the current one."""
+    team = Team.emulated(2, device=-1)
+    assert team.device == torch.cuda.current_device()
+    buf = team.buffer((4, 64), torch.float32)
+    assert buf.tensor(0).device == torch.device("cuda", team.device)
+    team.close()
+    assert not buf._h.value, "the buffer was not closed with its team"
+    with pytest.raises(XstageError, match="buffer is null"):
+        buf.tensor(0)

@@ -196,6 +196,27 @@ def test_run_protocol_fake_clock():
     assert "fast" in text and "2.000" in text
 
 
+def test_block_log_with_clock_but_no_power():
+    """NVML may report the SM clock and not the power (or the other way round): the per-block log line names what it
+    has (it raised a TypeError formatting the missing power before)."""
+    class ClockOnly:
+        available = True
+
+        def __init__(self, clock=1500.0, power=None):
+            self.clock, self.power = clock, power
+
+        def read(self):
+            return {"sm_clock_mhz": self.clock, "power_w": self.power, "temp_c": None, "energy_mj": None}
+
+    for reader, want, absent in ((ClockOnly(), "1500 MHz", " W"), (ClockOnly(None, 640.0), "640 W", "MHz")):
+        clock, lines = FakeClock(), []
+        bp.run_protocol({"a": clock.backend(0.001), "b": clock.backend(0.002)}, ["s0", "s1"], warmup_s=0.01,
+                        block_s=0.02, rounds=1, timer=FakeTimer(clock), reader=reader, log=lines.append)
+        blocks = [x for x in lines if x.lstrip().startswith("block")]
+        assert len(blocks) == 4, lines
+        assert all(want in x and not x.endswith(absent) for x in blocks), blocks
+
+
 def test_run_protocol_shows_order_effect():
     """A fake GPU whose clock drops after the 'heavy' backend for a while: the per-half ratios expose
     the order effect that a single ordering would bake into the ratio."""

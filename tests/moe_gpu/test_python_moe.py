@@ -181,6 +181,45 @@ def test_bad_input_is_named():
         MoeLayer(team, H, I, E, k, T)(x, idx, wt, w)
     with pytest.raises(ValueError, match="order"):
         one(x, idx, wt, w, order="random")
+    # what reached the kernel unchecked: a CPU x_scale or out (host pointers), bool ids, int64 ids past int32
+    xq, xs = quantize_act(x)
+    with pytest.raises(ValueError, match=r"float8 x needs x_scale float32 \[64, 2\] on cuda:0, got torch.float32 "
+                                         r"\(64, 2\) on cpu"):
+        one(xq, idx, wt, w, x_scale=xs.cpu())
+    with pytest.raises(ValueError, match=r"out must be contiguous float32 tensors \[64, 256\] on cuda:0, got .* on cpu"):
+        one(x, idx, wt, w, out=torch.empty(T, H))
+    with pytest.raises(ValueError, match="topk_idx must be an integer tensor, got torch.bool"):
+        one(x, idx > 0, wt, w)
+    wide = idx.to(torch.int64)
+    wide[5, 1] = 2 ** 32 + int(idx[5, 0] + 1) % E  # wrapped to a valid expert before
+    for plan in ("host", "device"):
+        out.fill_(7.0)
+        if plan == "host":
+            with pytest.raises(XstageError, match="token 5, slot 1: expert -1 is out of range"):
+                one(x, wide, wt, w, out=out, plan=plan)
+        else:
+            one(x, wide, wt, w, out=out, plan=plan)
+            with pytest.raises(XstageError, match="token 5, slot 1: expert -1 is out of range"):
+                one.check()
+        torch.cuda.synchronize()
+        assert torch.all(out == 7.0), f"{plan}: a refused call wrote its output"
+
+
+def test_emulated_team_on_a_negative_device_and_closed_teams():
+    """Team.emulated(P, device=-1) is the current device (team.h), and a layer runs on it (every call raised "the
+    weights are on cuda:0, the team's ranks on cuda:-1"); closing the team closes its layers, which refuse calls."""
+    H, I, E, k, T = 256, 256, 8, 2, 64
+    x, w1, w2, idx, wt = make_inputs(T, H, I, E, k, SEED + 17)
+    w = quantize_weights(w1, w2, "w8a8")
+    team = Team.emulated(1, device=-1)
+    layer = MoeLayer(team, H, I, E, k, T)
+    ref = layer(x, idx, wt, w)
+    layer.check()
+    assert torch.isfinite(ref).all()
+    team.close()
+    assert not layer._h.value, "the layer was not closed with its team"
+    with pytest.raises(XstageError, match="layer is null"):
+        layer(x, idx, wt, w)
 
 
 def test_fewer_tokens_than_capacity():

@@ -11,7 +11,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "common"))
 from torch_sm90 import torch  # noqa: E402  (skips the module without torch or an sm_90 GPU)
 
-from xstage.attention import XstageError, flash_attn_fwd  # noqa: E402
+from xstage.attention import ERR_UNSUPPORTED, XstageError, flash_attn_fwd  # noqa: E402
 from xstage.team import Team  # noqa: E402
 from xstage.ulysses import SERIAL, UlyssesAttention, ulysses_attention  # noqa: E402
 
@@ -88,6 +88,35 @@ def test_errors_are_named():
         layer(x[:3], x, x)
     with pytest.raises(ValueError, match="shape"):
         layer([t[:, :32] for t in x], x, x)
+    with pytest.raises(ValueError, match="softmax_scale = -1.0 must be a positive finite number"):
+        UlyssesAttention(team, 1, 64, 8, 128, torch.bfloat16, softmax_scale=-1.0)  # (it became 1/sqrt(d))
+    with pytest.raises(ValueError, match="softmax_scale = 1e-50 must be a positive finite number"):
+        UlyssesAttention(team, 1, 64, 8, 128, torch.bfloat16, softmax_scale=1e-50)  # 0 as a float32
+    with pytest.raises(XstageError, match="head_dim = 96 is not supported") as e:
+        UlyssesAttention(team, 1, 64, 8, 96, torch.bfloat16)
+    assert e.value.code == ERR_UNSUPPORTED, "a head dim the kernel lacks is unsupported, as in flash_attn_fwd"
+    with pytest.raises(ValueError, match="variant 7 is neither FUSED"):
+        layer(x, x, x, variant=7)
+    with pytest.raises(ValueError, match="q must be a CUDA tensor, got one on cpu"):
+        layer([t.cpu() for t in x], x, x)
+
+
+def test_layer_cache_goes_with_its_team():
+    """ulysses_attention's cached layers live on their team: a new team (even one at a recycled id()) makes its own,
+    and closing a team closes its layers first, which then refuse calls."""
+    x = [torch.randn(1, 64, 8, 64, device="cuda").to(torch.bfloat16) for _ in range(2)]
+    team = Team.emulated(2)
+    ulysses_attention(x, x, x, team)
+    (layer,) = team._ulysses_layers.values()
+    team.close()
+    assert not layer._h.value, "the cached layer was not closed with its team"
+    with pytest.raises(XstageError, match="layer is null"):
+        layer(x, x, x)
+    other = Team.emulated(2)
+    got = ulysses_attention(x, x, x, other)
+    other.check("a new team's own layer")
+    assert other._ulysses_layers and next(iter(other._ulysses_layers.values())) is not layer
+    assert all(torch.isfinite(g.float()).all() for g in got)
 
 
 def test_torch_baseline_emulated_check(tmp_path):
