@@ -37,7 +37,7 @@ int xstage_moe_create(xstage_team team, int hidden, int inter, int experts, int 
 void xstage_moe_destroy(xstage_moe layer);
 /* One layer call for every rank this process serves, on `stream` (a cudaStream_t; NULL: the default stream, as in
  * CUDA): ordered after the work that wrote the inputs there, and before what reads `out` there.
- * tokens: an array of local_ranks token counts of this call, each 0..T (the rank's x, x_scale, topk_weight, out and
+ * tokens: an array of local_ranks token counts of this call, each 0..T or -1 for T (the rank's x, x_scale, topk_weight, out and
  * topk_index hold that many rows where they say [T]; out's rows past it are not written); NULL: T for every rank.
  * topk_index_all: HOST memory, the routing of EVERY rank of the team, [world][n][k] global expert ids for the call's
  * count n (the same on every rank: this plan refuses counts that differ), each token's k

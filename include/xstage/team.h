@@ -25,8 +25,9 @@ typedef struct xstage_buffer_s* xstage_buffer;
 /* A fresh NCCL unique id (rank 0 makes it, every rank passes the same bytes to create_nccl). */
 int xstage_nccl_unique_id(unsigned char* out, int out_bytes);
 /* Real team: this process is `rank` of `world` on CUDA device `device`; collective over all ranks.
- * Fails (XSTAGE_ERR_CUDA, the message naming the ranks outside this rank's load/store team) when the ranks cannot
- * reach each other by load/store (no NVLink/P2P). */
+ * Fails (XSTAGE_ERR_CUDA, the message saying how many of the ranks this rank reaches by load/store) when the ranks
+ * cannot reach each other by load/store (no NVLink/P2P). A world above 8 is refused after NCCL's set-up. Making a team
+ * or a buffer sets the calling thread's current CUDA device to the team's. */
 int xstage_team_create_nccl(int rank, int world, int device, const unsigned char* id, int id_bytes, double timeout_s,
                             xstage_team* out);
 /* Emulated team: `world` ranks (1 to 8) on CUDA device `device` (< 0: the current one), each with SMs / world SMs.
@@ -46,7 +47,8 @@ int xstage_team_check(xstage_team team, void* stream, const char* what);
 /* A zero-filled buffer of `bytes` per rank (collective for real teams). */
 int xstage_buffer_alloc(xstage_team team, size_t bytes, const char* name, xstage_buffer* out);
 void xstage_buffer_free(xstage_buffer buf);
-/* This process's copy of rank `rank` (a local rank), or NULL (see xstage_last_error). */
+/* This process's copy of rank `rank` (a global rank this process serves: first_rank .. first_rank + local_ranks - 1),
+ * or NULL (see xstage_last_error). */
 void* xstage_buffer_ptr(xstage_buffer buf, int rank);
 
 /* Attention with the Ulysses post-attention all-to-all fused into the epilogue, for every rank this

@@ -63,7 +63,7 @@ DIFFUSERS_VERSION_READ = "0.42.1"
 # Reasons a call goes to the native backend (key -> what the warning says).
 REASONS = {
     "autograd": "q/k/v require grad with grad enabled; xstage is forward-only (run under torch.no_grad())",
-    "device": "q/k/v are not CUDA tensors",
+    "device": "q/k/v are not CUDA tensors, or not on one device",
     "arch": "the GPU is not sm_90 (xstage's attention kernel is sm_90a)",
     "dtype": "dtype is not bfloat16/float16, or q/k/v dtypes differ",
     "head_dim": "head_dim is not 64 or 128",

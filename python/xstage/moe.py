@@ -268,7 +268,8 @@ class MoeLayer(_team._Handle):
         plan: "device" (the default) makes the dispatch plan on the GPU from topk_idx where it lies, the ranks
         exchanging their counts by peer stores: the call never waits for the GPU, and an invalid index is raised by
         check() (that rank's out is then not written). "host" gathers every rank's topk_idx to the host (a
-        synchronisation) and plans there: an invalid index raises here, before anything runs. Same result either
+        synchronisation) and plans there: an invalid index raises here, before the layer's kernels are enqueued (x's
+        quantization and the gather of the ranks' routing have run by then). Same result either
         way, bit for bit; every rank of a real team must use the same plan. With plan="device" the call can be captured in
         a CUDA graph (torch.cuda.graph) after one warm-up call, and replayed on new inputs copied into the same tensors."""
         import torch
@@ -384,21 +385,36 @@ def moe_reference(x, topk_idx, topk_weight, weights: MoeWeights, x_scale=None, e
     """The layer over ONE global batch in float64: x [N, H] (float8 codes with x_scale, or unquantized: quantized as
     the layer does), topk_idx / topk_weight [N, k] over all E experts, weights holding all E experts with
     keep_reference=True. exact=False applies what the kernel rounds beyond its inputs (h = silu(g) * u to e4m3 with 1x128
-    scales, or to bf16 for the bf16 format; each expert output to bf16); exact=True keeps float64 throughout."""
+    scales, or to bf16 for the bf16 format; each expert output to bf16); exact=True keeps float64 throughout.
+    The routing is checked as the layer checks it: an id outside [0, E) or repeated within a token is a ValueError
+    naming the token and slot (a reference that skipped or double-counted it would disagree with the layer silently)."""
     import torch
     if weights.ref_w1 is None:
         raise ValueError("moe_reference needs weights made with quantize_weights(..., keep_reference=True)")
+    idx = topk_idx.long()
+    E = weights.experts
+    bad = ((idx < 0) | (idx >= E)).nonzero()
+    if bad.numel():
+        t, s = (int(v) for v in bad[0])
+        raise ValueError(f"topk_idx token {t}, slot {s}: expert {int(idx[t, s])} is out of range [0, {E})")
+    srt = idx.sort(dim=1).values
+    rep = (srt[:, 1:] == srt[:, :-1]).any(dim=1).nonzero()
+    if rep.numel():
+        raise ValueError(f"topk_idx token {int(rep[0])}: an expert repeats ({idx[int(rep[0])].tolist()}); a token's "
+                         f"experts must be distinct")
     if weights.format == "bf16":
         a = x.to(torch.bfloat16).double()
     else:
         if x.dtype != torch.float8_e4m3fn:
             x, x_scale = quantize_act(x)
+        elif x_scale is None:
+            raise ValueError("float8 x needs its x_scale (float32 [N, H/128])")
         N, H = x.shape
         a = (x.float().double().reshape(N, H // _BLOCK, _BLOCK) * x_scale.double().unsqueeze(-1)).reshape(N, H)
     N, H = a.shape
     I = weights.inter
     out = torch.zeros(N, H, dtype=torch.float64, device=a.device)
-    idx = topk_idx.long()
+    idx = idx.to(a.device)
     for e in range(weights.experts):
         tok, slot = (idx == e).nonzero(as_tuple=True)
         if tok.numel() == 0:

@@ -17,6 +17,13 @@ TEST(MoeShapes, FusedLayerNamesTheBadValue) {
   EXPECT_NE(mk::check_moe_shape({256, 256, 8, 9, 64}, 1).find("topk = 9"), std::string::npos);
   EXPECT_NE(mk::check_moe_shape({256, 256, 8, 2, 64}, 9).find("world size 9"), std::string::npos);
   EXPECT_EQ(mk::check_moe_shape({256, 256, 8, 2, 64}, 8), "");
+  // the kernel's tile fields, refused where the layer is made (they were refused only at the first call)
+  EXPECT_NE(mk::check_moe_shape({256, 256, 4096, 2, 64}, 1).find("experts = 4096 over 1 ranks is 4096 per rank; at most "
+                                                                    "2047"), std::string::npos);
+  EXPECT_EQ(mk::check_moe_shape({256, 256, 4094, 2, 64}, 2), "");
+  EXPECT_NE(mk::check_moe_shape({131072, 256, 8, 2, 64}, 1).find("hidden = 131072 and inter = 256 must be below"),
+            std::string::npos) << mk::check_moe_shape({131072, 256, 8, 2, 64}, 1);
+  EXPECT_NE(mk::check_moe_shape({256, 131072, 8, 2, 64}, 1).find("inter = 131072"), std::string::npos);
   // DeepSeek-V4-Pro at 32768 tokens per rank over 2 ranks: 417600 receive rows of 7168 bytes (past 2^31 bytes; byte
   // offsets are 64-bit), but the rows fit a TMA coordinate. 8 folded copies of 2^28 rows do not.
   EXPECT_EQ(mk::check_moe_shape({7168, 3072, 384, 6, 32768}, 2), "");

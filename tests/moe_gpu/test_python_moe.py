@@ -205,6 +205,24 @@ def test_bad_input_is_named():
         assert torch.all(out == 7.0), f"{plan}: a refused call wrote its output"
 
 
+def test_reference_checks_the_routing():
+    """moe_reference refuses what the layer refuses (it skipped an out-of-range id and counted a repeated one twice,
+    so a test against it could pass a wrong layer), and float8 x without its scale is named."""
+    H, I, E, k, T = 256, 256, 8, 2, 16
+    x, w1, w2, idx, wt = make_inputs(T, H, I, E, k, SEED + 19)
+    wr = quantize_weights(w1, w2, "w8a8", keep_reference=True)
+    bad, dup = idx.clone(), idx.clone()
+    bad[5, 1] = E + 3
+    dup[9, 1] = dup[9, 0]
+    with pytest.raises(ValueError, match=rf"topk_idx token 5, slot 1: expert {E + 3} is out of range \[0, {E}\)"):
+        moe_reference(x, bad, wt, wr)
+    with pytest.raises(ValueError, match="topk_idx token 9: an expert repeats"):
+        moe_reference(x, dup, wt, wr)
+    with pytest.raises(ValueError, match="float8 x needs its x_scale"):
+        moe_reference(quantize_act(x)[0], idx, wt, wr)
+    assert torch.isfinite(moe_reference(x, idx, wt, wr)).all()
+
+
 def test_emulated_team_on_a_negative_device_and_closed_teams():
     """Team.emulated(P, device=-1) is the current device (team.h), and a layer runs on it (every call raised "the
     weights are on cuda:0, the team's ranks on cuda:-1"); closing the team closes its layers, which refuse calls."""

@@ -96,6 +96,7 @@ extern "C" int xstage_team_info(xstage_team team, int* world, int* first_rank, i
   if (local_ranks) *local_ranks = t.local_ranks();
   if (emulated) *emulated = t.is_emulated();
   if (sms_per_rank) *sms_per_rank = t.sms_per_rank();
+  xstage::attention::capi::clear_error();  // (as every entry point: "" after a success)
   return XSTAGE_OK;
 }
 
@@ -105,6 +106,7 @@ extern "C" int xstage_team_label(xstage_team team, char* buf, int buf_bytes) {
   const std::string s = team->team->label();
   std::strncpy(buf, s.c_str(), size_t(buf_bytes) - 1);
   buf[buf_bytes - 1] = '\0';
+  xstage::attention::capi::clear_error();
   return XSTAGE_OK;
 }
 

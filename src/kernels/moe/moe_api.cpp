@@ -122,6 +122,7 @@ extern "C" int xstage_moe_auto_order(xstage_moe layer, int tokens, int skewed, c
     return set_error(XSTAGE_ERR_INVALID, "tokens = " + std::to_string(tokens) + " must be in [0, " +
                                              std::to_string(capacity) + "] (0: the layer's capacity)");
   return guarded([&] {
+    XSTAGE_REQUIRE(skewed == 0 || skewed == 1, "moe auto order: skewed must be 0 (balanced) or 1 (Zipf), got ", skewed);
     auto& t = *layer->team->team;
     const auto mx = xstage::model::Platform::load(platform ? platform : "h200-nvlink4");
     XSTAGE_REQUIRE(mx.tc_fp8 > 0 && mx.sm_count > 0, "moe auto order: platform ", mx.name,

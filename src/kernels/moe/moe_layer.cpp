@@ -292,6 +292,13 @@ std::string check_moe_shape(const MoeShape& s, int world) {
   if (s.topk < 1 || s.topk > s.experts)
     return detail::concat("topk = ", s.topk, " must be in [1, experts = ", s.experts, "]");
   if (s.tokens_per_rank < 1) return detail::concat("tokens_per_rank = ", s.tokens_per_rank, " must be >= 1");
+  // The producer packs a tile's local expert in 11 bits and its N tile in 10 (moe_kernel.cuh, OwnRow): checked here,
+  // where a layer is made, so that no layer is made that no call can run (launch checks them again).
+  if (s.experts / world >= 2048)
+    return detail::concat("experts = ", s.experts, " over ", world, " ranks is ", s.experts / world,
+                          " per rank; at most 2047");
+  if (s.hidden / kBlockN >= 1024 || s.inter / kBlockN >= 1024)
+    return detail::concat("hidden = ", s.hidden, " and inter = ", s.inter, " must be below ", 1024 * kBlockN);
   const long long rows = moe::max_recv_rows(world, s.tokens_per_rank, s.topk, s.experts / world, kBlockM);
   // TMA coordinates are 32-bit signed: the row coordinate into a map of every local rank's rows (an emulated team
   // folds all `world` copies into one map) must stay below 2^31. Byte offsets are 64-bit everywhere (the limit was
