@@ -138,3 +138,23 @@ def test_errors():
     k = randn(1, 64, 2, 128, dtype=torch.bfloat16, gen=gen)
     with pytest.raises(XstageError, match="o overlaps"):
         flash_attn_fwd(q, k, k, out=k)
+    # The rest of _check_inputs' rules, each named (they were untested; attn_fwd_to_peers shares them now).
+    with pytest.raises(ValueError, match="q must be a torch.Tensor, got list"):
+        flash_attn_fwd([q], q, q)
+    with pytest.raises(ValueError, match=r"k must have 4 dimensions .* got shape \(64, 2, 128\)"):
+        flash_attn_fwd(q, q[0], q)
+    with pytest.raises(ValueError, match=r"k.shape = \(1, 32, 2, 128\) differs from v.shape"):
+        flash_attn_fwd(q, q[:, :32], q)
+    with pytest.raises(ValueError, match="does not match q shape"):
+        x = randn(1, 64, 1, 128, dtype=torch.bfloat16, gen=gen)
+        flash_attn_fwd(q, x, x)
+    with pytest.raises(ValueError, match="empty tensors"):
+        flash_attn_fwd(q[:, :0], q, q)
+    for bad in (0.0, -1.0, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="softmax_scale = .* must be a positive finite number"):
+            flash_attn_fwd(q, q, q, softmax_scale=bad)
+    with pytest.raises(ValueError, match="is 0.0 as the float32 the kernel takes"):
+        flash_attn_fwd(q, q, q, softmax_scale=1e-50)
+    for out in (torch.empty(1, 64, 2, 64, dtype=torch.bfloat16, device="cuda"), q.half().clone(), q.cpu()):
+        with pytest.raises(ValueError, match="out must be a tensor of q's shape"):
+            flash_attn_fwd(q, q, q, out=out)

@@ -125,6 +125,15 @@ def test_errors_are_named():
         _bad_spr(q, team)
     with pytest.raises(ValueError, match="out must be"):
         attn_fwd_to_peers(q, q, q, team, team.buffer((1, 50, 2, 64), torch.bfloat16), 100)
+    with pytest.raises(ValueError, match="world must be an int, got 2.0"):
+        Team.emulated(2.0)
+    with pytest.raises(ValueError, match=r"buffer shape \(4, 0\) must be positive"):
+        team.buffer((4, 0), torch.float32)
+    with pytest.raises(XstageError, match="5"):
+        team.buffer((4,), torch.float32).tensor(5)  # a rank this process does not serve
+    q3 = torch.randn(3, 200, 1, 64, device="cuda").to(torch.bfloat16)
+    with pytest.raises(XstageError, match="batch 3 is not a multiple of the 2 ranks served here"):
+        attn_fwd_to_peers(q3, q3, q3, team, team.buffer((1, 100, 2, 64), torch.bfloat16), 100)
 
 
 def _bad_spr(q, team):
