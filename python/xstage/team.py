@@ -15,7 +15,6 @@ function that needs it is called.
 from __future__ import annotations
 
 import ctypes
-import weakref
 
 from . import attention as _attn
 
@@ -59,9 +58,10 @@ class _Handle:
     _destroy = ""
 
     def close(self):
+        # In place: a team shares this c_void_p (Team._adopt), so it sees the handle gone and does not free it again.
         if self._h and self._h.value:
             getattr(_lib(), self._destroy)(self._h)
-            self._h = ctypes.c_void_p()
+            self._h.value = None
 
     def __del__(self):
         try:
@@ -77,7 +77,10 @@ class Team(_Handle):
     _destroy = "xstage_team_destroy"
 
     def __init__(self, handle, keepalive=None):
-        self._dependents = weakref.WeakSet()  # buffers and layers made on this team (_adopt)
+        # The handles of buffers and layers made on this team (_adopt), held strongly: when a team and its layers die
+        # together in a reference cycle, the collector clears weak references before any finalizer runs, so a
+        # WeakSet would be empty here and the layers would be freed after their team.
+        self._children = []
         self._h = ctypes.c_void_p(handle)
         self._keepalive = keepalive
         self.group = None  # the torch.distributed group of a real team (from_process_group)
@@ -91,12 +94,15 @@ class Team(_Handle):
         self.label = buf.value.decode()
 
     def _adopt(self, dependent):
-        """Registers a buffer or layer made on this team, so that close() closes it first."""
-        self._dependents.add(dependent)
+        """Registers a buffer or layer made on this team (its handle object, shared), so that close() frees it first."""
+        self._children = [c for c in self._children if c[1].value] + [(dependent._destroy, dependent._h)]
 
     def close(self):
-        for d in list(getattr(self, "_dependents", ())):
-            d.close()
+        for destroy, h in getattr(self, "_children", ()):
+            if h.value:  # (one closed by its owner is None already)
+                getattr(_lib(), destroy)(h)
+                h.value = None
+        self._children = []
         super().close()
 
     @classmethod

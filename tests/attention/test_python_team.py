@@ -219,3 +219,25 @@ def test_close_closes_what_was_made_on_the_team():
     assert not buf._h.value, "the buffer was not closed with its team"
     with pytest.raises(XstageError, match="buffer is null"):
         buf.tensor(0)
+
+
+def test_a_team_in_a_reference_cycle_frees_its_buffers_first(monkeypatch):
+    """A team and its buffer that die together in a reference cycle: the collector clears weak references before it
+    runs finalizers, in any order, so the team must hold its children's handles strongly to free them first (a buffer
+    or layer freed after its team touches freed memory; with real ranks, a destroyed NCCL communicator)."""
+    import gc
+
+    from xstage import team as xt
+    gc.collect()  # (earlier tests' garbage is freed before the recording starts)
+    lib, calls = xt._lib(), []
+    for name in ("xstage_buffer_free", "xstage_team_destroy"):
+        real = getattr(lib, name)
+        monkeypatch.setattr(lib, name, lambda h, real=real, name=name: (calls.append(name), real(h))[1], raising=False)
+    for _ in range(4):  # the collector's order differs between runs; each must free the buffer first
+        calls.clear()
+        team = Team.emulated(2)
+        buf = team.buffer((16,), torch.float32)
+        team._cycle, buf._cycle = buf, team
+        del team, buf
+        gc.collect()
+        assert calls == ["xstage_buffer_free", "xstage_team_destroy"], calls

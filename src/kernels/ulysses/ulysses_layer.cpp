@@ -98,6 +98,8 @@ void Layer::pre_a2a(const void* const* q, const void* const* k, const void* cons
   A2AArgs a = a2a_args(int(A2ADirection::kSeqToHead), kSlotIn);
   a.tensors = 3;
   for (int g = 0; g < team_.local_ranks(); ++g) {
+    // (forward checks these before its epoch turns; pre_a2a is also called alone, by the timing harness)
+    XSTAGE_REQUIRE(q[g] && k[g] && v[g], "ulysses layer: q/k/v of local rank ", team_.first_rank() + g, " is null");
     a.src[0][g] = static_cast<const char*>(q[g]);
     a.src[1][g] = static_cast<const char*>(k[g]);
     a.src[2][g] = static_cast<const char*>(v[g]);
