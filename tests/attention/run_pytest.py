@@ -25,8 +25,12 @@ class Count:
             self.failed += 1
 
 
-count = Count()
-rc = pytest.main(["-q", "-rs", "-p", "no:cacheprovider", *sys.argv[1:]], plugins=[count])
-if count.failed or rc not in (0, 5):
-    sys.exit(1)
-sys.exit(0 if count.passed else 77)
+# Guarded: a test that starts processes by spawn (torch.multiprocessing.spawn, as tests/ulysses/test_torch_layout.py)
+# re-imports this main module in every child, which without the guard ran pytest again there and failed
+# ("start a new process before the current process has finished its bootstrapping phase").
+if __name__ == "__main__":
+    count = Count()
+    rc = pytest.main(["-q", "-rs", "-p", "no:cacheprovider", *sys.argv[1:]], plugins=[count])
+    if count.failed or rc not in (0, 5):
+        sys.exit(1)
+    sys.exit(0 if count.passed else 77)
