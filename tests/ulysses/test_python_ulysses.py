@@ -11,7 +11,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "common"))
 from torch_sm90 import torch  # noqa: E402  (skips the module without torch or an sm_90 GPU)
 
-from xstage.attention import ERR_UNSUPPORTED, XstageError, flash_attn_fwd  # noqa: E402
+from xstage.attention import ERR_INVALID, ERR_UNSUPPORTED, XstageError, flash_attn_fwd, last_error  # noqa: E402
 from xstage.team import Team  # noqa: E402
 from xstage.ulysses import SERIAL, UlyssesAttention, ulysses_attention  # noqa: E402
 
@@ -99,6 +99,13 @@ def test_errors_are_named():
         layer(x, x, x, variant=7)
     with pytest.raises(ValueError, match="q must be a CUDA tensor, got one on cpu"):
         layer([t.cpu() for t in x], x, x)
+    # the C ABI names which array is null (it said "q/k/v arrays are null")
+    import ctypes
+
+    from xstage import ulysses as xu
+    arr = (ctypes.c_void_p * 4)(*[t.data_ptr() for t in x])
+    assert xu._lib().xstage_ulysses_forward(layer._h, arr, None, arr, 0, None, None) == ERR_INVALID
+    assert last_error() == "the k array is null"
 
 
 def test_layer_cache_goes_with_its_team():

@@ -155,7 +155,8 @@ extern "C" void* xstage_buffer_ptr(xstage_buffer buf, int rank) {
 extern "C" int xstage_attn_fwd_to_peers(const xstage_attn_fwd_params* p, xstage_team team, xstage_buffer out,
                                         int seq_per_rank, uint32_t epoch, void* stream) {
   if (team == nullptr) return set_error(XSTAGE_ERR_INVALID, "team is null");
-  if (out == nullptr || out->team != team) return set_error(XSTAGE_ERR_INVALID, "output buffer is null or of another team");
+  if (out == nullptr) return set_error(XSTAGE_ERR_INVALID, "output buffer is null");
+  if (out->team != team) return set_error(XSTAGE_ERR_INVALID, "output buffer belongs to another team");
   if (p == nullptr) return set_error(XSTAGE_ERR_INVALID, "params is null");
   if (int rc = xstage::attention::capi::check_params(p, /*with_output=*/false); rc != XSTAGE_OK) return rc;
   return guarded([&] {
