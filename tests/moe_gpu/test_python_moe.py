@@ -205,6 +205,27 @@ def test_bad_input_is_named():
         assert torch.all(out == 7.0), f"{plan}: a refused call wrote its output"
 
 
+def test_quantization_errors_are_named():
+    """quantize_weights' and quantize_act's argument errors (untested until session 80's audit), and a float topk_idx."""
+    H, I, E, k, T = 256, 256, 8, 2, 16
+    x, w1, w2, idx, wt = make_inputs(T, H, I, E, k, SEED + 23)
+    with pytest.raises(ValueError, match=r"w1 and w2 must be \[experts, 2I, H\] and \[experts, H, I\], got \(512, 256\)"):
+        quantize_weights(w1[0], w2)
+    with pytest.raises(ValueError, match=r"w1 \(8, 512, 256\) and w2 \(8, 128, 256\) disagree"):
+        quantize_weights(w1, w2[:, :128])
+    with pytest.raises(ValueError, match="hidden 200 and inter 256 must be multiples of 128"):
+        quantize_weights(w1[..., :200], w2[:, :200])
+    with pytest.raises(ValueError, match="w1 and w2 must be CUDA tensors"):
+        quantize_weights(w1.cpu(), w2.cpu())
+    with pytest.raises(ValueError, match="format 'fp4' is none of"):
+        quantize_weights(w1, w2, "fp4")
+    with pytest.raises(ValueError, match=r"x must be \[T, H\] with H a multiple of 128, got \(16, 200\)"):
+        quantize_act(x[:, :200])
+    layer = MoeLayer(Team.emulated(1), H, I, E, k, T)
+    with pytest.raises(ValueError, match="topk_idx must be an integer tensor, got torch.float32"):
+        layer(x, idx.float(), wt, quantize_weights(w1, w2, "w8a8"))
+
+
 def test_reference_checks_the_routing():
     """moe_reference refuses what the layer refuses (it skipped an out-of-range id and counted a repeated one twice,
     so a test against it could pass a wrong layer), and float8 x without its scale is named."""
