@@ -96,7 +96,7 @@ int calibrate(const CalibrateOptions& opt) {
     if (opt.list) return 0;
   }
   XSTAGE_REQUIRE(opt.runs >= 1, "--runs must be >= 1, got ", opt.runs);
-  XSTAGE_REQUIRE(opt.timeout_s > 0, "--timeout must be > 0 s, got ", opt.timeout_s);
+  runtime::require_timeout(opt.timeout_s, "--timeout: ");  // also bounds calib.cpp's timeout_ns conversion
   runtime::LaunchInfo info = runtime::detect_launch(runtime::process_env());
   if (info.launcher == "none") {
     XSTAGE_REQUIRE(opt.nproc >= 2, "calibrate needs at least 2 ranks: pass --nproc N (N >= 2 local GPUs) "

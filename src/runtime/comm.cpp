@@ -68,9 +68,7 @@ std::string new_unique_id_hex() {
 Communicator::Communicator(const LaunchInfo& info, const CommOptions& opt) : info_(info), opt_(opt) {
   // (every wait, and the device timeouts of a Team made from this communicator, read it: a negative one would
   // turn into an endless device wait once converted to nanoseconds)
-  XSTAGE_REQUIRE(std::isfinite(opt.timeout_s) && opt.timeout_s > 0 && opt.timeout_s <= kMaxTimeoutS, "rank ",
-                 info.rank, ": the communicator's timeout must be a positive number of seconds up to ", kMaxTimeoutS,
-                 ", got ", opt.timeout_s);
+  require_timeout(opt.timeout_s, "rank " + std::to_string(info.rank) + ": the communicator's ");
   rank_ = info.rank;
   size_ = info.world_size;
   static_assert(sizeof(ncclUniqueId) == kUniqueIdBytes);

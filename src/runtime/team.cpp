@@ -48,8 +48,7 @@ void Team::init_device(int device) {
 std::unique_ptr<Team> Team::emulated(int world, int device, double timeout_s) {
   XSTAGE_REQUIRE(world >= 1 && world <= kMaxRanks, "emulated world size must be in [1, ", kMaxRanks, "], got ",
                  world);
-  XSTAGE_REQUIRE(std::isfinite(timeout_s) && timeout_s > 0 && timeout_s <= kMaxTimeoutS,
-                 "timeout must be a positive number of seconds up to ", kMaxTimeoutS, ", got ", timeout_s, " s");
+  require_timeout(timeout_s);
   std::unique_ptr<Team> t(new Team);
   t->emulated_ = true;
   t->view_ = TeamView{world, 0, world};

@@ -261,7 +261,9 @@ def test_block_sampler_threads_a_reader():
             return {"sm_clock_mhz": 1500.0 + Fake.n, "power_w": 650.0, "temp_c": None, "energy_mj": 100.0 * Fake.n}
 
     with bp.BlockSampler(Fake(), 0.002) as s:
-        time.sleep(0.05)
+        deadline = time.monotonic() + 10  # on a loaded 2-core runner the sampler thread may start late
+        while Fake.n < 4 and time.monotonic() < deadline:
+            time.sleep(0.005)
     out = s.summary()
     assert out["nvml_samples"] >= 3 and out["power_w"] == 650.0 and out["temp_c"] is None
     assert out["sm_clock_mhz_min"] == 1501.0 and out["sm_clock_mhz_max"] >= 1503.0
@@ -297,8 +299,11 @@ def test_no_torch_at_import():
 def test_wall_timer_runs_sleep_backends():
     res = bp.run_protocol({"a": lambda x: time.sleep(0.001), "b": lambda x: time.sleep(0.002)}, [None],
                           warmup_s=0.005, block_s=0.02, rounds=1, timer=bp.WallTimer(), reader=NoNvml())
-    r = bp.ratio(res["stats"], "a", "b")
-    assert 1.2 < r["ratio"] < 3.0, r  # sleep granularity is coarse; the order must still be right
+    # A sleep lasts at least what it asks, so a wall timer can never report less; how much more depends on the
+    # runner's load (a 2-core CI machine under ctest -j flipped a ratio test), so only the lower bounds are asserted.
+    assert [b["backend"] for b in res["blocks"]] == ["a", "b", "b", "a"]
+    for b in res["blocks"]:
+        assert b["calls"] >= 1 and b["per_call_ms"] >= (1.0 if b["backend"] == "a" else 2.0), b
     assert res["params"]["timer"] == "wall" and res["blocks"][0]["host_ms_per_call"] is None
 
 

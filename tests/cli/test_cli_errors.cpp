@@ -118,6 +118,8 @@ TEST(CliErrors, EveryBadArgumentIsOneLineAndExit2) {
       {"calibrate --refit " + std::string(XSTAGE_SOURCE_DIR) + "/results/calibration --list", "excludes"},
 #if XSTAGE_WITH_CUDA
       {"calibrate --only nosuch --list", "--only 'nosuch' matches no test case"},
+      {"calibrate --timeout 2e9", "--timeout: timeout must be a positive number of seconds up to 1e+09, got 2e+09 s"},
+      {"calibrate --timeout 0", "--timeout: timeout must be a positive number of seconds up to 1e+09, got 0 s"},
 #else
       {"calibrate --only nosuch --list", "built without CUDA"},
 #endif

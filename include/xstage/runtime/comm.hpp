@@ -7,9 +7,11 @@
 #include <nccl.h>
 #include <nccl_device.h>
 
+#include <cmath>
 #include <cstddef>
 #include <string>
 
+#include "xstage/common/error.hpp"
 #include "xstage/runtime/env.hpp"
 
 namespace xstage::runtime {
@@ -17,6 +19,13 @@ namespace xstage::runtime {
 // The longest timeout a communicator or team takes, in seconds (~31.7 years): the device waits count it in uint64
 // nanoseconds, which hold 1.8e10 s; an infinite or larger one would not convert.
 inline constexpr double kMaxTimeoutS = 1e9;
+
+// The one timeout rule of communicators, teams and the C ABI: UsageError "<who>timeout must be a positive number of
+// seconds up to 1e+09, got T s" unless 0 < timeout_s <= kMaxTimeoutS (NaN and infinities refused).
+inline void require_timeout(double timeout_s, const std::string& who = "") {
+  XSTAGE_REQUIRE(std::isfinite(timeout_s) && timeout_s > 0 && timeout_s <= kMaxTimeoutS, who,
+                 "timeout must be a positive number of seconds up to ", kMaxTimeoutS, ", got ", timeout_s, " s");
+}
 
 // Throws RuntimeError naming the call, the rank and NCCL's/CUDA's message.
 void check_cuda(cudaError_t e, const char* what, int rank);

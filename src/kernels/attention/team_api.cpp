@@ -46,9 +46,7 @@ extern "C" int xstage_team_create_nccl(int rank, int world, int device, const un
     XSTAGE_REQUIRE(device >= 0, "device must be >= 0, got ", device);
     XSTAGE_REQUIRE(id != nullptr && id_bytes == XSTAGE_NCCL_ID_BYTES, "the NCCL unique id must be ",
                    XSTAGE_NCCL_ID_BYTES, " bytes, got ", id == nullptr ? 0 : id_bytes);
-    XSTAGE_REQUIRE(std::isfinite(timeout_s) && timeout_s > 0 && timeout_s <= xstage::runtime::kMaxTimeoutS,
-                   "timeout must be a positive number of seconds up to ", xstage::runtime::kMaxTimeoutS, ", got ",
-                   timeout_s, " s");
+    xstage::runtime::require_timeout(timeout_s);
     int ndev = 0;
     if (cudaError_t e = cudaGetDeviceCount(&ndev); e != cudaSuccess)
       return xstage::attention::capi::cuda_fail("cudaGetDeviceCount", e);

@@ -94,12 +94,16 @@ A2AArgs Layer::a2a_args(int direction, int slot) const {
   return a;
 }
 
+void Layer::check_inputs(const void* const* q, const void* const* k, const void* const* v) const {
+  for (int g = 0; g < team_.local_ranks(); ++g)
+    XSTAGE_REQUIRE(q[g] && k[g] && v[g], "ulysses layer: q/k/v of local rank ", team_.first_rank() + g, " is null");
+}
+
 void Layer::pre_a2a(const void* const* q, const void* const* k, const void* const* v, cudaStream_t s) {
   A2AArgs a = a2a_args(int(A2ADirection::kSeqToHead), kSlotIn);
   a.tensors = 3;
+  check_inputs(q, k, v);  // (forward checked them before its epoch turned; the timing harness calls pre_a2a alone)
   for (int g = 0; g < team_.local_ranks(); ++g) {
-    // (forward checks these before its epoch turns; pre_a2a is also called alone, by the timing harness)
-    XSTAGE_REQUIRE(q[g] && k[g] && v[g], "ulysses layer: q/k/v of local rank ", team_.first_rank() + g, " is null");
     a.src[0][g] = static_cast<const char*>(q[g]);
     a.src[1][g] = static_cast<const char*>(k[g]);
     a.src[2][g] = static_cast<const char*>(v[g]);
@@ -146,8 +150,7 @@ void Layer::forward(const void* const* q, const void* const* k, const void* cons
                     cudaStream_t s) {
   // Every input checked before the epoch turns: a refused call must leave the double-buffered outputs as they were
   // (and the ranks of a real team in step).
-  for (int g = 0; g < team_.local_ranks(); ++g)
-    XSTAGE_REQUIRE(q[g] && k[g] && v[g], "ulysses layer: q/k/v of local rank ", team_.first_rank() + g, " is null");
+  check_inputs(q, k, v);
   begin_epoch();
   pre_a2a(q, k, v, s);
   if (variant == Variant::kFused) {

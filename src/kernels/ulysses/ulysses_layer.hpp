@@ -70,6 +70,8 @@ class Layer {
   const void* local_attention_output() const { return oh_; }
 
  private:
+  // UsageError naming the first local rank whose q, k or v is null.
+  void check_inputs(const void* const* q, const void* const* k, const void* const* v) const;
   xstage_attn_fwd_params attn_params(void* o) const;
   A2AArgs a2a_args(int direction, int slot) const;  // the copy kernel's arguments common to both ways
   runtime::Team& team_;
