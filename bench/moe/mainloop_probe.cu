@@ -1637,11 +1637,12 @@ int run_power(double seconds, int kblocks, int ctas, const std::string& json) {
   p.block_s = seconds;
   p.rounds = 2;
   p.sample_period_s = 0.005;  // each energy-counter step placed to within 2.5 ms: ~0.3 % of a 1 s block's power
+  ok(cudaGetDevice(&p.nvml_device), "cudaGetDevice");  // the GPU the launches run on (mapped to NVML by PCI bus id)
   const xstage::bench::Result res = xstage::bench::run_protocol_cuda(names, fns, st, p);
   ok(cudaGetLastError(), "power launches");
   ok(cudaStreamSynchronize(st), "power launches");
   cudaDeviceProp prop{};
-  ok(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
+  ok(cudaGetDeviceProperties(&prop, p.nvml_device), "cudaGetDeviceProperties");
   std::printf("%s, %d CTAs x 384 threads, %d K blocks per launch; %s; NVML %s\n", prop.name, ctas, kblocks,
               res.protocol.c_str(), res.nvml ? "yes" : "no");
   std::printf("%-20s %9s %7s %8s %8s %7s %9s %s\n", "backend", "ms", "spread", "TFLOP/s", "SM MHz", "W (ctr)", "J/launch",

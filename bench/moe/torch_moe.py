@@ -157,7 +157,7 @@ def main():
     names = check_args(ap, a, KNOWN, ("warmup", "block"))
 
     import torch
-    from xstage.bench_protocol import format_result, ratio, run_protocol
+    from xstage.bench_protocol import format_result, nvml_index_from_env, ratio, run_protocol
     from xstage.moe import MoeLayer, MoeWeights, moe_reference, quantize_act, quantize_weights
     from xstage.team import Team
 
@@ -226,7 +226,8 @@ def main():
             print(f"{name}: xstage output MISMATCH against its reference; not timed", flush=True)
             results.append(row)
             continue
-        res = run_protocol(backends, sets, warmup_s=a.warmup, block_s=a.block, rounds=a.rounds)
+        res = run_protocol(backends, sets, warmup_s=a.warmup, block_s=a.block, rounds=a.rounds,
+                           nvml_device=nvml_index_from_env(torch.cuda.current_device()))
         print(f"== {name} T={T} (H={H} I={I} E={E} k={k}), {team.label}")
         print("relative rms against the float64 layer on bf16 inputs: " + ", ".join(
             f"{b} {row[key]:.2e}" for b, key in (("xstage", "xstage_rel_rms_vs_float64"),

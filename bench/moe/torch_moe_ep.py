@@ -86,7 +86,8 @@ def main():
     ap.add_argument("--routing", default="balanced", choices=["balanced", "skewed"])
     ap.add_argument("--backends", default="xstage,torch-bf16,torch-fp8", help="a subset, in this order")
     ap.add_argument("--sets", type=int, default=4, help="routings / activations rotated over the calls")
-    ap.add_argument("--warmup-calls", type=int, default=10)
+    ap.add_argument("--warmup-calls", type=int, default=10, help="calls per backend before the protocol")
+    ap.add_argument("--warmup-s", type=float, default=0.2, help="the protocol's warm-up before each block")
     ap.add_argument("--block", type=float, default=0.4)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--json", default=None)
@@ -114,6 +115,11 @@ def main():
             t = torch.tensor([n], device="cuda")
             dist.all_reduce(t, op=dist.ReduceOp.MAX)
             return super().time_calls(call, first, int(t.item()))
+
+        def all_done(self, done):  # the warm-up stops when every rank's time is up: the same calls everywhere
+            t = torch.tensor([int(done)], device="cuda")
+            dist.all_reduce(t, op=dist.ReduceOp.MIN)
+            return bool(t.item())
 
     results = []
     rms = lambda t: t.pow(2).mean().sqrt().item()  # noqa: E731
@@ -179,8 +185,8 @@ def main():
             for c in range(a.warmup_calls):
                 fn(sets[c % len(sets)])
         torch.cuda.synchronize()
-        res = bp.run_protocol(backends, sets, warmup_s=0.0, block_s=a.block, rounds=a.rounds, timer=AgreedTimer(),
-                              nvml_device=local)
+        res = bp.run_protocol(backends, sets, warmup_s=a.warmup_s, block_s=a.block, rounds=a.rounds, timer=AgreedTimer(),
+                              nvml_device=bp.nvml_index_from_env(local))
         st = res["stats"]
         flat = []
         for b in names:

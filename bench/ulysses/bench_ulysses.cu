@@ -333,7 +333,7 @@ int run(const Args& a) {
       worst_err = std::max(worst_err, err.max_err);
       worst_tol = std::max(worst_tol, tol);
 
-      // Timing. Real ranks: fixed warm-up here, protocol warm-up off, agreed block lengths.
+      // Timing. Real ranks: AgreedTimer agrees the warm-up's calls and the block lengths.
       team->barrier();
       std::vector<std::function<void(int)>> fns = {
           [&](int) { layer.attention_local(s); },
@@ -372,15 +372,12 @@ int run(const Args& a) {
         });
       }
       bench::Params bp;
-      bp.warmup_s = comm ? 0 : a.warmup_s;
+      bp.warmup_s = a.warmup_s;  // real ranks too: AgreedTimer agrees the warm-up's calls
       bp.block_s = a.block_s;
       bp.rounds = a.rounds;
       bp.nvml_device = team->device();
-      if (comm)
-        for (auto& f : fns)
-          for (int c = 0; c < 10; ++c) f(c);
       bench::AgreedTimer timer(fns, s, comm.get());
-      bench::NvmlSampler sampler(team->device());
+      bench::NvmlSampler sampler(bench::cuda_pci_bus_id(team->device()));
       const bench::Result r = bench::run_protocol(bnames, timer, &sampler, bp);
       layer.wait_output(s);  // fused_sender blocks sent signals nobody waited for
       team->check("ulysses timing");

@@ -202,6 +202,11 @@ def real(a, shapes):
             dist.all_reduce(t, op=dist.ReduceOp.MAX)
             return super().time_calls(call, first, int(t.item()))
 
+        def all_done(self, done):  # the warm-up stops when every rank's time is up: the same calls everywhere
+            t = torch.tensor([int(done)], device="cuda")
+            dist.all_reduce(t, op=dist.ReduceOp.MIN)
+            return bool(t.item())
+
     rows = []
     for M, hp in shapes:
         H, s = hp * P, M // P
@@ -214,8 +219,8 @@ def real(a, shapes):
         for fn in backends.values():
             for _ in range(a.warmup_calls):
                 fn((q, k, v))
-        res = bp.run_protocol(backends, [(q, k, v)], warmup_s=0.0, block_s=a.block_s, rounds=a.rounds,
-                              timer=AgreedTimer(), nvml_device=local)
+        res = bp.run_protocol(backends, [(q, k, v)], warmup_s=a.warmup_s, block_s=a.block_s, rounds=a.rounds,
+                              timer=AgreedTimer(), nvml_device=bp.nvml_index_from_env(local))
         st = res["stats"]
         flipped = bool(bp.ratio(st, "xstage", "torch")["flipped"])  # the ratio's two ABBA halves on either side of 1
         t = torch.tensor([st["torch"]["median_ms"], st["xstage"]["median_ms"], st["torch"]["spread"],
@@ -243,7 +248,8 @@ def main(argv=None):
     ap.add_argument("--dim", type=int, default=128)
     ap.add_argument("--emulate", type=int, default=0, metavar="P",
                     help="one process, P ranks emulated on this GPU: the checks only, nothing timed")
-    ap.add_argument("--warmup-calls", type=int, default=10)
+    ap.add_argument("--warmup-calls", type=int, default=10, help="calls per backend before the protocol")
+    ap.add_argument("--warmup-s", type=float, default=0.2, help="the protocol's warm-up before each block")
     ap.add_argument("--block-s", type=float, default=0.4)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--out", type=Path)

@@ -382,7 +382,8 @@ class BlockSampler:
 
 def warm_up(timer, call, seconds: float, first: int = 0, max_calls: int = DEFAULT_MAX_CALLS) -> dict:
     """Back-to-back calls in chunks of 1, 2, 4, ... (each timed by `timer`, capped by the time left) until
-    `seconds` of wall time have passed (at least one chunk). per_call_s: the last chunk's time per call
+    `seconds` of wall time have passed (at least one chunk; with a timer that has all_done(done), as one whose
+    calls span ranks, until it says every rank is done). per_call_s: the last chunk's time per call
     (the estimate that sizes the block); host_s_per_call: the smallest host enqueue time per call over
     the chunks (a chunk starts on an idle device, so small chunks show the pure host cost)."""
     t0 = timer.now()
@@ -394,7 +395,8 @@ def warm_up(timer, call, seconds: float, first: int = 0, max_calls: int = DEFAUL
         if host_s is not None:
             host = host_s / done if host is None else min(host, host_s / done)
         left = seconds - (timer.now() - t0)
-        if left <= 0:
+        all_done = getattr(timer, "all_done", None)  # a timer spanning ranks: done only when every rank is
+        if (all_done(left <= 0) if all_done else left <= 0):
             break
         n = max(1, min(2 * n, max_calls, math.ceil(left / per_call) if per_call > 0 else 2 * n))
     return {"calls": calls, "seconds": timer.now() - t0, "per_call_s": per_call, "host_s_per_call": host}

@@ -152,6 +152,17 @@ class NoNvml:
         return None
 
 
+def test_warm_up_waits_for_every_ranks_stop():
+    """A timer spanning ranks (the torch harnesses' AgreedTimer) stops the warm-up only when every rank is done: the
+    other rank here is done at 0.75 s, so this one, done at 0.5 s, goes on one call at a time (as the C++ one)."""
+    clock = FakeClock()
+    timer = FakeTimer(clock)
+    timer.all_done = lambda done: done and clock.t >= 0.75
+    w = bp.warm_up(timer, clock.backend(1 / 64), 0.5)
+    assert timer.chunks == [1, 2, 4, 8, 16, 1] + [1] * 16, timer.chunks
+    assert w["seconds"] == 0.75 and w["calls"] == 48
+
+
 def test_warm_up_doubles_and_stops():
     clock = FakeClock()
     timer = FakeTimer(clock, host_s_per_call=1e-4)

@@ -208,6 +208,39 @@ TEST(BenchProtocol, WarmUpDoublesAndStops) {
   EXPECT_NEAR(w.host_s_per_call.value(), 1e-4, 1e-15);
 }
 
+// A timer that spans ranks stops the warm-up only when every rank is done (AgreedTimer::all_done); here the other
+// rank is done at 0.75 s of virtual time, so this rank, done at 0.5 s, goes on one call at a time (as Python's).
+class LaggingPeerTimer final : public xb::Timer {
+ public:
+  FakeTimer inner{{1.0 / 64}, 1};
+  const char* name() const override { return "lagging-peer"; }
+  double now() override { return inner.now(); }
+  xb::CallTiming time_calls(int b, long first, long n) override { return inner.time_calls(b, first, n); }
+  bool all_done(bool done) override { return done && inner.now() >= 0.75; }
+};
+
+TEST(BenchProtocol, WarmUpWaitsForEveryRanksStop) {
+  LaggingPeerTimer t;
+  const auto w = xb::warm_up(t, 0, 0.5, 0);
+  std::vector<long> want{1, 2, 4, 8, 16, 1};
+  want.insert(want.end(), 16, 1L);
+  EXPECT_EQ(t.inner.chunks, want);
+  EXPECT_EQ(w.calls, 48);
+  EXPECT_EQ(w.seconds, 0.75);
+}
+
+TEST(BenchProtocol, NvmlByPciBusId) {  // the CUDA ordinal's GPU, whatever CUDA_VISIBLE_DEVICES renumbers
+  xb::NvmlReader none(std::string{});
+  EXPECT_FALSE(none.available());
+  EXPECT_NE(none.error().find("no PCI bus id"), std::string::npos) << none.error();
+  xb::NvmlReader absent(std::string("0000:00:00.0"), "libnvidia-ml-definitely-absent.so.1");
+  EXPECT_FALSE(absent.available());
+  EXPECT_FALSE(absent.read().has_value());
+  xb::NvmlReader nowhere(std::string("ffff:ff:1f.7"));  // GPU machine: no such bus; CPU machine: no NVML
+  EXPECT_FALSE(nowhere.available());
+  EXPECT_FALSE(nowhere.error().empty());
+}
+
 TEST(BenchProtocol, RunProtocolFakeClock) {
   FakeTimer t({0.001, 0.002}, 3, 5e-4);
   FakeSampler sampler;

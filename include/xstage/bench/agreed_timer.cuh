@@ -2,9 +2,9 @@
 // The benchmark protocol's Timer for real ranks (one process per GPU): every call of a fused
 // distributed kernel waits on the peers' calls, so every rank must make the same number of calls per
 // block. The block length each rank's protocol asks for is replaced by the maximum over the ranks (a
-// host allreduce before the block); the protocol's time-based warm-up must be replaced by a fixed one
-// (Params::warmup_s = 0 and a few calls before the protocol) for the same reason. Without a communicator
-// (one process: P = 1 or emulated ranks) it is the plain CudaTimer.
+// host allreduce before the block), and the time-based warm-up stops only when every rank's time is up
+// (all_done: a host allreduce of the ranks' stop flags). Without a communicator (one process: P = 1 or
+// emulated ranks) it is the plain CudaTimer.
 #include <functional>
 #include <vector>
 
@@ -23,6 +23,7 @@ class AgreedTimer final : public Timer {
     if (comm_) n = long(comm_->allreduce((long long)n, ncclMax));
     return inner_.time_calls(backend, first, n);
   }
+  bool all_done(bool done) override { return comm_ ? comm_->allreduce(done ? 1LL : 0LL, ncclMin) == 1 : done; }
 
  private:
   CudaTimer inner_;

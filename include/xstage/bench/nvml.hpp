@@ -20,34 +20,22 @@ namespace xstage::bench {
 
 class NvmlReader {
  public:
+  // By NVML index (NVML numbers every GPU of the host; CUDA_VISIBLE_DEVICES does not renumber it).
   explicit NvmlReader(int device = 0, const char* libname = "libnvidia-ml.so.1") {
-    lib_ = dlopen(libname, RTLD_NOW | RTLD_LOCAL);
-    if (!lib_) {
-      const char* e = dlerror();
-      error_ = e ? e : "dlopen failed";
-      return;
-    }
-    auto init = sym<int (*)()>("nvmlInit_v2");
+    if (!open(libname)) return;
     auto by_index = sym<int (*)(unsigned, void**)>("nvmlDeviceGetHandleByIndex_v2");
-    clock_ = sym<int (*)(void*, int, unsigned*)>("nvmlDeviceGetClockInfo");
-    power_ = sym<int (*)(void*, unsigned*)>("nvmlDeviceGetPowerUsage");
-    temp_ = sym<int (*)(void*, int, unsigned*)>("nvmlDeviceGetTemperature");
-    shutdown_ = sym<int (*)()>("nvmlShutdown");
-    energy_ = sym<int (*)(void*, unsigned long long*)>("nvmlDeviceGetTotalEnergyConsumption");  // optional
-    if (!init || !by_index || !clock_ || !power_ || !temp_ || !shutdown_) {
-      error_ = "libnvidia-ml.so.1 lacks an NVML entry point";
+    select(by_index && by_index(static_cast<unsigned>(device), &handle_) == 0, "no NVML device " + std::to_string(device));
+  }
+  // By PCI bus id ("0000:1b:00.0", the form cudaDeviceGetPCIBusId writes; protocol_cuda.cuh's cuda_pci_bus_id): the
+  // GPU a CUDA device ordinal names, whatever CUDA_VISIBLE_DEVICES does to the numbering.
+  explicit NvmlReader(const std::string& pci_bus_id, const char* libname = "libnvidia-ml.so.1") {
+    if (pci_bus_id.empty()) {
+      error_ = "no PCI bus id for the CUDA device";
       return;
     }
-    if (init() != 0) {
-      error_ = "nvmlInit_v2 failed";
-      return;
-    }
-    if (by_index(static_cast<unsigned>(device), &handle_) != 0) {
-      shutdown_();
-      error_ = "no NVML device " + std::to_string(device);
-      return;
-    }
-    available_ = true;
+    if (!open(libname)) return;
+    auto by_bus = sym<int (*)(const char*, void**)>("nvmlDeviceGetHandleByPciBusId_v2");
+    select(by_bus && by_bus(pci_bus_id.c_str(), &handle_) == 0, "no NVML device at PCI bus id " + pci_bus_id);
   }
   ~NvmlReader() {
     if (available_) shutdown_();
@@ -77,6 +65,39 @@ class NvmlReader {
   F sym(const char* name) {
     return reinterpret_cast<F>(dlsym(lib_, name));
   }
+  // dlopen and nvmlInit; false (with error_) when either fails or an entry point is missing.
+  bool open(const char* libname) {
+    lib_ = dlopen(libname, RTLD_NOW | RTLD_LOCAL);
+    if (!lib_) {
+      const char* e = dlerror();
+      error_ = e ? e : "dlopen failed";
+      return false;
+    }
+    auto init = sym<int (*)()>("nvmlInit_v2");
+    clock_ = sym<int (*)(void*, int, unsigned*)>("nvmlDeviceGetClockInfo");
+    power_ = sym<int (*)(void*, unsigned*)>("nvmlDeviceGetPowerUsage");
+    temp_ = sym<int (*)(void*, int, unsigned*)>("nvmlDeviceGetTemperature");
+    shutdown_ = sym<int (*)()>("nvmlShutdown");
+    energy_ = sym<int (*)(void*, unsigned long long*)>("nvmlDeviceGetTotalEnergyConsumption");  // optional
+    if (!init || !clock_ || !power_ || !temp_ || !shutdown_) {
+      error_ = "libnvidia-ml.so.1 lacks an NVML entry point";
+      return false;
+    }
+    if (init() != 0) {
+      error_ = "nvmlInit_v2 failed";
+      return false;
+    }
+    return true;
+  }
+  // After open(): available when the handle was found, else NVML shut down again and error_ = why.
+  void select(bool found, const std::string& why) {
+    if (!found) {
+      shutdown_();
+      error_ = why;
+      return;
+    }
+    available_ = true;
+  }
   void* lib_ = nullptr;
   void* handle_ = nullptr;
   bool available_ = false;
@@ -92,6 +113,8 @@ class NvmlReader {
 class NvmlSampler final : public Sampler {
  public:
   explicit NvmlSampler(int device = 0, double period_s = kDefaultSamplePeriodS) : reader_(device), period_(period_s) {}
+  explicit NvmlSampler(const std::string& pci_bus_id, double period_s = kDefaultSamplePeriodS)
+      : reader_(pci_bus_id), period_(period_s) {}
   ~NvmlSampler() override {
     if (thread_.joinable()) stop();
   }

@@ -272,6 +272,9 @@ class Timer {
   virtual double now() = 0;  // wall seconds
   // Calls first, first+1, ..., first+calls-1 of `backend` back to back; returns their timing.
   virtual CallTiming time_calls(int backend, long first, long calls) = 0;
+  // The warm-up's stop decision. A timer whose calls span ranks (AgreedTimer) returns the same answer on every rank
+  // (done only when every rank is), so a time-based warm-up makes the same calls everywhere.
+  virtual bool all_done(bool done) { return done; }
 };
 
 class Sampler {  // NVML beside a block; nvml.hpp has the real one
@@ -289,7 +292,7 @@ struct Params {
   long min_calls = kDefaultMinCalls;
   long max_calls = kDefaultMaxCalls;
   int n_inputs = 1;  // recorded only: the Timer's calls rotate their inputs
-  int nvml_device = 0;
+  int nvml_device = 0;  // the CUDA device whose NVML readings sit beside the blocks (run_protocol_cuda maps it by PCI bus id)
   // NVML reading period beside a block (run_protocol_cuda's sampler; Python: run_protocol's sample_period_s). The
   // energy estimate places each counter step to within half of it, so power comparisons want it short.
   double sample_period_s = kDefaultSamplePeriodS;
@@ -315,7 +318,7 @@ inline WarmUp warm_up(Timer& timer, int backend, double seconds, long first, lon
       w.host_s_per_call = w.host_s_per_call ? std::min(*w.host_s_per_call, h) : h;
     }
     const double left = seconds - (timer.now() - t0);
-    if (left <= 0) break;
+    if (timer.all_done(left <= 0)) break;
     long by_time = 2 * n;
     if (w.per_call_s > 0) by_time = static_cast<long>(std::min(std::ceil(left / w.per_call_s), 1e15));
     n = std::max(1L, std::min({2 * n, max_calls, by_time}));

@@ -27,6 +27,14 @@ inline void cuda_check(cudaError_t e, const char* what) {
   if (e != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
 }
 
+// The PCI bus id of a CUDA device ordinal, for NvmlReader / NvmlSampler: NVML numbers the host's GPUs, CUDA the
+// visible ones, so an ordinal is not an NVML index under CUDA_VISIBLE_DEVICES. Empty when CUDA cannot say.
+inline std::string cuda_pci_bus_id(int cuda_device) {
+  char id[32] = {};
+  if (cudaDeviceGetPCIBusId(id, sizeof id, cuda_device) != cudaSuccess) return {};
+  return id;
+}
+
 inline double wall_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
@@ -150,7 +158,7 @@ inline Result run_protocol_cuda(const std::vector<std::string>& names, std::vect
   if (fns.size() != names.size()) throw std::invalid_argument("run_protocol_cuda: one function per backend");
   const int k = std::max(1, p.n_inputs);
   CudaTimer timer(std::move(fns), stream, use_graph, k * ((16 + k - 1) / k));
-  NvmlSampler sampler(p.nvml_device, p.sample_period_s);
+  NvmlSampler sampler(cuda_pci_bus_id(p.nvml_device), p.sample_period_s);
   return run_protocol(names, timer, &sampler, p, log);
 }
 
