@@ -172,6 +172,11 @@ def main():
         "emulated_note": "emulated P ranks on one GPU split the same global batch (T/P tokens per rank): output "
                          "bit-identical to P = 1 on every token, at 2048 tokens, every shape, precision and routing",
         "fused_beats_unfused_everywhere": bool(ratios) and min(ratios) > 1.0,
+        # the ABBA order check of each fused/unfused ratio (its two halves on either side of 1: not a result);
+        # rows re-analysed by --reapply-* lost theirs (made against another backend) and are not counted
+        "fused_vs_unfused_order_checked": sum(1 for r in rows if "fused_vs_unfused_flipped" in r),
+        "fused_vs_unfused_flipped": [f'{r["shape"]} {r["precision"]} {r["routing"]} T={r["tokens"]}: {r["fused_vs_unfused"]:.3f}'
+                                     for r in rows if r.get("fused_vs_unfused_flipped")],
         "configs_fused_slower": [f'{r["shape"]} {r["precision"]} {r["routing"]} T={r["tokens"]}: {r["fused_vs_unfused"]:.3f}'
                                  for r in rows if r.get("fused_vs_unfused", 2) < 1.0],
         "machine": machine,

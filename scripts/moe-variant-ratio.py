@@ -4,8 +4,9 @@
     python3 scripts/moe-variant-ratio.py DIR/moe.csv _l0      # --compare-lean's backend suffix
 
 Per configuration and fused order: the default's median ms, its fraction of the cuBLASLt ceiling measured in the same
-run, time_variant / time (> 1: the default is faster) and whether that ratio flipped between the ABBA halves; then
-the geomean, min and max per order and token count. Exits 1 when a configuration has no row of the variant."""
+run, time_variant / time (> 1: the default is faster) and whether that ratio flipped between the ABBA halves (known
+where the default order is the run's fused backend, else n/a); then the geomean, min and max per order, precision and
+token count. Exits 1 when a configuration has no row of the variant."""
 import csv
 import math
 import sys
@@ -13,20 +14,25 @@ import sys
 
 def main(path, suffix):
     rows = list(csv.DictReader(open(path)))
-    key = lambda r: (r['shape'], r['tokens'], r['routing'], r['backend'])
-    ceil = {(r['shape'], r['tokens'], r['routing']): float(r['tflops']) for r in rows if r['backend'] == 'ceiling'}
-    by = {key(r): r for r in rows}
+    cfg = lambda r: (r['shape'], r['precision'], r['tokens'], r['routing'])
+    ceil = {cfg(r): float(r['tflops']) for r in rows if r['backend'] == 'ceiling'}
+    by = {cfg(r) + (r['backend'],): r for r in rows}
+    # bench_moe's `flipped` of a backend is the order check of its ratio against the row's fused backend (the one
+    # whose own flag is -1): it checks time_variant / time only where the variant's default order is that backend
+    fused = {cfg(r): r['backend'] for r in rows if r['backend'].startswith('fused') and r['flipped'] == '-1'}
     groups = {}
-    for (sh, T, rt, b), r in sorted(by.items()):
+    for (sh, pr, T, rt, b), r in sorted(by.items()):
         if b not in ('fused_wave', 'fused_interleaved'):
             continue
-        v = by.get((sh, T, rt, b + suffix))
+        v = by.get((sh, pr, T, rt, b + suffix))
         if v is None:
-            sys.exit(f'moe-variant-ratio: no backend {b + suffix} for {sh} {T} {rt} in {path}')
+            sys.exit(f'moe-variant-ratio: no backend {b + suffix} for {sh} {pr} {T} {rt} in {path}')
         t, tv = float(r['median_ms']), float(v['median_ms'])
-        print(f"{sh:18s} {T:>5s} {rt:8s} {b:18s} {t:7.3f} ms frac {float(r['tflops']) / ceil[(sh, T, rt)]:.3f} "
-              f"time{suffix}/time {tv / t:.3f} flip {v['flipped']}")
-        groups.setdefault((b, T), []).append(tv / t)
+        f = fused.get((sh, pr, T, rt))
+        flip = {'0': 'no', '1': 'YES'}.get(v['flipped'], v['flipped']) if f == b else f'n/a (checked against {f})'
+        print(f"{sh:18s} {pr} {T:>5s} {rt:8s} {b:18s} {t:7.3f} ms frac {float(r['tflops']) / ceil[(sh, pr, T, rt)]:.3f} "
+              f"time{suffix}/time {tv / t:.3f} flip {flip}")
+        groups.setdefault((b, pr, T), []).append(tv / t)
     for k, v in sorted(groups.items()):
         g = math.exp(sum(map(math.log, v)) / len(v))
         print(k, 'geomean %.3f min %.3f max %.3f' % (g, min(v), max(v)))

@@ -120,7 +120,7 @@
 // the row is correct when every rank's is. Each rank also runs the whole global batch (P * T tokens, every expert
 // regenerated from the seed) at P = 1 on its own GPU, every order, and its output rows must equal its slice of that
 // run bit for bit (the "P = 1 twin"; --no-p1-twin skips it, e.g. where all experts do not fit one GPU). Timing:
-// the protocol with agreed call counts (bench/agreed_timer.cuh, fixed warm-up); every statistic is the worst over the
+// the protocol with agreed call counts (bench/agreed_timer.cuh: warm-up and blocks); every statistic is the worst over the
 // ranks (the slowest rank sets the layer's time). The
 // trace summary is the mean over the ranks; --trace-csv FILE writes FILE.rankR per rank. Rank 0 writes the files
 // (blocks.rankR.json from the others). summary.json / schedule_summary.json then carry issue 14's keys
@@ -645,7 +645,9 @@ json trace_summary(const std::vector<moe_kernel::MoeTileTrace>& tr, int ctas, in
     if (i + 1 < tr.size() && tr[i + 1].rank == t.rank && tr[i + 1].cta == t.cta)
       gap.push_back(double(tr[i + 1].mma_start_ns) - double(t.mma_end_ns));
   }
-  const double f = ghz.empty() ? 1.5 : med(ghz);  // cycles per ns
+  // cycles per ns: the median over tiles long enough for the globaltimer's granularity; without any, the ratio of all
+  // tiles' cycles to their time (coarser), never an assumed clock
+  const double f = !ghz.empty() ? med(ghz) : busy_ns > 0 ? cyc / busy_ns : NAN;
   long long half = 0;
   for (const auto& t : tr) {
     half += t.half;
@@ -658,7 +660,8 @@ json trace_summary(const std::vector<moe_kernel::MoeTileTrace>& tr, int ctas, in
   }
   const double span = double(t1 - t0);
   const double l1_flop = 2.0 * 128 * 256 * hidden, l2_flop = 2.0 * 128 * l2_cols * inter;  // per tile, 128 rows
-  return {{"tiles", tr.size()}, {"half_tiles", half}, {"clock_ghz", f}, {"makespan_us", span / 1e3},
+  return {{"tiles", tr.size()}, {"half_tiles", half}, {"clock_ghz", f},
+          {"clock_from", ghz.empty() ? "all tiles' cycles over their time (no tile over 2 us)" : "median over tiles over 2 us"}, {"makespan_us", span / 1e3},
           {"mma_busy", span > 0 ? busy_ns / (double(ctas) * span) : NAN}, {"starved", cyc > 0 ? full / cyc : NAN},
           {"l1_mma_us", med(l1_us)}, {"l2_mma_us", med(l2_us)},
           {"l1_tflops_sm", l1_flop / (med(l1_us) * 1e-6) / 1e12}, {"l2_tflops_sm", l2_flop / (med(l2_us) * 1e-6) / 1e12},
@@ -745,7 +748,7 @@ int main(int argc, char** argv) try {
   cudaStream_t st = team1->stream();
   bench::Params bp;
   bp.block_s = a.block_s;
-  bp.warmup_s = real ? 0 : a.warmup_s;  // real ranks: a fixed warm-up before the protocol (agreed call counts)
+  bp.warmup_s = a.warmup_s;  // real ranks too: AgreedTimer agrees the warm-up's calls as well as the blocks'
   bp.rounds = a.rounds;
   bp.min_calls = a.min_calls;
   bp.nvml_device = team1->device();
@@ -777,6 +780,7 @@ int main(int argc, char** argv) try {
                  ") has no measured FP8 tensor-core rate (tensor_core_tflops.fp8) to time the tiles with");
   const double ceiling_tflops_per_sm = mx.tc_fp8 / mx.sm_count / 1e12;
   double min_ratio = INFINITY;
+  std::vector<std::string> flipped_rows;  // fused/unfused ratios whose ABBA halves fall on either side of 1
   int configs = 0, correct = 0;
   std::vector<int> emulated_ok;
   std::map<std::string, double> v4frac;  // "8192"/"32768" -> lowest ceiling fraction over the two V4 shapes
@@ -1197,11 +1201,8 @@ int main(int argc, char** argv) try {
           // ---- timing
           double fused_ms = NAN, unf_ms = NAN, ceil_ms = NAN;
           if (a.time) {
-            if (real)  // fixed warm-up: every rank the same calls (see bench/agreed_timer.cuh)
-              for (auto& f : fns)
-                for (int c = 0; c < 5; ++c) f(c);
             bench::AgreedTimer timer(fns, st, comm.get());
-            bench::NvmlSampler sampler(team1->device());
+            bench::NvmlSampler sampler(bench::cuda_pci_bus_id(team1->device()));
             const bench::Result res = bench::run_protocol(names, timer, &sampler, bp);
             ws.check(*team1, "fused MoE timing (" + key + ")");
             json jr = bench::to_json(res);
@@ -1262,6 +1263,7 @@ int main(int argc, char** argv) try {
               if (r.ratio) {
                 ratios_p1.push_back(*r.ratio);
                 min_ratio = std::min(min_ratio, *r.ratio);
+                if (r.flipped.value_or(false)) flipped_rows.push_back(detail::concat(key, " ", prec, " ", rname, " T=", T));
               }
               if (key.rfind("deepseek-v4", 0) == 0 && prec == "w8a8") {
                 const std::string k = std::to_string(T);
@@ -1484,6 +1486,8 @@ int main(int argc, char** argv) try {
                   {"ranks_label", ranks_label},
                   {"geomean_fused_vs_unfused", jratio_g},
                   {"min_fused_vs_unfused", jratio_min},
+                  {"fused_vs_unfused_order_checked", int(ratios_p1.size())},
+                  {"fused_vs_unfused_flipped", flipped_rows},
                   {"ceiling_fraction_v4_w8a8_8k", v4frac.count("8192") ? json(v4frac["8192"]) : json()},
                   {"ceiling_fraction_v4_w8a8_32k", v4frac.count("32768") ? json(v4frac["32768"]) : json()},
                   {"bound_fraction_v4_w8a8_8k", v4bound.count("8192") ? json(v4bound["8192"]) : json()},
@@ -1495,7 +1499,7 @@ int main(int argc, char** argv) try {
                   {"padding_rows", padding_rows},
                   {"command", real ? detail::concat("xstage launch -n ", P, " -- ", a.command) : a.command},
                   {"protocol", {{"name", bench::kProtocolName}, {"block_s", a.block_s}, {"warmup_s", a.warmup_s},
-                                {"rounds", a.rounds}, {"fixed_warmup_calls", real ? 5 : 0}}},
+                                {"rounds", a.rounds}}},
                   {"rows", rows}};
   if (real && P > 1) {  // the P = 1 twin: configurations where every rank's rows equal a one-GPU run's
     int twin = 0, twin_eq = 0;

@@ -16,12 +16,12 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 SCRIPT = os.path.join(ROOT, "scripts", "moe-summary.py")
 
 
-def row(shape, prec, tokens, routing, fused_ms, unfused_ms, ceil_ms, correct=True, stream_ms=None):
+def row(shape, prec, tokens, routing, fused_ms, unfused_ms, ceil_ms, correct=True, stream_ms=None, flipped=False):
     flops = 1e12  # per call; TFLOP/s columns are flops / ms / 1e9
     r = {"shape": shape, "precision": prec, "tokens": tokens, "routing": routing, "flops": flops,
             "fused_backend": "fused_interleaved", "ms_fused_interleaved": fused_ms, "ms_unfused": unfused_ms,
             "ms_ceiling": ceil_ms, "fused_vs_unfused": unfused_ms / fused_ms, "ceiling_fraction": ceil_ms / fused_ms,
-            "ref_rel_rms": 3e-3, "ref_requant_rel_rms": 2.2e-2, "correct": correct}
+            "ref_rel_rms": 3e-3, "ref_requant_rel_rms": 2.2e-2, "correct": correct, "fused_vs_unfused_flipped": flipped}
     if stream_ms is not None:  # the memory floor, as bench_moe writes it (runs before session 62 have none)
         bound = max(ceil_ms, stream_ms)
         r.update({"ms_stream": stream_ms, "bound_ms": bound, "bound_by": "memory" if stream_ms > ceil_ms else "compute",
@@ -83,6 +83,8 @@ def main():
         check(s["bound_fraction_v4_w8a8_32k"] is None, "a 32K row without a stream gives no bound fraction")
         check(s["memory_bound_configs"] == 1, f"memory_bound_configs {s['memory_bound_configs']} != 1")
         check(s["fused_beats_unfused_everywhere"] is True, "fused_beats_unfused_everywhere")
+        check(s["fused_vs_unfused_order_checked"] == 6 and s["fused_vs_unfused_flipped"] == [],
+              f"order checks: {s['fused_vs_unfused_order_checked']}, flipped {s['fused_vs_unfused_flipped']}")
         check(s["emulated_ranks_tested"] == [2, 4, 8], "emulated_ranks_tested")
         check(s["machine"] == "NVIDIA H200, 132 SMs", "machine")
         check(s["command"] == [f"bench_moe --out {d8}", f"bench_moe --out {d4}"], "commands, one per run")
@@ -98,7 +100,7 @@ def main():
         check("| - | - |" in table[4], f"a row without a stream: {table[4]}")
 
         # a run slower than unfused somewhere, and runs that disagree on their padding rows: both said
-        write_run(d4, w4 + [row("glm-flash", "w4a8", 32768, "balanced", 2.0, 1.9, 1.0)],
+        write_run(d4, w4 + [row("glm-flash", "w4a8", 32768, "balanced", 2.0, 1.9, 1.0, flipped=True)],
                   extra={"padding_rows": "zeroed by every launch (zero_padding 1)"})
         p, out = merge(tmp, [d8, d4])
         check(p.returncode == 0, f"merge failed: {p.stderr}")
@@ -106,6 +108,8 @@ def main():
         check(s["fused_beats_unfused_everywhere"] is False, "a slower point clears fused_beats_unfused_everywhere")
         check(len(s["configs_fused_slower"]) == 1 and s["configs_fused_slower"][0].startswith("glm-flash w4a8"),
               f"configs_fused_slower: {s['configs_fused_slower']}")
+        check(s["fused_vs_unfused_flipped"] == ["glm-flash w4a8 balanced T=32768: 0.950"],
+              f"a flipped ratio is named: {s['fused_vs_unfused_flipped']}")
         check(isinstance(s.get("padding_rows"), list) and len(s["padding_rows"]) == 2, "both padding_rows values kept")
         check(s.get("software") == software, "a run without a software object adds none")
 

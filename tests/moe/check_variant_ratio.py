@@ -15,14 +15,18 @@ FIELDS = ["shape", "hidden", "inter", "experts", "topk", "tokens", "routing", "p
           "sm_clock_mhz"]
 
 
-def rows(shape, routing, default_ms, variant_ms, flipped, ceil_tflops=1000.0, suffix="_pz"):
+def rows(shape, routing, default_ms, variant_ms, flipped, ceil_tflops=1000.0, suffix="_pz", precision="w8a8",
+         fused="fused_interleaved"):
     base = {"shape": shape, "hidden": 7168, "inter": 3072, "experts": 384, "topk": 6, "tokens": 8192,
-            "routing": routing, "precision": "w8a8", "flops": 6.5e12, "min_ms": 0, "max_ms": 0, "spread": 0.01,
+            "routing": routing, "precision": precision, "flops": 6.5e12, "min_ms": 0, "max_ms": 0, "spread": 0.01,
             "ratio_vs_fused": 1, "j_per_call": 5, "sm_clock_mhz": 1700}
     out = []
-    for b, ms, tf, fl in (("fused_interleaved", default_ms, 500.0, "False"),
+    # bench_moe writes `flipped` as 1 / 0 against the row's fused backend, -1 on the fused backend itself
+    for b, ms, tf, fl in (("fused_interleaved", default_ms, 500.0, "-1" if fused == "fused_interleaved" else "0"),
                           ("fused_interleaved" + suffix, variant_ms, 480.0, flipped),
-                          ("ceiling", 5.0, ceil_tflops, "False")):
+                          ("fused_wave", default_ms, 500.0, "-1" if fused == "fused_wave" else "0"),
+                          ("fused_wave" + suffix, variant_ms, 480.0, "0"),
+                          ("ceiling", 5.0, ceil_tflops, "0")):
         r = dict(base, backend=b, median_ms=ms, tflops=tf, flipped=fl)
         out.append(r)
     return out
@@ -38,20 +42,28 @@ def main():
         with open(path, "w", newline="") as f:
             w = csv.DictWriter(f, fieldnames=FIELDS)
             w.writeheader()
-            for r in rows("deepseek-v4-pro", "balanced", 10.0, 9.0, "False") + rows("deepseek-v4-pro", "skewed", 10.0,
-                                                                                       12.5, "True"):
+            for r in (rows("deepseek-v4-pro", "balanced", 10.0, 9.0, "0") + rows("deepseek-v4-pro", "skewed", 10.0, 12.5, "1")
+                      # the other precision of the same shape: its own rows, not overwriting the W8A8 ones
+                      + rows("deepseek-v4-pro", "balanced", 20.0, 30.0, "0", precision="w4a8", fused="fused_wave")):
                 w.writerow(r)
         p = subprocess.run([sys.executable, SCRIPT, path, "_pz"], capture_output=True, text=True)
         if p.returncode != 0:
             fail(f"rc {p.returncode}: {p.stderr}")
         lines = p.stdout.splitlines()
-        bal = [l for l in lines if "balanced" in l]
-        skw = [l for l in lines if "skewed" in l]
-        if not bal or "time_pz/time 0.900" not in bal[0] or "frac 0.500" not in bal[0]:
+        line = lambda *words: [l for l in lines if all(w in l for w in words)]
+        bal = line("w8a8", "balanced", "fused_interleaved ")
+        skw = line("w8a8", "skewed", "fused_interleaved ")
+        if len(bal) != 1 or "time_pz/time 0.900" not in bal[0] or "frac 0.500" not in bal[0] or "flip no" not in bal[0]:
             fail(f"balanced line: {bal}")  # 9 / 10; the default's 500 TFLOP/s against the ceiling's 1000
-        if not skw or "time_pz/time 1.250" not in skw[0] or "flip True" not in skw[0]:
+        if len(skw) != 1 or "time_pz/time 1.250" not in skw[0] or "flip YES" not in skw[0]:
             fail(f"skewed line: {skw}")
-        g = [l for l in lines if l.startswith("('fused_interleaved', '8192')")]
+        wave = line("w8a8", "skewed", "fused_wave ")  # its flag was checked against fused_interleaved, not fused_wave
+        if len(wave) != 1 or "flip n/a (checked against fused_interleaved)" not in wave[0]:
+            fail(f"a flag of another pair is not shown as this ratio's: {wave}")
+        w4 = line("w4a8", "balanced", "fused_wave ")
+        if len(w4) != 1 or "time_pz/time 1.500" not in w4[0] or "flip no" not in w4[0]:
+            fail(f"the W4A8 rows are their own: {w4}")
+        g = [l for l in lines if l.startswith("('fused_interleaved', 'w8a8', '8192')")]
         want = (0.9 * 1.25) ** 0.5
         if not g or f"geomean {want:.3f} min 0.900 max 1.250" not in g[0]:
             fail(f"geomean line: {g} (want {want:.3f})")
