@@ -68,7 +68,8 @@ int main(int argc, char** argv) {
   if (cudaMalloc(&bad, sizeof(int)) != cudaSuccess || cudaMemset(bad, 0, sizeof(int)) != cudaSuccess) return 3;
   k<<<4, 384>>>(bad);
   int h = -1;
-  const cudaError_t e = cudaMemcpy(&h, bad, sizeof(int), cudaMemcpyDeviceToHost);
+  cudaError_t e = cudaGetLastError();  // a refused launch is not sticky: the copy after it would succeed
+  if (e == cudaSuccess) e = cudaMemcpy(&h, bad, sizeof(int), cudaMemcpyDeviceToHost);
   if (e != cudaSuccess) {
     std::fprintf(stderr, "barrier_probe: %s\n", cudaGetErrorString(e));
     return 3;

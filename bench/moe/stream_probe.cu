@@ -44,7 +44,7 @@ namespace {
 using probe::make_map;
 using probe::ok;
 
-constexpr int kBoxBytes = 128 * 128, kWBytes = 2 * kBoxBytes, kMaxStages = 8, kSmemLimit = 227 * 1024;
+constexpr int kBoxBytes = 128 * 128, kWBytes = 2 * kBoxBytes, kMaxStages = 8;
 
 struct Args {
   CUtensorMap wmap, amap;  // amap's box has a_rows rows
@@ -269,8 +269,9 @@ int main(int argc, char** argv) {
     a.mix_amap = c.mix_a_rows == 64 ? map_a64 : map_a128;
     if (c.mix_ctas > 0) a.stage_bytes = (kWBytes + std::max(c.a_rows, c.mix_a_rows) * 128 + 1023) / 1024 * 1024;
     const size_t smem = size_t(c.stages) * a.stage_bytes + 2 * kMaxStages * sizeof(uint64_t);
-    if (smem > size_t(kSmemLimit) || c.stages > kMaxStages) {
-      std::fprintf(stderr, "stream_probe: %d stages of %d B do not fit\n", c.stages, a.stage_bytes);
+    if (smem > prop.sharedMemPerBlockOptin || c.stages > kMaxStages) {  // the device's opt-in limit, read
+      std::fprintf(stderr, "stream_probe: %d stages of %d B do not fit (%zu B of shared memory per block, %d stages)\n",
+                   c.stages, a.stage_bytes, size_t(prop.sharedMemPerBlockOptin), kMaxStages);
       return 1;
     }
     ok(cudaFuncSetAttribute(stream_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)), "smem attribute");

@@ -40,8 +40,8 @@ runtime::CommOptions opts(double timeout) {
   runtime::CommOptions o;
   o.timeout_s = timeout;
   int dev = 0, sms = 0;
-  cudaGetDevice(&dev);
-  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+  XSTAGE_CUDA_CHECK(cudaGetDevice(&dev), -1);
+  XSTAGE_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), -1);
   o.lsa_barriers = 4 * sms;
   return o;
 }
@@ -52,7 +52,7 @@ runtime::CommOptions opts(double timeout) {
 int scenario_shape() {
   runtime::Communicator comm(child_info(), opts(30));
   int sms = 0;
-  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, comm.device());
+  XSTAGE_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, comm.device()), comm.rank());
   Bench::Options bo;
   bo.runs = 2;
   bo.max_window = size_t(comm.size()) * sms * 64 * 1024;
