@@ -7,7 +7,8 @@
 # ARGS are bench_moe's (e.g. --shapes deepseek-v3 --tokens 32768 --routing balanced --precision w8a8
 # --orders wave,interleaved --trace --worlds 1). Writes $OUT/ab/<run>_<variant>/ (bench_moe's files) and prints,
 # per variant and backend, the median over its runs of unfused/fused and the traced L1/L2 FLOP per cycle per SM
-# as a fraction of 8192 ($OUT/ab/ab.csv).
+# as a fraction of 8192 (sm_90's dense FP8 wgmma rate per SM and cycle, an architectural constant) ($OUT/ab/ab.csv).
+# Exits 1 when any run failed (after the table).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 source scripts/moe-env.sh
@@ -16,14 +17,16 @@ read -r -a bins <<< "${BINS:?BINS: the bench_moe binaries to compare}"
 order=("${bins[@]}")
 for ((i = ${#bins[@]} - 1; i >= 0; --i)); do order+=("${bins[i]}"); done
 mkdir -p "$OUT/ab"
-run=0
+run=0 failed=0
 for b in "${order[@]}"; do
   [ -x "$b" ] || { echo "moe-ab: $b is not an executable"; exit 2; }
   v=$(echo "$b" | tr '/' '_')
   d="$OUT/ab/${run}_$v"
   echo "== run $run: $b"
   "$b" --out "$d" "$@" > "$d.log" 2>&1
-  echo "rc=$? $(tail -n 3 "$d.log" | head -n 1)"
+  rc=$?
+  echo "rc=$rc $(tail -n 3 "$d.log" | head -n 1)"
+  [ $rc -eq 0 ] || failed=$((failed + 1))  # (its rows still count where it wrote them; the exit says so)
   run=$((run + 1))
 done
 python3 - "$OUT/ab" <<'EOF'
@@ -61,3 +64,4 @@ with open(os.path.join(root, 'ab.csv'), 'w') as f:
         w.writerow([v, *key, be, med(e['ratio']), rng(e['ratio']), med(e['l1']), med(e['l2']), len(e['ratio'])])
         print(f"{v:40s} {'/'.join(key):40s} {be:20s} {med(e['ratio'])} ({rng(e['ratio'])})  {med(e['l1'])}  {med(e['l2'])}")
 EOF
+[ $failed -eq 0 ] || { echo "moe-ab: $failed of ${#order[@]} runs failed (see their .log)"; exit 1; }

@@ -267,6 +267,10 @@ def main():
         "geomean_violated": geomean(viol),
         "auto_min_vs_best": min(avb) if avb else None,
         "auto_min_vs_wave": min(avw) if avw else None,
+        # the ABBA order check of each interleaved/wave ratio (runs since session 81; older rows have no flag)
+        "interleaved_vs_wave_order_checked": sum(1 for r in rows if "interleaved_vs_wave_flipped" in r),
+        "interleaved_vs_wave_flipped": [f'{r["shape"]} {r["precision"]} {r["routing"]} T={r["tokens"]}: '
+                                        f'{r["interleaved_vs_wave"]:.3f}' for r in rows if r.get("interleaved_vs_wave_flipped")],
         "stall_rank_corr": spearman([p for p, _ in st], [m for _, m in st]) if len(st) >= 3 else None,
         "stall_points": len(st),
         # the discrete-event simulator's interleaved/wave speedup vs the measured one, per configuration (out of

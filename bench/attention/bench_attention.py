@@ -143,7 +143,8 @@ def build_row(shape: Shape, res: dict, checks: dict, plan: tuple, batch: int = 1
     r = bp.ratio(stats, "xstage", "cudnn")
     row.update(ratio_vs_cudnn=r["ratio"], ratio_vs_cudnn_first=r["ratio_first_half"],
                ratio_vs_cudnn_second=r["ratio_second_half"],
-               ratio_vs_flash=bp.ratio(stats, "xstage", "flash")["ratio"])
+               ratio_vs_flash=bp.ratio(stats, "xstage", "flash")["ratio"],
+               ratio_vs_flash_flipped=bp.ratio(stats, "xstage", "flash")["flipped"])
     ab = bp.ratio(stats, "xstage", "xstage_before")  # before time / after time: > 1 = the new build is faster
     row.update(ratio_after_vs_before=ab["ratio"], ratio_after_vs_before_first=ab["ratio_first_half"],
                ratio_after_vs_before_second=ab["ratio_second_half"],
@@ -160,6 +161,10 @@ def summarize_rows(rows: list[dict], meta: dict) -> dict:
     def lo(xs):
         return min(xs) if xs else None
 
+    def flipped_rows(key):  # rows whose ratio's two ABBA halves fall on either side of 1: not results
+        return sum(1 for r in rows if r.get(key + "_first") is not None and r.get(key + "_second") is not None
+                   and (r[key + "_first"] - 1) * (r[key + "_second"] - 1) < 0)
+
     ratios = vals("ratio_vs_cudnn")
     after = vals("ratio_after_vs_before")
     s = dict(protocol=meta["protocol"],
@@ -170,9 +175,8 @@ def summarize_rows(rows: list[dict], meta: dict) -> dict:
              min_ratio_vs_cudnn_causal_16k=lo(vals("ratio_vs_cudnn", lambda r: r["causal"] and r["seqlen"] >= 16 * K)),
              min_ratio_vs_cudnn_large=lo(vals("ratio_vs_cudnn", lambda r: not r["causal"] and r["head_dim"] == 128
                                               and r["seqlen"] >= 8 * K and r["heads"] >= 12)),
-             ratio_vs_cudnn_flipped_rows=sum(1 for r in rows if r.get("ratio_vs_cudnn_first") is not None
-                                             and r.get("ratio_vs_cudnn_second") is not None
-                                             and (r["ratio_vs_cudnn_first"] - 1) * (r["ratio_vs_cudnn_second"] - 1) < 0),
+             ratio_vs_cudnn_flipped_rows=flipped_rows("ratio_vs_cudnn"),
+             ratio_after_vs_before_flipped_rows=flipped_rows("ratio_after_vs_before"),
              attention_ratio_after_vs_before=bp.geomean(after),
              attention_ratio_after_vs_before_min=lo(after),
              attention_ratio_after_vs_before_max=max(after) if after else None,

@@ -780,7 +780,7 @@ int main(int argc, char** argv) try {
                  ") has no measured FP8 tensor-core rate (tensor_core_tflops.fp8) to time the tiles with");
   const double ceiling_tflops_per_sm = mx.tc_fp8 / mx.sm_count / 1e12;
   double min_ratio = INFINITY;
-  std::vector<std::string> flipped_rows;  // fused/unfused ratios whose ABBA halves fall on either side of 1
+  std::vector<std::string> flipped_rows, sched_flipped;  // fused/unfused ratios whose ABBA halves fall on either side of 1
   int configs = 0, correct = 0;
   std::vector<int> emulated_ok;
   std::map<std::string, double> v4frac;  // "8192"/"32768" -> lowest ceiling fraction over the two V4 shapes
@@ -1247,6 +1247,9 @@ int main(int argc, char** argv) try {
               const bench::Ratio r = bench::ratio(agreed.at(fused_name), su);
               row["fused_vs_unfused"] = r.ratio.value_or(NAN);
               row["fused_vs_unfused_flipped"] = r.flipped.value_or(false);
+              if (agreed.count("fused_wave") && agreed.count("fused_interleaved"))  // the order check of interleaved_vs_wave
+                row["interleaved_vs_wave_flipped"] =
+                    bench::ratio(agreed.at("fused_interleaved"), agreed.at("fused_wave")).flipped.value_or(false);
               row["ceiling_fraction"] = ceil_ms / fused_ms;
               if (timed_stream) {
                 const double stream_ms = agreed.at("stream").median_ms.value_or(NAN);
@@ -1430,6 +1433,8 @@ int main(int argc, char** argv) try {
             (rname == "balanced" ? sched_bal : sched_skew).push_back(r);
             ++sched_configs;
             if (row.value("orders_bitwise_equal", false)) ++sched_bitwise;
+            if (row.value("interleaved_vs_wave_flipped", false))
+              sched_flipped.push_back(detail::concat(key, " ", prec, " ", rname, " T=", T, ": ", r));
             // auto runs the order it chose at its lead, which is the kernel's default lead (D_knee for these
             // CTAs) unless the two differ: then auto's time is not among the timed backends and is left out.
             const int kernel_lead = moe_kernel::moe_lead_knee(a.ctas > 0 ? a.ctas : team1->sms_per_rank(), s.inter);
@@ -1540,6 +1545,7 @@ int main(int argc, char** argv) try {
                {"geomean_violated", jg(sched_violated)},
                {"auto_min_vs_best", jmin(auto_vs_best)},
                {"auto_min_vs_wave", jmin(auto_vs_wave)},
+               {"interleaved_vs_wave_flipped", sched_flipped},  // ratios whose ABBA halves fall on either side of 1
                // Spearman rank correlation of the model's predicted stall per L2 tile (Expert-Wave) and the measured
                // one (the traced MMA-side wait for a staging slot); needs --trace and W8A8 rows.
                {"stall_rank_corr", stall_pred.size() >= 3 ? json(spearman(stall_pred, stall_meas)) : json()},

@@ -388,6 +388,14 @@ int run(const Args& a) {
       const double fa = rank_max(us("fa")), fsend = rank_max(us("fused_sender")), fused = rank_max(us("fused")),
                    a2a = rank_max(us("a2a")), serial = rank_max(us("serial")), pre = rank_max(us("pre_a2a"));
       const double nccl_a2a = comm ? rank_max(us("nccl_a2a")) : NAN, serial_nccl = comm ? rank_max(us("serial_nccl")) : NAN;
+      // The ABBA order check of the row's comparisons (on any rank): a ratio whose halves fall on either side of 1, or
+      // a difference whose halves differ in sign, is not a result.
+      auto flipped = [&](const char* x, const char* y) {
+        const bool f = bench::ratio(r.stats_of(x), r.stats_of(y)).flipped.value_or(false);
+        return comm ? comm->allreduce(f ? 1LL : 0LL, ncclMax) != 0 : f;
+      };
+      const bool flip_speedup = flipped("fused", "serial"), flip_eres = flipped("fa", "fused_sender"),
+                 flip_eres_e2e = flipped("fa", "fused");
       // Model audit: one 64 x d bf16 tile per consumer warpgroup, K = the CTAs of a rank (its SM share).
       const int K = team->sms_per_rank();
       model::AttnConfig ac;
@@ -411,6 +419,9 @@ int run(const Args& a) {
                   {"fused_us", fused}, {"a2a_us", a2a}, {"serial_us", serial}, {"pre_a2a_us", pre},
                   {"spread_fa", spread("fa")}, {"spread_fused_sender", spread("fused_sender")},
                   {"spread_fused", spread("fused")}, {"spread_serial", spread("serial")},
+                  {"spread_a2a", spread("a2a")}, {"spread_pre_a2a", spread("pre_a2a")},
+                  {"speedup_vs_serial_flipped", flip_speedup}, {"E_res_flipped", flip_eres},
+                  {"E_res_e2e_flipped", flip_eres_e2e},
                   {"E_res_us", fsend - fa}, {"E_res_e2e_us", fused - fa},
                   {"hidden_fraction", a2a > 0 ? (serial - fused) / a2a : NAN}, {"speedup_vs_serial", serial / fused},
                   {"nccl_a2a_us", comm ? json(nccl_a2a) : json(nullptr)},
@@ -440,18 +451,25 @@ int run(const Args& a) {
                                                    "emulated; all-to-all times are local copies"
                                                  : "real ranks over NCCL LSA windows"},
                     {"rows", rows}};
+    json flipped = json::array();  // rows whose speedup or E_res changed side between the ABBA halves: not results
+    for (const auto& r : rows)
+      if (r["speedup_vs_serial_flipped"].get<bool>() || r["E_res_flipped"].get<bool>() || r["E_res_e2e_flipped"].get<bool>())
+        flipped.push_back(detail::concat("M=", r["M"].get<int>(), " heads_per_rank=", r["heads_per_rank"].get<int>()));
+    summary["order_checked_rows"] = rows.size();
+    summary["flipped_rows"] = flipped;
     std::ofstream(a.out + "/summary.json") << summary.dump(2) << "\n";
     std::ofstream(a.out + "/blocks.json") << blocks.dump() << "\n";
     std::ofstream csv(a.out + "/ulysses.csv");
     csv << "# ulysses study; " << machine << "\nmode,ranks,M,heads_per_rank,heads,head_dim,fa_us,fused_sender_us,"
         << "fused_us,a2a_us,serial_us,pre_a2a_us,E_res_us,E_res_e2e_us,hidden_fraction,speedup_vs_serial,"
-        << "fused_equals_serial,max_err,tolerance\n";
+        << "fused_equals_serial,max_err,tolerance,speedup_vs_serial_flipped,E_res_flipped,E_res_e2e_flipped\n";
     for (const auto& r : rows)
       csv << r["mode"].get<std::string>() << ',' << r["ranks"] << ',' << r["M"] << ',' << r["heads_per_rank"] << ','
           << r["heads"] << ',' << r["head_dim"] << ',' << r["fa_us"] << ',' << r["fused_sender_us"] << ','
           << r["fused_us"] << ',' << r["a2a_us"] << ',' << r["serial_us"] << ',' << r["pre_a2a_us"] << ','
           << r["E_res_us"] << ',' << r["E_res_e2e_us"] << ',' << r["hidden_fraction"] << ',' << r["speedup_vs_serial"]
-          << ',' << r["fused_equals_serial"] << ',' << r["max_err"] << ',' << r["tolerance"] << "\n";
+          << ',' << r["fused_equals_serial"] << ',' << r["max_err"] << ',' << r["tolerance"] << ','
+          << r["speedup_vs_serial_flipped"] << ',' << r["E_res_flipped"] << ',' << r["E_res_e2e_flipped"] << "\n";
     std::printf("# wrote %s/{summary.json,ulysses.csv,blocks.json}\n", a.out.c_str());
   }
   if (lead)

@@ -58,7 +58,7 @@ for args, fragment in ((["--block-s", "nan"], "--block-s nan"), (["--warmup-s", 
 SUMMARY_KEYS = {"protocol", "min_ratio_vs_cudnn_all", "median_ratio_vs_cudnn", "min_ratio_vs_cudnn_causal",
                 "min_ratio_vs_cudnn_noncausal_16k", "min_ratio_vs_cudnn_causal_16k", "attention_ratio_after_vs_before",
                 "attention_ratio_after_vs_before_min", "attention_ratio_after_vs_before_max", "machine", "command",
-                "date", "torch", "rows", "wrong"}
+                "date", "torch", "rows", "wrong", "ratio_vs_cudnn_flipped_rows", "ratio_after_vs_before_flipped_rows"}
 
 
 def run(args, outdir):

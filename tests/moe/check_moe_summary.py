@@ -100,7 +100,9 @@ def main():
         check("| - | - |" in table[4], f"a row without a stream: {table[4]}")
 
         # a run slower than unfused somewhere, and runs that disagree on their padding rows: both said
-        write_run(d4, w4 + [row("glm-flash", "w4a8", 32768, "balanced", 2.0, 1.9, 1.0, flipped=True)],
+        glm = row("glm-flash", "w4a8", 32768, "balanced", 2.0, 1.9, 1.0, flipped=True)
+        glm.update({"interleaved_vs_wave": 0.97, "interleaved_vs_wave_flipped": True})  # both orders timed, order check
+        write_run(d4, w4 + [glm],
                   extra={"padding_rows": "zeroed by every launch (zero_padding 1)"})
         p, out = merge(tmp, [d8, d4])
         check(p.returncode == 0, f"merge failed: {p.stderr}")
@@ -110,6 +112,10 @@ def main():
               f"configs_fused_slower: {s['configs_fused_slower']}")
         check(s["fused_vs_unfused_flipped"] == ["glm-flash w4a8 balanced T=32768: 0.950"],
               f"a flipped ratio is named: {s['fused_vs_unfused_flipped']}")
+        ss = json.load(open(os.path.join(tmp, "out", "sched", "summary.json")))
+        check(ss["interleaved_vs_wave_order_checked"] == 1
+              and ss["interleaved_vs_wave_flipped"] == ["glm-flash w4a8 balanced T=32768: 0.970"],
+              f"a flipped order ratio is named: {ss['interleaved_vs_wave_order_checked']}, {ss['interleaved_vs_wave_flipped']}")
         check(isinstance(s.get("padding_rows"), list) and len(s["padding_rows"]) == 2, "both padding_rows values kept")
         check(s.get("software") == software, "a run without a software object adds none")
 
