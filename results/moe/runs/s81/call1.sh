@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# s81 call 1 (any sm_90 GPU). Carry build/s81b.tar.xz (every GPU test binary and libxstage_attention.so of b988d51,
+# s81 call 1 (any sm_90 GPU). Carry build/s81b.tar.xz (every GPU test binary and libxstage_attention.so of the commit after 6d041aa (the unfused tests time nothing),
 # scripts/gpu-tests-device.sh pack) and build/s81c.tar.xz (bench_moe, bench_ulysses of 6d041aa, stripped).
 #   OUT=$OUT bash results/moe/runs/s81/call1.sh
 # What changed on the GPU side: the timeout rule (runtime::require_timeout) of Team::emulated, the communicator and
