@@ -13,6 +13,7 @@
 // host plan us: the host's wall time of one prepare (plan built, tables copied) with the stream synchronised after
 // it, per call, the median of the batches: what a caller waits for before the layer can be enqueued (not counted:
 // getting every rank's routing to the host, a device-to-host copy and, with real ranks, an all-gather).
+// The two plans alternate which runs first batch by batch; the JSON adds each one's range over the batches.
 // The layer's tensors are never read by a prepare: one small buffer stands in for them.
 #include <cuda_runtime.h>
 
@@ -166,7 +167,7 @@ int main(int argc, char** argv) {
           mk::prepare_moe_layer(*team, ws, host, st);
           ok(cudaStreamSynchronize(st), "sync");
           std::vector<double> dev_gpu, dev_host, host_us;
-          for (int b = 0; b < batches; ++b) {
+          auto time_device = [&] {
             ok(cudaStreamSynchronize(st), "sync");
             ok(cudaEventRecord(e0, st), "cudaEventRecord");
             const auto t0 = std::chrono::steady_clock::now();
@@ -178,6 +179,8 @@ int main(int argc, char** argv) {
             ok(cudaEventElapsedTime(&ms, e0, e1), "cudaEventElapsedTime");
             dev_gpu.push_back(1e3 * ms / calls);
             dev_host.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count() / calls);
+          };
+          auto time_host = [&] {
             const auto h0 = std::chrono::steady_clock::now();
             for (int c = 0; c < calls; ++c) {
               mk::prepare_moe_layer(*team, ws, host, st);
@@ -185,6 +188,15 @@ int main(int argc, char** argv) {
             }
             host_us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - h0).count() /
                               calls);
+          };
+          for (int b = 0; b < batches; ++b) {  // A B, B A, ...: neither plan always runs first
+            if (b % 2 == 0) {
+              time_device();
+              time_host();
+            } else {
+              time_host();
+              time_device();
+            }
           }
           ws.check(*team, "plan_bench", st);  // the device plans found the routing valid, and nothing timed out
           for (void* p : d_idx) cudaFree(p);
@@ -195,7 +207,11 @@ int main(int argc, char** argv) {
           rows << (first_row ? "" : ",\n") << "  {\"shape\": \"" << name << "\", \"tokens\": " << Tg
                << ", \"tokens_per_rank\": " << T
                << ", \"routing\": \"" << rk << "\", \"world\": " << P << ", \"device_plan_gpu_us\": " << dg
-               << ", \"device_plan_host_us\": " << dh << ", \"host_plan_us\": " << hp << "}";
+               << ", \"device_plan_host_us\": " << dh << ", \"host_plan_us\": " << hp
+               << ", \"device_plan_gpu_us_range\": [" << *std::min_element(dev_gpu.begin(), dev_gpu.end()) << ", "
+               << *std::max_element(dev_gpu.begin(), dev_gpu.end()) << "], \"host_plan_us_range\": ["
+               << *std::min_element(host_us.begin(), host_us.end()) << ", "
+               << *std::max_element(host_us.begin(), host_us.end()) << "]}";
           first_row = false;
         }
       }
