@@ -661,7 +661,9 @@ json trace_summary(const std::vector<moe_kernel::MoeTileTrace>& tr, int ctas, in
   const double span = double(t1 - t0);
   const double l1_flop = 2.0 * 128 * 256 * hidden, l2_flop = 2.0 * 128 * l2_cols * inter;  // per tile, 128 rows
   return {{"tiles", tr.size()}, {"half_tiles", half}, {"clock_ghz", f},
-          {"clock_from", ghz.empty() ? "all tiles' cycles over their time (no tile over 2 us)" : "median over tiles over 2 us"}, {"makespan_us", span / 1e3},
+          {"clock_from", ghz.empty() ? "all tiles' cycles over their time (no tile over 2 us)"
+                                     : "median over tiles over 2 us"},
+          {"makespan_us", span / 1e3},
           {"mma_busy", span > 0 ? busy_ns / (double(ctas) * span) : NAN}, {"starved", cyc > 0 ? full / cyc : NAN},
           {"l1_mma_us", med(l1_us)}, {"l2_mma_us", med(l2_us)},
           {"l1_tflops_sm", l1_flop / (med(l1_us) * 1e-6) / 1e12}, {"l2_tflops_sm", l2_flop / (med(l2_us) * 1e-6) / 1e12},
@@ -772,7 +774,7 @@ int main(int argc, char** argv) try {
   json blocks = json::array(), rows = json::array();
   std::vector<double> ratios_p1, sched_ratios, sched_bal, sched_skew, sched_violated, auto_vs_best, auto_vs_wave,
       stall_pred, stall_meas, sim_pred, sim_meas;
-  int sched_configs = 0, sched_bitwise = 0;
+  int sched_configs = 0, sched_bitwise = 0, sched_checked = 0;
   const model::Platform mx = model::Platform::load(a.platform);
   // The model's MMA-time estimate uses a tensor-core rate per SM: the platform file's measured cuBLASLt FP8 rate
   // over the SMs it was measured on (as xstage_moe_auto_order does); only the ratios T_L1 / T_L2 matter at P = 1.
@@ -1266,7 +1268,8 @@ int main(int argc, char** argv) try {
               if (r.ratio) {
                 ratios_p1.push_back(*r.ratio);
                 min_ratio = std::min(min_ratio, *r.ratio);
-                if (r.flipped.value_or(false)) flipped_rows.push_back(detail::concat(key, " ", prec, " ", rname, " T=", T));
+                if (r.flipped.value_or(false))
+                  flipped_rows.push_back(detail::concat(key, " ", prec, " ", rname, " T=", T, ": ", *r.ratio));
               }
               if (key.rfind("deepseek-v4", 0) == 0 && prec == "w8a8") {
                 const std::string k = std::to_string(T);
@@ -1433,6 +1436,7 @@ int main(int argc, char** argv) try {
             (rname == "balanced" ? sched_bal : sched_skew).push_back(r);
             ++sched_configs;
             if (row.value("orders_bitwise_equal", false)) ++sched_bitwise;
+            if (row.contains("interleaved_vs_wave_flipped")) ++sched_checked;
             if (row.value("interleaved_vs_wave_flipped", false))
               sched_flipped.push_back(detail::concat(key, " ", prec, " ", rname, " T=", T, ": ", r));
             // auto runs the order it chose at its lead, which is the kernel's default lead (D_knee for these
@@ -1545,6 +1549,7 @@ int main(int argc, char** argv) try {
                {"geomean_violated", jg(sched_violated)},
                {"auto_min_vs_best", jmin(auto_vs_best)},
                {"auto_min_vs_wave", jmin(auto_vs_wave)},
+               {"interleaved_vs_wave_order_checked", sched_checked},
                {"interleaved_vs_wave_flipped", sched_flipped},  // ratios whose ABBA halves fall on either side of 1
                // Spearman rank correlation of the model's predicted stall per L2 tile (Expert-Wave) and the measured
                // one (the traced MMA-side wait for a staging slot); needs --trace and W8A8 rows.

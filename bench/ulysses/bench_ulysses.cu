@@ -453,7 +453,8 @@ int run(const Args& a) {
                     {"rows", rows}};
     json flipped = json::array();  // rows whose speedup or E_res changed side between the ABBA halves: not results
     for (const auto& r : rows)
-      if (r["speedup_vs_serial_flipped"].get<bool>() || r["E_res_flipped"].get<bool>() || r["E_res_e2e_flipped"].get<bool>())
+      if (r["speedup_vs_serial_flipped"].get<bool>() || r["E_res_flipped"].get<bool>() ||
+          r["E_res_e2e_flipped"].get<bool>())
         flipped.push_back(detail::concat("M=", r["M"].get<int>(), " heads_per_rank=", r["heads_per_rank"].get<int>()));
     summary["order_checked_rows"] = rows.size();
     summary["flipped_rows"] = flipped;

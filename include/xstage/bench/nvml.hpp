@@ -24,7 +24,8 @@ class NvmlReader {
   explicit NvmlReader(int device = 0, const char* libname = "libnvidia-ml.so.1") {
     if (!open(libname)) return;
     auto by_index = sym<int (*)(unsigned, void**)>("nvmlDeviceGetHandleByIndex_v2");
-    select(by_index && by_index(static_cast<unsigned>(device), &handle_) == 0, "no NVML device " + std::to_string(device));
+    select(by_index && by_index(static_cast<unsigned>(device), &handle_) == 0,
+           "no NVML device " + std::to_string(device));
   }
   // By PCI bus id ("0000:1b:00.0", the form cudaDeviceGetPCIBusId writes; protocol_cuda.cuh's cuda_pci_bus_id): the
   // GPU a CUDA device ordinal names, whatever CUDA_VISIBLE_DEVICES does to the numbering.

@@ -292,7 +292,7 @@ struct Params {
   long min_calls = kDefaultMinCalls;
   long max_calls = kDefaultMaxCalls;
   int n_inputs = 1;  // recorded only: the Timer's calls rotate their inputs
-  int nvml_device = 0;  // the CUDA device whose NVML readings sit beside the blocks (run_protocol_cuda maps it by PCI bus id)
+  int nvml_device = 0;  // the CUDA device read beside the blocks (run_protocol_cuda finds it in NVML by PCI bus id)
   // NVML reading period beside a block (run_protocol_cuda's sampler; Python: run_protocol's sample_period_s). The
   // energy estimate places each counter step to within half of it, so power comparisons want it short.
   double sample_period_s = kDefaultSamplePeriodS;

@@ -31,7 +31,10 @@ inline void cuda_check(cudaError_t e, const char* what) {
 // visible ones, so an ordinal is not an NVML index under CUDA_VISIBLE_DEVICES. Empty when CUDA cannot say.
 inline std::string cuda_pci_bus_id(int cuda_device) {
   char id[32] = {};
-  if (cudaDeviceGetPCIBusId(id, sizeof id, cuda_device) != cudaSuccess) return {};
+  if (cudaDeviceGetPCIBusId(id, sizeof id, cuda_device) != cudaSuccess) {
+    (void)cudaGetLastError();  // not the caller's next launch check's error
+    return {};
+  }
   return id;
 }
 
