@@ -5,7 +5,6 @@
 #include <cstring>
 #include <memory>
 #include <string>
-#include <utility>
 
 #include "../attention/api_internal.hpp"
 #include "../attention/team_internal.hpp"
@@ -54,9 +53,10 @@ int forward(xstage_moe layer, const int* tokens, const int32_t* topk_index_all, 
             const void* const* x,
             const float* const* x_scale, const float* const* topk_weight, float* const* out, const void* w1,
             const float* w1_scale, const void* w2, const float* w2_scale, int order, void* stream) {
-  for (const auto& [arr, name] : {std::pair<const void*, const char*>{x, "x"}, {topk_weight, "topk_weight"}, {out, "out"}})
-    if (arr == nullptr)
-      return set_error(XSTAGE_ERR_INVALID, std::string("the ") + name + " array is null (only x_scale's may be: bf16)");
+  if (int rc = xstage::attention::capi::check_arrays({{x, "x"}, {topk_weight, "topk_weight"}, {out, "out"}},
+                                                     " (only x_scale's may be: bf16)");
+      rc != XSTAGE_OK)
+    return rc;
   if (order != XSTAGE_MOE_EXPERT_WAVE && order != XSTAGE_MOE_INTERLEAVED && order != XSTAGE_MOE_EXPERT_WAVE_LAGGED &&
       order != XSTAGE_MOE_L1_FIRST)
     return set_error(XSTAGE_ERR_INVALID, "order = " + std::to_string(order) +

@@ -1,7 +1,6 @@
 // C ABI of the Ulysses layer (xstage/ulysses.h).
 #include <memory>
 #include <string>
-#include <utility>
 
 #include "../attention/api_internal.hpp"
 #include "../attention/team_internal.hpp"
@@ -41,8 +40,7 @@ extern "C" void xstage_ulysses_destroy(xstage_ulysses layer) { delete layer; }
 extern "C" int xstage_ulysses_forward(xstage_ulysses layer, const void* const* q, const void* const* k,
                                       const void* const* v, int variant, void* stream, void** out_ptrs) {
   if (layer == nullptr) return set_error(XSTAGE_ERR_INVALID, "layer is null");
-  for (const auto& [arr, name] : {std::pair<const void*, const char*>{q, "q"}, {k, "k"}, {v, "v"}})
-    if (arr == nullptr) return set_error(XSTAGE_ERR_INVALID, std::string("the ") + name + " array is null");
+  if (int rc = xstage::attention::capi::check_arrays({{q, "q"}, {k, "k"}, {v, "v"}}); rc != XSTAGE_OK) return rc;
   if (variant != XSTAGE_ULYSSES_FUSED && variant != XSTAGE_ULYSSES_SERIAL)
     return set_error(XSTAGE_ERR_INVALID, "variant = " + std::to_string(variant) + " is neither fused (0) nor serial (1)");
   return guarded([&] {
