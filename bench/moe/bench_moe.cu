@@ -5,7 +5,7 @@
 //
 //   bench_moe --out DIR [--shapes all|k1,k2] [--tokens 2048,8192,32768] [--routing balanced,skewed]
 //             [--precision w8a8,w4a8] [--orders wave[,interleaved]] [--worlds 1,2,4,8] [--emulated-tokens 2048]
-//             [--block-s 0.1] [--warmup-s 0.05] [--rounds 1] [--min-calls 3] [--check-tokens 4] [--seed 1] [--no-time]
+//             [--block-s 0.4] [--warmup-s 0.2] [--rounds 2] [--min-calls 3] [--check-tokens 4] [--seed 1] [--no-time]
 //             [--no-stream]
 //             [--trace] [--trace-csv FILE] [--ctas N] [--leads D1,D2,...] [--platform FILE]
 //             [--cluster 0|1|2] [--pair-share 0|1|2|3] [--row-order 0|1] [--l2-cols 0|128|256] [--compare-control] [--compare-padding] [--compare-single] [--compare-pingpong] [--compare-l2-scratch]
@@ -372,8 +372,8 @@ struct Args {
   bool compare_lean = false;        // --compare-lean: also the orders with the other lean (W8A8, W4A8)
   bool p1_twin = true;              // real ranks: each rank's output against its slice of a P = 1 run (--no-p1-twin)
   bool plan_device = false;         // --plan device: the fused launches' plan made on the device (else the host's)
-  double block_s = 0.1, warmup_s = 0.05;
-  int rounds = 1;
+  double block_s = 0.4, warmup_s = 0.2;  // bench_ulysses' defaults; the sweeps pass their own (scripts/moe-study.sh)
+  int rounds = 2;
   long min_calls = bench::kDefaultMinCalls;
   uint64_t seed = 1;
   bool time = true, trace = false, stream = true;

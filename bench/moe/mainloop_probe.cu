@@ -5,7 +5,8 @@
 // threads and register split (warpgroup 0 idle at kProducerRegs, two consumer warpgroups at kConsumerRegs).
 // What is left is the wgmma structure, so its rate is a ceiling for the kernel's mainloop.
 //
-//   mainloop_probe [--kblocks N] [--ctas N] [--reps N] [--src-mb MB] [--pipe-only] [--rows A,B,...] [--json FILE]
+//   mainloop_probe [--kblocks N] [--ctas N] [--reps N] [--rounds N] [--src-mb MB] [--pipe-only] [--rows A,B,...]
+//                  [--json FILE]
 //   mainloop_probe --power S [--kblocks N] [--ctas N] [--json FILE]
 //
 // --power S compares what the A operand holds instead (run_power): l1 and half-wide on random rows, zeros, 0xFF and
@@ -95,6 +96,10 @@
 // GB/s/SM: a pipeline variant's bytes per stage x K blocks / launch time, per CTA.
 // The rate is FLOP per SM cycle (clock64 on the SM) and its fraction of 8192 (the H100/H200 dense FP8 rate per
 // SM and cycle: 1979 TFLOP/s at 1830 MHz on 132 SMs); also TFLOP/s from CUDA events over all CTAs.
+// Passes: each variant is a warm-up launch, then --reps timed launches; --rounds N [2] runs the variants N times in
+// listed order and N times in reverse (A B .. B A), so a variant's neighbours and the clock the 700 W limit leaves
+// differ between its passes. Each row shows its median-time pass and the spread of its launch time over the 2N passes
+// ((max - min) / median); a ratio of two rows smaller than their spreads is not a result.
 // A program, not a test: it checks only that every variant ran (finite sums); it prints a table and writes JSON.
 #include <cuda_runtime.h>
 
@@ -103,6 +108,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -1388,6 +1394,8 @@ struct Row {
   double gbs_per_sm = 0;  // streamed variants: bytes per stage x K blocks per launch / launch time, per CTA
   double issue_cycles[2] = {0, 0};  // l1-tma*: each producer thread's mean cycles per stage to issue its loads
   bool ran = true;                  // false: left out by --rows
+  int passes = 1;                   // balanced passes measured; the row is their median-time one
+  double ms_spread = 0;             // (max - min) / median of the launch time over the passes
 };
 
 std::vector<std::string> g_rows;  // --rows: only these variants run (empty: all)
@@ -1685,7 +1693,7 @@ int run_power(double seconds, int kblocks, int ctas, const std::string& json) {
 
 int main(int argc, char** argv) {
   probe::g_name = "mainloop_probe";
-  int kblocks = 4096, ctas = 0, reps = 5, src_mb = 16;
+  int kblocks = 4096, ctas = 0, reps = 5, rounds = 2, src_mb = 16;
   bool pipe_only = false;  // --pipe-only: only the variants fed through the pipeline from the source buffer
   double power_s = 0;      // --power S: only the A-contents comparison under the benchmark protocol (run_power)
   std::string json;
@@ -1696,6 +1704,7 @@ int main(int argc, char** argv) {
     if (k == "--kblocks") kblocks = probe::int_value(argc, argv, i);
     else if (k == "--ctas") ctas = probe::int_value(argc, argv, i);
     else if (k == "--reps") reps = probe::int_value(argc, argv, i);
+    else if (k == "--rounds") rounds = probe::int_value(argc, argv, i);
     else if (k == "--src-mb") src_mb = probe::int_value(argc, argv, i);
     else if (k == "--json") json = val();
     else if (k == "--pipe-only") pipe_only = true;
@@ -1722,9 +1731,10 @@ int main(int argc, char** argv) {
   cudaDeviceProp prop{};
   ok(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
   if (ctas <= 0) ctas = prop.multiProcessorCount;  // one CTA per SM
-  if (kblocks < 1 || reps < 1 || ctas > prop.multiProcessorCount || src_mb < 2) {
-    std::fprintf(stderr, "mainloop_probe: need --kblocks >= 1, --reps >= 1, --ctas <= %d SMs (got %d, %d, %d)\n",
-                 prop.multiProcessorCount, kblocks, reps, ctas);
+  if (kblocks < 1 || reps < 1 || rounds < 1 || ctas > prop.multiProcessorCount || src_mb < 2) {
+    std::fprintf(stderr, "mainloop_probe: need --kblocks >= 1, --reps >= 1, --rounds >= 1, --ctas <= %d SMs, "
+                 "--src-mb >= 2 (got %d, %d, %d, %d, %d)\n", prop.multiProcessorCount, kblocks, reps, rounds, ctas,
+                 src_mb);
     return 2;
   }
   if (prop.major != 9) {
@@ -1732,81 +1742,126 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (power_s > 0) return run_power(power_s, kblocks, ctas, json);
-  std::vector<Row> rows;
+  std::vector<std::function<Row()>> jobs;  // one per variant, run in balanced passes below
   if (!pipe_only) {
-  rows.push_back(run<Variant::kL2>("l2", 1, kblocks, ctas, reps));
-  rows.push_back(run<Variant::kL1>("l1", 2, kblocks, ctas, reps));
-  rows.push_back(run<Variant::kL1NoPromote>("l1-nopro", 2, kblocks, ctas, reps));
-  rows.push_back(run<Variant::kL1InPhase>("l1-inphase", 2, kblocks, ctas, reps));
-  rows.push_back(run<Variant::kL1Alternate>("l1-alt", 2, kblocks, ctas, reps));
-  rows.push_back(run<Variant::kL1Ring>("l1-ring", 2, kblocks, ctas, reps));
-  rows.push_back(run<Variant::kL1RingInPhase>("l1-ring-ip", 2, kblocks, ctas, reps));
-  rows.push_back(run<Variant::kL1Spin>("l1-spin", 2, kblocks, ctas, reps));
-  rows.push_back(run<Variant::kL1SpinSleep>("l1-spin-sleep", 2, kblocks, ctas, reps));
-  rows.push_back(run<Variant::kHalf>("half", 1, kblocks, ctas, reps));
-  rows.push_back(run<Variant::kHalfTogether>("half-tog", 1, kblocks, ctas, reps));
-  rows.push_back(run<Variant::kHalfWide>("half-wide", 1, kblocks, ctas, reps));
-  rows.push_back(run<Variant::kHalfWideInPhase>("half-wide-ip", 1, kblocks, ctas, reps));
-  rows.push_back(run<Variant::kHalfPipe>("half-pipe", 1, kblocks, ctas, reps));
-  rows.push_back(run<Variant::kHalfPipeInPhase>("half-pipe-ip", 1, kblocks, ctas, reps));
-  rows.push_back(run<Variant::kHalfTogPipe>("half-tog-pipe", 1, kblocks, ctas, reps));
+  jobs.push_back([&] { return run<Variant::kL2>("l2", 1, kblocks, ctas, reps); });
+  jobs.push_back([&] { return run<Variant::kL1>("l1", 2, kblocks, ctas, reps); });
+  jobs.push_back([&] { return run<Variant::kL1NoPromote>("l1-nopro", 2, kblocks, ctas, reps); });
+  jobs.push_back([&] { return run<Variant::kL1InPhase>("l1-inphase", 2, kblocks, ctas, reps); });
+  jobs.push_back([&] { return run<Variant::kL1Alternate>("l1-alt", 2, kblocks, ctas, reps); });
+  jobs.push_back([&] { return run<Variant::kL1Ring>("l1-ring", 2, kblocks, ctas, reps); });
+  jobs.push_back([&] { return run<Variant::kL1RingInPhase>("l1-ring-ip", 2, kblocks, ctas, reps); });
+  jobs.push_back([&] { return run<Variant::kL1Spin>("l1-spin", 2, kblocks, ctas, reps); });
+  jobs.push_back([&] { return run<Variant::kL1SpinSleep>("l1-spin-sleep", 2, kblocks, ctas, reps); });
+  jobs.push_back([&] { return run<Variant::kHalf>("half", 1, kblocks, ctas, reps); });
+  jobs.push_back([&] { return run<Variant::kHalfTogether>("half-tog", 1, kblocks, ctas, reps); });
+  jobs.push_back([&] { return run<Variant::kHalfWide>("half-wide", 1, kblocks, ctas, reps); });
+  jobs.push_back([&] { return run<Variant::kHalfWideInPhase>("half-wide-ip", 1, kblocks, ctas, reps); });
+  jobs.push_back([&] { return run<Variant::kHalfPipe>("half-pipe", 1, kblocks, ctas, reps); });
+  jobs.push_back([&] { return run<Variant::kHalfPipeInPhase>("half-pipe-ip", 1, kblocks, ctas, reps); });
+  jobs.push_back([&] { return run<Variant::kHalfTogPipe>("half-tog-pipe", 1, kblocks, ctas, reps); });
   }
-  {
-    const size_t src_bytes = size_t(src_mb) << 20;
-    uint8_t* src = nullptr;
-    float* scales = nullptr;
-    ok(cudaMalloc(&src, src_bytes), "cudaMalloc (source)");
-    ok(cudaMemset(src, 0x33, src_bytes), "memset (source)");  // finite e4m3 codes
-    ok(cudaMalloc(&scales, 2048 * sizeof(float)), "cudaMalloc (scales)");
-    ok(cudaMemset(scales, 0, 2048 * sizeof(float)), "memset (scales)");
-    rows.push_back(run_pipe<true>("l1-pipe", kblocks, ctas, reps, src, src_bytes, scales));
-    rows.push_back(run_pipe<false>("l2-pipe", kblocks, ctas, reps, src, src_bytes, scales));
-    rows.push_back(run_tma<false>("l1-tma", kblocks, ctas, reps, src, src_bytes, scales));
-    if (src_mb >= 8) {  // A from 2-8 MB, the weights from the rest
-      const size_t mix = std::min<size_t>(8, size_t(src_mb) / 4) << 20;
-      rows.push_back(run_tma<false>("l1-tma-mix", kblocks, ctas, reps, src, src_bytes, scales, mix));
-      rows.push_back(run_tma<false, false, 2>("l1-tma-mix-2p", kblocks, ctas, reps, src, src_bytes, scales, mix));
-      rows.push_back(run_tma<false, false, 1, 1>("l1-tma1-mix", kblocks, ctas, reps, src, src_bytes, scales, mix));
-      rows.push_back(run_tma<false, false, 1, 2>("l1-bulkw-mix", kblocks, ctas, reps, src, src_bytes, scales, mix));
-      rows.push_back(run_tma<false, false, 1, 3>("l1-tmak-mix", kblocks, ctas, reps, src, src_bytes, scales, mix));
-      rows.push_back(run_tma<false, false, 1, 4>("l1-bulkaw-mix", kblocks, ctas, reps, src, src_bytes, scales, mix));
-      rows.push_back(run_tma<false, false, 1, 5>("l1-bulkw2-mix", kblocks, ctas, reps, src, src_bytes, scales, mix));
-      rows.push_back(run_tma<false, false, 1, 6>("l1-bulkw4-mix", kblocks, ctas, reps, src, src_bytes, scales, mix));
-      rows.push_back(run_tma<false, false, 1, 0>("l1-tma-mix-b", kblocks, ctas, reps, src, src_bytes, scales, mix));
-      rows.push_back(run_w4<true>("l1-w4-mix", kblocks, ctas, reps, src, src_bytes, scales, mix));
-      rows.push_back(run_w4<false>("l1-w4-mix-nocvt", kblocks, ctas, reps, src, src_bytes, scales, mix));
-      rows.push_back(run_w4c("l1-w4c-mix", kblocks, ctas, reps, src, src_bytes, scales, mix));
-      rows.push_back(run_w4<true, true>("l1-w4s-mix", kblocks, ctas, reps, src, src_bytes, scales, mix));
-      rows.push_back(run_w4c<true>("l1-w4cs-mix", kblocks, ctas, reps, src, src_bytes, scales, mix));
-      rows.push_back(run_w4c<true, true>("l1-w4cn-mix", kblocks, ctas, reps, src, src_bytes, scales, mix));
-      rows.push_back(run_w4c<true, true, false>("l1-w4cn-mix-nocvt", kblocks, ctas, reps, src, src_bytes, scales, mix));
-      rows.push_back(run_w4ci("l1-w4ci-mix", kblocks, ctas, reps, src, src_bytes, scales, mix));
-      rows.push_back(run_w4c<true, true, true, 1>("l1-w4cn-mix-nofence", kblocks, ctas, reps, src, src_bytes, scales, mix));
-      rows.push_back(run_w4c<true, true, true, 2>("l1-w4cn-mix-nostore", kblocks, ctas, reps, src, src_bytes, scales, mix));
-      rows.push_back(run_w4rs("l1-w4rs-mix", kblocks, ctas, reps, src, src_bytes, scales, mix));
-    }
-    rows.push_back(run_w4<true>("l1-w4", kblocks, ctas, reps, src, src_bytes, scales));
-    rows.push_back(run_tma<false, false, 2>("l1-tma-2p", kblocks, ctas, reps, src, src_bytes, scales));
-    rows.push_back(run_tma<true>("l1-tma-ring", kblocks, ctas, reps, src, src_bytes, scales));
-    rows.push_back(run_tma<false, true>("l1-tma-rs", kblocks, ctas, reps, src, src_bytes, scales));
-    rows.push_back(run_short<Short::kHalf>("short-half", kblocks, ctas, reps, src, src_bytes));
-    rows.push_back(run_short<Short::kHalfLate>("short-half-late", kblocks, ctas, reps, src, src_bytes));
-    rows.push_back(run_short<Short::kSwap>("short-swap", kblocks, ctas, reps, src, src_bytes));
-    rows.push_back(run_short<Short::kNone>("short-none", kblocks, ctas, reps, src, src_bytes));
-    rows.push_back(run_short_tma<false>("short-tma", kblocks, ctas, reps, src, src_bytes, scales));
-    rows.push_back(run_short_tma<true>("short-tma-k", kblocks, ctas, reps, src, src_bytes, scales));
-    rows.push_back(run_short_tma<true, 1>("short-bulkw-k", kblocks, ctas, reps, src, src_bytes, scales));
-    rows.push_back(run_short_tma<true, 2>("short-tma3-k", kblocks, ctas, reps, src, src_bytes, scales));
-    rows.push_back(run_short_tma<true, 3>("short-tmak-k", kblocks, ctas, reps, src, src_bytes, scales));
-    rows.push_back(run_short_tma<true, 4>("short-bulkaw-k", kblocks, ctas, reps, src, src_bytes, scales));
-    rows.push_back(run_short_tma<true>("short-tma-k-b", kblocks, ctas, reps, src, src_bytes, scales));
-    cudaFree(src);
-    cudaFree(scales);
+  // the pipeline variants' source (freed after the passes)
+  const size_t src_bytes = size_t(src_mb) << 20;
+  uint8_t* src = nullptr;
+  float* scales = nullptr;
+  ok(cudaMalloc(&src, src_bytes), "cudaMalloc (source)");
+  ok(cudaMemset(src, 0x33, src_bytes), "memset (source)");  // finite e4m3 codes
+  ok(cudaMalloc(&scales, 2048 * sizeof(float)), "cudaMalloc (scales)");
+  ok(cudaMemset(scales, 0, 2048 * sizeof(float)), "memset (scales)");
+  jobs.push_back([&] { return run_pipe<true>("l1-pipe", kblocks, ctas, reps, src, src_bytes, scales); });
+  jobs.push_back([&] { return run_pipe<false>("l2-pipe", kblocks, ctas, reps, src, src_bytes, scales); });
+  jobs.push_back([&] { return run_tma<false>("l1-tma", kblocks, ctas, reps, src, src_bytes, scales); });
+  if (src_mb >= 8) {  // A from 2-8 MB, the weights from the rest
+    const size_t mix = std::min<size_t>(8, size_t(src_mb) / 4) << 20;
+    jobs.push_back([&, mix] { return run_tma<false>("l1-tma-mix", kblocks, ctas, reps, src, src_bytes, scales, mix); });
+    jobs.push_back([&, mix] {
+      return run_tma<false, false, 2>("l1-tma-mix-2p", kblocks, ctas, reps, src, src_bytes, scales, mix);
+    });
+    jobs.push_back([&, mix] {
+      return run_tma<false, false, 1, 1>("l1-tma1-mix", kblocks, ctas, reps, src, src_bytes, scales, mix);
+    });
+    jobs.push_back([&, mix] {
+      return run_tma<false, false, 1, 2>("l1-bulkw-mix", kblocks, ctas, reps, src, src_bytes, scales, mix);
+    });
+    jobs.push_back([&, mix] {
+      return run_tma<false, false, 1, 3>("l1-tmak-mix", kblocks, ctas, reps, src, src_bytes, scales, mix);
+    });
+    jobs.push_back([&, mix] {
+      return run_tma<false, false, 1, 4>("l1-bulkaw-mix", kblocks, ctas, reps, src, src_bytes, scales, mix);
+    });
+    jobs.push_back([&, mix] {
+      return run_tma<false, false, 1, 5>("l1-bulkw2-mix", kblocks, ctas, reps, src, src_bytes, scales, mix);
+    });
+    jobs.push_back([&, mix] {
+      return run_tma<false, false, 1, 6>("l1-bulkw4-mix", kblocks, ctas, reps, src, src_bytes, scales, mix);
+    });
+    jobs.push_back([&, mix] {
+      return run_tma<false, false, 1, 0>("l1-tma-mix-b", kblocks, ctas, reps, src, src_bytes, scales, mix);
+    });
+    jobs.push_back([&, mix] { return run_w4<true>("l1-w4-mix", kblocks, ctas, reps, src, src_bytes, scales, mix); });
+    jobs.push_back([&, mix] {
+      return run_w4<false>("l1-w4-mix-nocvt", kblocks, ctas, reps, src, src_bytes, scales, mix);
+    });
+    jobs.push_back([&, mix] { return run_w4c("l1-w4c-mix", kblocks, ctas, reps, src, src_bytes, scales, mix); });
+    jobs.push_back([&, mix] {
+      return run_w4<true, true>("l1-w4s-mix", kblocks, ctas, reps, src, src_bytes, scales, mix);
+    });
+    jobs.push_back([&, mix] { return run_w4c<true>("l1-w4cs-mix", kblocks, ctas, reps, src, src_bytes, scales, mix); });
+    jobs.push_back([&, mix] {
+      return run_w4c<true, true>("l1-w4cn-mix", kblocks, ctas, reps, src, src_bytes, scales, mix);
+    });
+    jobs.push_back([&, mix] {
+      return run_w4c<true, true, false>("l1-w4cn-mix-nocvt", kblocks, ctas, reps, src, src_bytes, scales, mix);
+    });
+    jobs.push_back([&, mix] { return run_w4ci("l1-w4ci-mix", kblocks, ctas, reps, src, src_bytes, scales, mix); });
+    jobs.push_back([&, mix] {
+      return run_w4c<true, true, true, 1>("l1-w4cn-mix-nofence", kblocks, ctas, reps, src, src_bytes, scales, mix);
+    });
+    jobs.push_back([&, mix] {
+      return run_w4c<true, true, true, 2>("l1-w4cn-mix-nostore", kblocks, ctas, reps, src, src_bytes, scales, mix);
+    });
+    jobs.push_back([&, mix] { return run_w4rs("l1-w4rs-mix", kblocks, ctas, reps, src, src_bytes, scales, mix); });
   }
-  std::printf("%s, %d SMs; %d CTAs x 384 threads, %d K blocks, %d launches per variant; pipe source %d MB\n",
-              prop.name, prop.multiProcessorCount, ctas, kblocks, reps, src_mb);
-  std::printf("%-16s %8s %12s %9s %9s %10s %8s %s\n", "variant", "batches", "FLOP/cyc/SM", "of 8192", "TFLOP/s",
-              "cyc spread", "GB/s/SM", "ok");
+  jobs.push_back([&] { return run_w4<true>("l1-w4", kblocks, ctas, reps, src, src_bytes, scales); });
+  jobs.push_back([&] { return run_tma<false, false, 2>("l1-tma-2p", kblocks, ctas, reps, src, src_bytes, scales); });
+  jobs.push_back([&] { return run_tma<true>("l1-tma-ring", kblocks, ctas, reps, src, src_bytes, scales); });
+  jobs.push_back([&] { return run_tma<false, true>("l1-tma-rs", kblocks, ctas, reps, src, src_bytes, scales); });
+  jobs.push_back([&] { return run_short<Short::kHalf>("short-half", kblocks, ctas, reps, src, src_bytes); });
+  jobs.push_back([&] { return run_short<Short::kHalfLate>("short-half-late", kblocks, ctas, reps, src, src_bytes); });
+  jobs.push_back([&] { return run_short<Short::kSwap>("short-swap", kblocks, ctas, reps, src, src_bytes); });
+  jobs.push_back([&] { return run_short<Short::kNone>("short-none", kblocks, ctas, reps, src, src_bytes); });
+  jobs.push_back([&] { return run_short_tma<false>("short-tma", kblocks, ctas, reps, src, src_bytes, scales); });
+  jobs.push_back([&] { return run_short_tma<true>("short-tma-k", kblocks, ctas, reps, src, src_bytes, scales); });
+  jobs.push_back([&] { return run_short_tma<true, 1>("short-bulkw-k", kblocks, ctas, reps, src, src_bytes, scales); });
+  jobs.push_back([&] { return run_short_tma<true, 2>("short-tma3-k", kblocks, ctas, reps, src, src_bytes, scales); });
+  jobs.push_back([&] { return run_short_tma<true, 3>("short-tmak-k", kblocks, ctas, reps, src, src_bytes, scales); });
+  jobs.push_back([&] { return run_short_tma<true, 4>("short-bulkaw-k", kblocks, ctas, reps, src, src_bytes, scales); });
+  jobs.push_back([&] { return run_short_tma<true>("short-tma-k-b", kblocks, ctas, reps, src, src_bytes, scales); });
+  // Balanced passes (the header's "Passes"): per round the variants in listed order, then in reverse.
+  std::vector<std::vector<Row>> passes(jobs.size());
+  for (int r = 0; r < rounds; ++r)
+    for (int half = 0; half < 2; ++half)
+      for (size_t j = 0; j < jobs.size(); ++j) {
+        const size_t v = half ? jobs.size() - 1 - j : j;
+        passes[v].push_back(jobs[v]());
+      }
+  cudaFree(src);
+  cudaFree(scales);
+  std::vector<Row> rows;
+  for (std::vector<Row>& p : passes) {  // the median-time pass, with the spread over all of them
+    std::sort(p.begin(), p.end(), [](const Row& a, const Row& b) { return a.ms < b.ms; });
+    Row r = p[(p.size() - 1) / 2];
+    r.passes = int(p.size());
+    r.ms_spread = r.ms > 0 ? (p.back().ms - p.front().ms) / r.ms : 0;
+    for (const Row& q : p) r.finite = r.finite && q.finite;
+    rows.push_back(r);
+  }
+  std::printf("%s, %d SMs; %d CTAs x 384 threads, %d K blocks, %d launches per variant and pass, %d passes (%d rounds "
+              "of listed + reverse order; each row its median-time pass); pipe source %d MB\n",
+              prop.name, prop.multiProcessorCount, ctas, kblocks, reps, 2 * rounds, rounds, src_mb);
+  std::printf("%-16s %8s %12s %9s %9s %9s %10s %8s %s\n", "variant", "batches", "FLOP/cyc/SM", "of 8192", "TFLOP/s",
+              "ms spread", "cyc spread", "GB/s/SM", "ok");
   rows.erase(std::remove_if(rows.begin(), rows.end(), [](const Row& r) { return !r.ran; }), rows.end());
   if (rows.empty()) {  // (without --rows: every variant was left out by --pipe-only or --src-mb)
     std::fprintf(stderr, "mainloop_probe: no variant ran (names as in the file's header)\n");
@@ -1826,20 +1881,22 @@ int main(int argc, char** argv) {
     if (r.issue_cycles[0] > 0)
       std::snprintf(iss, sizeof iss, r.issue_cycles[1] > 0 ? "  issue %.0f / %.0f cyc" : "  issue %.0f cyc",
                     r.issue_cycles[0], r.issue_cycles[1]);
-    std::printf("%-16s %8.1f %12.0f %9.3f %9.1f %10.3f %8s %s%s\n", r.name.c_str(), r.batches_per_kblock,
-                r.flop_per_cycle, r.fraction, r.tflops, (r.max_cycles - r.min_cycles) / r.max_cycles, gbs,
+    std::printf("%-16s %8.1f %12.0f %9.3f %9.1f %9.3f %10.3f %8s %s%s\n", r.name.c_str(), r.batches_per_kblock,
+                r.flop_per_cycle, r.fraction, r.tflops, r.ms_spread, (r.max_cycles - r.min_cycles) / r.max_cycles, gbs,
                 r.finite ? "yes" : "NO", iss);
     all = all && r.finite;
   }
   if (!json.empty()) {
     std::ofstream f(json);
     f << "{\"device\": \"" << prop.name << "\", \"sms\": " << prop.multiProcessorCount << ", \"ctas\": " << ctas
-      << ", \"kblocks\": " << kblocks << ", \"reps\": " << reps << ", \"src_mb\": " << src_mb << ", \"rows\": [";
+      << ", \"kblocks\": " << kblocks << ", \"reps\": " << reps << ", \"rounds\": " << rounds
+      << ", \"src_mb\": " << src_mb << ", \"rows\": [";
     for (size_t i = 0; i < rows.size(); ++i) {
       const Row& r = rows[i];
       f << (i ? ", " : "") << "{\"variant\": \"" << r.name << "\", \"batches_per_kblock\": " << r.batches_per_kblock
         << ", \"flop_per_cycle_sm\": " << r.flop_per_cycle << ", \"fraction_of_8192\": " << r.fraction
-        << ", \"tflops\": " << r.tflops << ", \"ms_per_launch\": " << r.ms << ", \"max_cycles\": " << r.max_cycles
+        << ", \"tflops\": " << r.tflops << ", \"ms_per_launch\": " << r.ms << ", \"passes\": " << r.passes
+        << ", \"ms_spread\": " << r.ms_spread << ", \"max_cycles\": " << r.max_cycles
         << ", \"min_cycles\": " << r.min_cycles << ", \"gbs_per_sm\": " << r.gbs_per_sm
         << ", \"issue_cycles\": [" << r.issue_cycles[0] << ", " << r.issue_cycles[1] << "], \"finite\": " << (r.finite ? "true" : "false") << "}";
     }

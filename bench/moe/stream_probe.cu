@@ -15,12 +15,14 @@
 // Clusters of 2: both CTAs walk the same tile; each loads one of the two boxes and multicasts it into both (the
 // kernel's weight-sharing pairs), so a CTA receives 32 KB per stage and reads 16 KB from L2.
 //
-//   stream_probe [--gb G] [--k K] [--reps N] [--csv FILE]
+//   stream_probe [--gb G] [--k K] [--reps N] [--rounds R] [--csv FILE]
 //
 // Every configuration: one warm-up launch, then N timed launches (CUDA events); the source is a G GB buffer that
-// no L2 holds (the `l2` rows use the first 16 tiles only, which the L2 holds). Reported: GB/s delivered into shared
-// memory (all CTAs; per CTA), and GB/s read through L2 (multicast counted once). A program, not a test: it checks
-// that every stage arrived (the consumers count bytes) and prints a table.
+// no L2 holds (the `l2` rows use the first 16 tiles only, which the L2 holds). --rounds R [2] runs the configurations
+// R times in listed order and R times in reverse (A B .. B A); each row shows its median-time pass and the spread of
+// its time over the 2R passes ((max - min) / median), as the benchmark protocol's ABBA blocks do. Reported: GB/s
+// delivered into shared memory (all CTAs; per CTA), and GB/s read through L2 (multicast counted once). A program, not
+// a test: it checks that every stage arrived (the consumers count bytes) and prints a table.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -144,6 +146,7 @@ struct Config {
 struct Result {
   Config c;
   double ms, delivered_gbs, per_cta_gbs, l2_read_gbs;
+  double ms_spread = 0;  // (max - min) / median of the time over the passes; this row is the median-time one
   double dram_side_cta_gbs = 0, l2_side_cta_gbs = 0, dram_side_span_ms = 0, l2_side_span_ms = 0;  // mixed runs
 };
 
@@ -151,7 +154,7 @@ struct Result {
 
 int main(int argc, char** argv) {
   probe::g_name = "stream_probe";
-  int gb = 16, K = 7168, reps = 3;
+  int gb = 16, K = 7168, reps = 3, rounds = 2;
   std::string csv;
   for (int i = 1; i < argc; ++i) {
     const std::string k = argv[i];
@@ -160,15 +163,16 @@ int main(int argc, char** argv) {
     if (k == "--gb") gb = probe::int_value(argc, argv, i);
     else if (k == "--k") K = probe::int_value(argc, argv, i);
     else if (k == "--reps") reps = probe::int_value(argc, argv, i);
+    else if (k == "--rounds") rounds = probe::int_value(argc, argv, i);
     else if (k == "--csv") csv = val();
     else {
       std::fprintf(stderr, "stream_probe: unknown argument %s (stream_probe --help lists the flags)\n", k.c_str());
       return 2;
     }
   }
-  if (gb < 1 || reps < 1 || K < 128 || K % 128 != 0) {
-    std::fprintf(stderr, "stream_probe: need --gb >= 1, --reps >= 1, --k a positive multiple of 128 (got %d, %d, %d)\n",
-                 gb, reps, K);
+  if (gb < 1 || reps < 1 || rounds < 1 || K < 128 || K % 128 != 0) {
+    std::fprintf(stderr, "stream_probe: need --gb >= 1, --reps >= 1, --rounds >= 1, --k a positive multiple of 128 "
+                 "(got %d, %d, %d, %d)\n", gb, reps, rounds, K);
     return 2;
   }
   cudaDeviceProp prop{};
@@ -244,9 +248,21 @@ int main(int argc, char** argv) {
     for (int st : {3, 4, 5})
       if (ctas != sms || st != 4) cfgs.push_back({"rows", 0, ctas, 1, st, 64, 1000, 0});  // (sms, 4): a row above
 
-  std::vector<Result> res;
+  // Every configuration's shared memory is checked before any runs: a bad one ends the program with nothing measured.
+  auto stage_bytes = [](const Config& c) {
+    return (kWBytes + std::max(c.a_rows, c.mix_ctas > 0 ? c.mix_a_rows : 0) * 128 + 1023) / 1024 * 1024;
+  };
+  auto smem_bytes = [&](const Config& c) {
+    return size_t(c.stages) * stage_bytes(c) + 2 * kMaxStages * sizeof(uint64_t);
+  };
+  for (const Config& c : cfgs)
+    if (smem_bytes(c) > prop.sharedMemPerBlockOptin || c.stages > kMaxStages) {  // the device's opt-in limit, read
+      std::fprintf(stderr, "stream_probe: %d stages of %d B do not fit (%zu B of shared memory per block, %d stages)\n",
+                   c.stages, stage_bytes(c), size_t(prop.sharedMemPerBlockOptin), kMaxStages);
+      return 1;
+    }
   bool all = true;
-  for (const Config& c : cfgs) {
+  auto measure = [&](const Config& c) -> Result {
     Args a{};
     a.wmap = c.packed ? map_packed : map_rows;
     a.amap = c.a_rows == 64 ? map_a64 : map_a128;
@@ -255,7 +271,7 @@ int main(int argc, char** argv) {
     a.tiles = c.l2 ? 16 : tiles;
     a.visits = c.l2 ? 16 * sms : tiles;
     a.stages = c.stages;
-    a.stage_bytes = (kWBytes + c.a_rows * 128 + 1023) / 1024 * 1024;
+    a.stage_bytes = stage_bytes(c);
     a.a_rows = c.a_rows;
     a.a_tiles = a_tiles;
     a.delay_ns = c.delay_ns;
@@ -267,13 +283,7 @@ int main(int argc, char** argv) {
     a.mix_delay_ns = c.mix_delay_ns;
     a.mix_visits = 150;
     a.mix_amap = c.mix_a_rows == 64 ? map_a64 : map_a128;
-    if (c.mix_ctas > 0) a.stage_bytes = (kWBytes + std::max(c.a_rows, c.mix_a_rows) * 128 + 1023) / 1024 * 1024;
-    const size_t smem = size_t(c.stages) * a.stage_bytes + 2 * kMaxStages * sizeof(uint64_t);
-    if (smem > prop.sharedMemPerBlockOptin || c.stages > kMaxStages) {  // the device's opt-in limit, read
-      std::fprintf(stderr, "stream_probe: %d stages of %d B do not fit (%zu B of shared memory per block, %d stages)\n",
-                   c.stages, a.stage_bytes, size_t(prop.sharedMemPerBlockOptin), kMaxStages);
-      return 1;
-    }
+    const size_t smem = smem_bytes(c);
     ok(cudaFuncSetAttribute(stream_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)), "smem attribute");
     cudaLaunchConfig_t lc{};
     lc.gridDim = dim3(c.ctas);
@@ -328,35 +338,51 @@ int main(int argc, char** argv) {
       rr.dram_side_span_ms = d_span / c.mix_ctas;
       rr.l2_side_span_ms = l_span / (c.ctas - c.mix_ctas);
     }
-    res.push_back(rr);
+    return rr;
+  };
+  std::vector<std::vector<Result>> passes(cfgs.size());
+  for (int r = 0; r < rounds; ++r)
+    for (int half = 0; half < 2; ++half)  // listed order, then reverse
+      for (size_t j = 0; j < cfgs.size(); ++j) {
+        const size_t v = half ? cfgs.size() - 1 - j : j;
+        passes[v].push_back(measure(cfgs[v]));
+      }
+  std::vector<Result> res;
+  for (std::vector<Result>& p : passes) {  // the median-time pass, with the spread over all of them
+    std::sort(p.begin(), p.end(), [](const Result& x, const Result& y) { return x.ms < y.ms; });
+    Result r = p[(p.size() - 1) / 2];
+    r.ms_spread = r.ms > 0 ? (p.back().ms - p.front().ms) / r.ms : 0;
+    res.push_back(r);
   }
-  std::printf("%s, %d SMs; weights %d GB (%d tiles of 256 rows x K %d), %d launches per row\n", prop.name, sms, gb,
-              tiles, K, reps);
-  std::printf("%-7s %3s %5s %7s %6s %6s %6s %9s %12s %11s %10s\n", "layout", "l2", "ctas", "cluster", "stages", "A_KB",
-              "delay", "ms", "smem_GB/s", "per_CTA", "L2_GB/s");
+  std::printf("%s, %d SMs; weights %d GB (%d tiles of 256 rows x K %d), %d launches per row and pass, %d passes (%d "
+              "rounds of listed + reverse order; each row its median-time pass)\n", prop.name, sms, gb, tiles, K, reps,
+              2 * rounds, rounds);
+  std::printf("%-7s %3s %5s %7s %6s %6s %6s %9s %9s %12s %11s %10s\n", "layout", "l2", "ctas", "cluster", "stages",
+              "A_KB", "delay", "ms", "ms_spread", "smem_GB/s", "per_CTA", "L2_GB/s");
   for (const Result& r : res)
     if (r.c.mix_ctas == 0)
-      std::printf("%-7s %3d %5d %7d %6d %6d %6d %9.3f %12.1f %11.2f %10.1f\n", r.c.name.c_str(), r.c.l2, r.c.ctas,
-                  r.c.cluster, r.c.stages, r.c.a_rows / 8, r.c.delay_ns, r.ms, r.delivered_gbs, r.per_cta_gbs,
-                  r.l2_read_gbs);
+      std::printf("%-7s %3d %5d %7d %6d %6d %6d %9.3f %9.3f %12.1f %11.2f %10.1f\n", r.c.name.c_str(), r.c.l2,
+                  r.c.ctas, r.c.cluster, r.c.stages, r.c.a_rows / 8, r.c.delay_ns, r.ms, r.ms_spread, r.delivered_gbs,
+                  r.per_cta_gbs, r.l2_read_gbs);
   std::printf("mixed: CTAs [0, dram) stream DRAM (A_KB, delay); the rest stream L2-held tiles (l2_A_KB, l2_delay)\n");
-  std::printf("%5s %5s %6s %5s %6s %8s %9s %12s %10s %12s %10s\n", "ctas", "dram", "stages", "A_KB", "delay",
-              "l2_A_KB", "l2_delay", "dram_GB/s/CTA", "dram_ms", "l2_GB/s/CTA", "l2_ms");
+  std::printf("%5s %5s %6s %5s %6s %8s %9s %12s %10s %12s %10s %9s\n", "ctas", "dram", "stages", "A_KB", "delay",
+              "l2_A_KB", "l2_delay", "dram_GB/s/CTA", "dram_ms", "l2_GB/s/CTA", "l2_ms", "ms_spread");
   for (const Result& r : res)
     if (r.c.mix_ctas > 0)
-      std::printf("%5d %5d %6d %5d %6d %8d %9d %12.1f %10.3f %12.1f %10.3f\n", r.c.ctas, r.c.mix_ctas, r.c.stages,
-                  r.c.a_rows / 8, r.c.delay_ns, r.c.mix_a_rows / 8, r.c.mix_delay_ns, r.dram_side_cta_gbs,
-                  r.dram_side_span_ms, r.l2_side_cta_gbs, r.l2_side_span_ms);
+      std::printf("%5d %5d %6d %5d %6d %8d %9d %12.1f %10.3f %12.1f %10.3f %9.3f\n", r.c.ctas, r.c.mix_ctas,
+                  r.c.stages, r.c.a_rows / 8, r.c.delay_ns, r.c.mix_a_rows / 8, r.c.mix_delay_ns, r.dram_side_cta_gbs,
+                  r.dram_side_span_ms, r.l2_side_cta_gbs, r.l2_side_span_ms, r.ms_spread);
   if (!csv.empty()) {
     std::ofstream f(csv);
     f << "layout,l2_resident,ctas,cluster,stages,a_kb,delay_ns,ms,smem_gbs,per_cta_gbs,l2_read_gbs,mix_dram_ctas,"
-         "mix_l2_a_kb,mix_l2_delay_ns,dram_side_cta_gbs,dram_side_span_ms,l2_side_cta_gbs,l2_side_span_ms\n";
+         "mix_l2_a_kb,mix_l2_delay_ns,dram_side_cta_gbs,dram_side_span_ms,l2_side_cta_gbs,l2_side_span_ms,ms_spread,"
+         "passes\n";
     for (const Result& r : res)
       f << r.c.name << "," << r.c.l2 << "," << r.c.ctas << "," << r.c.cluster << "," << r.c.stages << ","
         << r.c.a_rows / 8 << "," << r.c.delay_ns << "," << r.ms << "," << r.delivered_gbs << "," << r.per_cta_gbs << ","
         << r.l2_read_gbs << "," << r.c.mix_ctas << "," << r.c.mix_a_rows / 8 << "," << r.c.mix_delay_ns << ","
         << r.dram_side_cta_gbs << "," << r.dram_side_span_ms << "," << r.l2_side_cta_gbs << "," << r.l2_side_span_ms
-        << "\n";
+        << "," << r.ms_spread << "," << 2 * rounds << "\n";
   }
   cudaFree(w);
   cudaFree(am);

@@ -109,17 +109,7 @@ def main():
     P, rank = dist.get_world_size(), dist.get_rank()
     group = dist.group.WORLD
     team = Team.from_process_group()
-
-    class AgreedTimer(bp.CudaEventTimer):  # the same calls per block on every rank
-        def time_calls(self, call, first, n):
-            t = torch.tensor([n], device="cuda")
-            dist.all_reduce(t, op=dist.ReduceOp.MAX)
-            return super().time_calls(call, first, int(t.item()))
-
-        def all_done(self, done):  # the warm-up stops when every rank's time is up: the same calls everywhere
-            t = torch.tensor([int(done)], device="cuda")
-            dist.all_reduce(t, op=dist.ReduceOp.MIN)
-            return bool(t.item())
+    timer = bp.AgreedTimer(bp.CudaEventTimer(), bp.torch_dist_agree())  # the same calls per block on every rank
 
     results = []
     rms = lambda t: t.pow(2).mean().sqrt().item()  # noqa: E731
@@ -185,7 +175,7 @@ def main():
             for c in range(a.warmup_calls):
                 fn(sets[c % len(sets)])
         torch.cuda.synchronize()
-        res = bp.run_protocol(backends, sets, warmup_s=a.warmup_s, block_s=a.block, rounds=a.rounds, timer=AgreedTimer(),
+        res = bp.run_protocol(backends, sets, warmup_s=a.warmup_s, block_s=a.block, rounds=a.rounds, timer=timer,
                               nvml_device=bp.nvml_index_from_env(local))
         st = res["stats"]
         flat = []

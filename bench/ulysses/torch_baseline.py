@@ -194,18 +194,8 @@ def real(a, shapes):
     dist.init_process_group("nccl", device_id=torch.device("cuda", local))
     P, rank = dist.get_world_size(), dist.get_rank()
     team = Team.from_process_group()
+    timer = bp.AgreedTimer(bp.CudaEventTimer(), bp.torch_dist_agree())  # the same calls per block on every rank
     cudnn = make_cudnn()
-
-    class AgreedTimer(bp.CudaEventTimer):  # same calls per block on every rank
-        def time_calls(self, call, first, n):
-            t = torch.tensor([n], device="cuda")
-            dist.all_reduce(t, op=dist.ReduceOp.MAX)
-            return super().time_calls(call, first, int(t.item()))
-
-        def all_done(self, done):  # the warm-up stops when every rank's time is up: the same calls everywhere
-            t = torch.tensor([int(done)], device="cuda")
-            dist.all_reduce(t, op=dist.ReduceOp.MIN)
-            return bool(t.item())
 
     rows = []
     for M, hp in shapes:
@@ -220,7 +210,7 @@ def real(a, shapes):
             for _ in range(a.warmup_calls):
                 fn((q, k, v))
         res = bp.run_protocol(backends, [(q, k, v)], warmup_s=a.warmup_s, block_s=a.block_s, rounds=a.rounds,
-                              timer=AgreedTimer(), nvml_device=bp.nvml_index_from_env(local))
+                              timer=timer, nvml_device=bp.nvml_index_from_env(local))
         st = res["stats"]
         flipped = bool(bp.ratio(st, "xstage", "torch")["flipped"])  # the ratio's two ABBA halves on either side of 1
         t = torch.tensor([st["torch"]["median_ms"], st["xstage"]["median_ms"], st["torch"]["spread"],

@@ -29,7 +29,7 @@ import time
 __all__ = ["PROTOCOL_NAME", "FIRST", "SECOND", "block_order", "order_names", "calls_for_block", "n_input_sets",
            "median", "geomean", "aggregate_samples", "backend_stats", "summarize", "ratio", "protocol_string",
            "warm_up", "run_protocol", "format_result", "NvmlReader", "BlockSampler", "CudaEventTimer",
-           "CudaGraphTimer", "WallTimer", "nvml_index_from_env"]
+           "CudaGraphTimer", "WallTimer", "AgreedTimer", "torch_dist_agree", "nvml_index_from_env"]
 
 PROTOCOL_NAME = "xstage-steady-state/1"
 FIRST, SECOND = "first", "second"  # half of a round: listed order / reverse order
@@ -379,6 +379,42 @@ class BlockSampler:
 
 # ----------------------------------------------------------------------------------------------------------
 # The protocol
+
+class AgreedTimer:
+    """A timer whose calls span ranks (one process per GPU, each calling a collective): every rank times the same
+    number of calls per block (the most any rank asked for) and ends its warm-up only when every rank's time is up,
+    so no rank waits in a collective that a peer never calls. `agree(value, op)` returns the int agreed across the
+    ranks, op "max" or "min" (torch_dist_agree() for torch.distributed); `timer` does the timing (name kept).
+    The C++ twin: AgreedTimer in include/xstage/bench/agreed_timer.cuh."""
+
+    def __init__(self, timer, agree):
+        self.timer, self.agree = timer, agree
+        self.name = getattr(timer, "name", type(timer).__name__)
+
+    def now(self):
+        return self.timer.now()
+
+    def time_calls(self, call, first, n):
+        return self.timer.time_calls(call, first, int(self.agree(n, "max")))
+
+    def all_done(self, done):
+        return bool(self.agree(int(done), "min"))
+
+
+def torch_dist_agree(group=None):
+    """agree(value, op) for AgreedTimer over torch.distributed (an all-reduce of one int on the current device)."""
+    import torch
+    import torch.distributed as dist
+    ops = {"max": dist.ReduceOp.MAX, "min": dist.ReduceOp.MIN}
+
+    def agree(value, op):
+        if op not in ops:
+            raise ValueError(f"agree: op must be 'max' or 'min', got {op!r}")
+        t = torch.tensor([int(value)], device="cuda")
+        dist.all_reduce(t, op=ops[op], group=group)
+        return int(t.item())
+    return agree
+
 
 def warm_up(timer, call, seconds: float, first: int = 0, max_calls: int = DEFAULT_MAX_CALLS) -> dict:
     """Back-to-back calls in chunks of 1, 2, 4, ... (each timed by `timer`, capped by the time left) until

@@ -163,6 +163,39 @@ def test_warm_up_waits_for_every_ranks_stop():
     assert w["seconds"] == 0.75 and w["calls"] == 48
 
 
+def test_agreed_timer_takes_the_ranks_agreement():
+    """bp.AgreedTimer (the torch harnesses' timer) with a fake agreement standing in for a peer that asks for twice
+    the calls and is done at 0.75 s: every chunk is the peer's count, the warm-up ends at the peer's stop, and the
+    wrapped timer's name is the protocol's; an op other than max/min is the agreement's error, not swallowed."""
+    clock = FakeClock()
+    inner = FakeTimer(clock)
+    asked = []
+
+    def agree(value, op):
+        asked.append(op)
+        return max(value, 2 * value) if op == "max" else min(value, int(clock.t >= 0.75))
+    timer = bp.AgreedTimer(inner, agree)
+    assert timer.name == "fake" and timer.now() == clock.t
+    w = bp.warm_up(timer, clock.backend(1 / 64), 0.5)
+    assert inner.chunks == [2, 4, 8, 16, 4] + [2] * 7, inner.chunks  # its own asks: 1, 2, 4, 8, 2, then 1 each
+    assert w["seconds"] == 0.75 and w["calls"] == 48, w
+    assert set(asked) == {"max", "min"} and asked.count("max") == asked.count("min") == len(inner.chunks)
+    secs, done, _ = timer.time_calls(clock.backend(1 / 64), 0, 3)
+    assert done == 6 and secs == 6 / 64
+    res = bp.run_protocol({"a": clock.backend(1 / 64)}, ["s"], warmup_s=0.05, block_s=0.1, rounds=1, timer=timer,
+                          reader=NoNvml())
+    assert res["params"]["timer"] == "fake" and all(b["calls"] % 2 == 0 for b in res["blocks"])
+
+    def bad_agree(value, op):
+        raise ValueError(f"agree: op must be 'max' or 'min', got {op!r}")
+    try:
+        bp.AgreedTimer(inner, bad_agree).all_done(True)
+    except ValueError as e:
+        assert "'min'" in str(e)
+    else:
+        raise AssertionError("the agreement's error was swallowed")
+
+
 def test_warm_up_doubles_and_stops():
     clock = FakeClock()
     timer = FakeTimer(clock, host_s_per_call=1e-4)

@@ -28,6 +28,8 @@ CASES = [  # (arguments after --out d, fragment of the error line)
 PROBE_CASES = [  # (program index, arguments, fragment)
     (1, ["--gb", "abc"], "stream_probe: --gb 'abc' is not a whole number"),
     (1, ["--reps", "3x"], "stream_probe: --reps '3x' is not a whole number"),
+    (1, ["--rounds", "0"], "stream_probe: need --gb >= 1, --reps >= 1, --rounds >= 1"),
+    (2, ["--rounds", "two"], "mainloop_probe: --rounds 'two' is not a whole number"),
     (2, ["--ctas", "99999999999"], "mainloop_probe: --ctas '99999999999' is not a whole number"),
     (2, ["--power", "1e999"], "mainloop_probe: --power '1e999' is not a finite number"),
     (3, ["--batches", ","], "plan_bench: --batches: ',' holds no value"),
