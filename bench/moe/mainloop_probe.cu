@@ -1394,8 +1394,7 @@ struct Row {
   double gbs_per_sm = 0;  // streamed variants: bytes per stage x K blocks per launch / launch time, per CTA
   double issue_cycles[2] = {0, 0};  // l1-tma*: each producer thread's mean cycles per stage to issue its loads
   bool ran = true;                  // false: left out by --rows
-  int passes = 1;                   // balanced passes measured; the row is their median-time one
-  double ms_spread = 0;             // (max - min) / median of the launch time over the passes
+  double ms_spread = 0;             // (max - min) / median of the launch time over the passes (this row: the median)
 };
 
 std::vector<std::string> g_rows;  // --rows: only these variants run (empty: all)
@@ -1838,25 +1837,14 @@ int main(int argc, char** argv) {
   jobs.push_back([&] { return run_short_tma<true, 3>("short-tmak-k", kblocks, ctas, reps, src, src_bytes, scales); });
   jobs.push_back([&] { return run_short_tma<true, 4>("short-bulkaw-k", kblocks, ctas, reps, src, src_bytes, scales); });
   jobs.push_back([&] { return run_short_tma<true>("short-tma-k-b", kblocks, ctas, reps, src, src_bytes, scales); });
-  // Balanced passes (the header's "Passes"): per round the variants in listed order, then in reverse.
-  std::vector<std::vector<Row>> passes(jobs.size());
-  for (int r = 0; r < rounds; ++r)
-    for (int half = 0; half < 2; ++half)
-      for (size_t j = 0; j < jobs.size(); ++j) {
-        const size_t v = half ? jobs.size() - 1 - j : j;
-        passes[v].push_back(jobs[v]());
-      }
+  // Balanced passes (the header's "Passes"); a row is finite only if every pass was.
+  std::vector<bool> finite(jobs.size(), true);
+  std::vector<Row> rows = probe::balanced_passes<Row>(
+      jobs.size(), rounds, [&](size_t i) { return jobs[i](); },
+      [&](size_t i, const Row& r) { finite[i] = finite[i] && r.finite; });
+  for (size_t i = 0; i < rows.size(); ++i) rows[i].finite = finite[i];
   cudaFree(src);
   cudaFree(scales);
-  std::vector<Row> rows;
-  for (std::vector<Row>& p : passes) {  // the median-time pass, with the spread over all of them
-    std::sort(p.begin(), p.end(), [](const Row& a, const Row& b) { return a.ms < b.ms; });
-    Row r = p[(p.size() - 1) / 2];
-    r.passes = int(p.size());
-    r.ms_spread = r.ms > 0 ? (p.back().ms - p.front().ms) / r.ms : 0;
-    for (const Row& q : p) r.finite = r.finite && q.finite;
-    rows.push_back(r);
-  }
   std::printf("%s, %d SMs; %d CTAs x 384 threads, %d K blocks, %d launches per variant and pass, %d passes (%d rounds "
               "of listed + reverse order; each row its median-time pass); pipe source %d MB\n",
               prop.name, prop.multiProcessorCount, ctas, kblocks, reps, 2 * rounds, rounds, src_mb);
@@ -1895,7 +1883,7 @@ int main(int argc, char** argv) {
       const Row& r = rows[i];
       f << (i ? ", " : "") << "{\"variant\": \"" << r.name << "\", \"batches_per_kblock\": " << r.batches_per_kblock
         << ", \"flop_per_cycle_sm\": " << r.flop_per_cycle << ", \"fraction_of_8192\": " << r.fraction
-        << ", \"tflops\": " << r.tflops << ", \"ms_per_launch\": " << r.ms << ", \"passes\": " << r.passes
+        << ", \"tflops\": " << r.tflops << ", \"ms_per_launch\": " << r.ms << ", \"passes\": " << 2 * rounds
         << ", \"ms_spread\": " << r.ms_spread << ", \"max_cycles\": " << r.max_cycles
         << ", \"min_cycles\": " << r.min_cycles << ", \"gbs_per_sm\": " << r.gbs_per_sm
         << ", \"issue_cycles\": [" << r.issue_cycles[0] << ", " << r.issue_cycles[1] << "], \"finite\": " << (r.finite ? "true" : "false") << "}";

@@ -9,9 +9,12 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "xstage/bench/passes.hpp"
 #include "xstage/runtime/tensor_map.hpp"
 
 namespace probe {
+
+using xstage::bench::balanced_passes;  // the rows' passes (xstage/bench/passes.hpp)
 
 inline const char* g_name = "probe";  // set by the program's main
 

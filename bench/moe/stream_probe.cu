@@ -146,7 +146,7 @@ struct Config {
 struct Result {
   Config c;
   double ms, delivered_gbs, per_cta_gbs, l2_read_gbs;
-  double ms_spread = 0;  // (max - min) / median of the time over the passes; this row is the median-time one
+  double ms_spread = 0;  // (max - min) / median of the time over the passes (this row: the median-time one)
   double dram_side_cta_gbs = 0, l2_side_cta_gbs = 0, dram_side_span_ms = 0, l2_side_span_ms = 0;  // mixed runs
 };
 
@@ -340,20 +340,8 @@ int main(int argc, char** argv) {
     }
     return rr;
   };
-  std::vector<std::vector<Result>> passes(cfgs.size());
-  for (int r = 0; r < rounds; ++r)
-    for (int half = 0; half < 2; ++half)  // listed order, then reverse
-      for (size_t j = 0; j < cfgs.size(); ++j) {
-        const size_t v = half ? cfgs.size() - 1 - j : j;
-        passes[v].push_back(measure(cfgs[v]));
-      }
-  std::vector<Result> res;
-  for (std::vector<Result>& p : passes) {  // the median-time pass, with the spread over all of them
-    std::sort(p.begin(), p.end(), [](const Result& x, const Result& y) { return x.ms < y.ms; });
-    Result r = p[(p.size() - 1) / 2];
-    r.ms_spread = r.ms > 0 ? (p.back().ms - p.front().ms) / r.ms : 0;
-    res.push_back(r);
-  }
+  const std::vector<Result> res = probe::balanced_passes<Result>(
+      cfgs.size(), rounds, [&](size_t i) { return measure(cfgs[i]); }, [](size_t, const Result&) {});
   std::printf("%s, %d SMs; weights %d GB (%d tiles of 256 rows x K %d), %d launches per row and pass, %d passes (%d "
               "rounds of listed + reverse order; each row its median-time pass)\n", prop.name, sms, gb, tiles, K, reps,
               2 * rounds, rounds);

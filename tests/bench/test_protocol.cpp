@@ -1,8 +1,9 @@
 // CPU tests of include/xstage/bench/protocol.hpp (+ protocol_json.hpp, nvml.hpp): the shared cases of
 // tests/bench/protocol_cases.json (also checked by the Python twin, test_bench_protocol.py), the
-// warm-up and the driver on a fake clock, and NVML absent.
+// warm-up and the driver on a fake clock, NVML absent, and the probes' balanced passes (passes.hpp).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "xstage/bench/nvml.hpp"
+#include "xstage/bench/passes.hpp"
 #include "xstage/bench/protocol.hpp"
 #include "xstage/bench/protocol_json.hpp"
 
@@ -317,4 +319,54 @@ TEST(BenchProtocol, NvmlAbsentIsNull) {
   real.start();
   const auto samples = real.stop();
   EXPECT_EQ(samples.empty(), !real.available());
+}
+
+// The probes' balanced passes: rows run in listed then reverse order per round; each row reports its median-time pass
+// and the spread over all of them; every pass is seen; rounds < 1 is refused with the value named.
+struct PassRow {
+  int row = 0, pass = 0;
+  double ms = 0, ms_spread = 0;
+};
+
+TEST(BalancedPasses, OrderMedianAndSpread) {
+  std::vector<int> order;
+  int calls = 0;
+  const std::vector<std::vector<double>> ms = {{1.0, 3.0, 2.0, 4.0}, {5.0, 5.0, 5.0, 5.0}, {2.0, 1.0, 4.0, 3.0}};
+  std::vector<int> seen(3, 0);
+  const auto rows = xb::balanced_passes<PassRow>(
+      3, 2,
+      [&](size_t i) {
+        order.push_back(int(i));
+        const int pass = int(std::count(order.begin(), order.end(), int(i))) - 1;
+        ++calls;
+        return PassRow{int(i), pass, ms[i][size_t(pass)], 0};
+      },
+      [&](size_t i, const PassRow& r) {
+        EXPECT_EQ(r.row, int(i));
+        ++seen[i];
+      });
+  EXPECT_EQ(order, (std::vector<int>{0, 1, 2, 2, 1, 0, 0, 1, 2, 2, 1, 0}));
+  EXPECT_EQ(calls, 12);
+  EXPECT_EQ(seen, (std::vector<int>{4, 4, 4}));
+  ASSERT_EQ(rows.size(), 3u);
+  // row 0: passes 1, 3, 2, 4 -> sorted 1 2 3 4, median-time pass the lower middle (2.0), spread (4 - 1) / 2
+  EXPECT_EQ(rows[0].ms, 2.0);
+  EXPECT_EQ(rows[0].pass, 2);
+  EXPECT_DOUBLE_EQ(rows[0].ms_spread, 1.5);
+  EXPECT_EQ(rows[1].ms, 5.0);
+  EXPECT_EQ(rows[1].ms_spread, 0.0);
+  EXPECT_EQ(rows[2].ms, 2.0);
+  EXPECT_DOUBLE_EQ(rows[2].ms_spread, 1.5);
+}
+
+TEST(BalancedPasses, RefusesNoRounds) {
+  auto none = [](size_t) { return PassRow{}; };
+  auto skip = [](size_t, const PassRow&) {};
+  try {
+    (void)xb::balanced_passes<PassRow>(2, 0, none, skip);
+    FAIL() << "rounds 0 accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("rounds must be >= 1, got 0"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(xb::balanced_passes<PassRow>(0, 1, none, skip).empty());
 }
