@@ -30,7 +30,7 @@ for s in $STEPS; do
       ;;
     time)
       echo "== time"
-      timeout 300 $B --out "$OUT/time" $SHAPES $COMMON --orders wave,interleaved --block-s 0.1 --warmup-s 0.1 2>&1 | tail -8
+      timeout 300 $B --out "$OUT/time" $SHAPES $COMMON --orders wave,interleaved --block-s 0.1 --warmup-s 0.1 --rounds 1 2>&1 | tail -8
       ;;
     ncu)
       NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)

@@ -19,7 +19,8 @@
 # Writes $OUT/{w8,w4,dsweep,tiles}/ (bench_moe's files; tiles/tiles.csv the traced tiles) and the merged summaries in
 # $OUT/moe, $OUT/moe-schedule (commit them as results/moe/pN and results/moe-schedule/pN, N the ranks).
 # Variables: OUT (results/moe/study), RANKS, LAUNCH_TIMEOUT, STEPS, EXTRA (more bench_moe arguments for the w8, w4,
-# big and emu steps), PROTO (the default steps' protocol: "--block-s 0.05 --warmup-s 0.03"), BIGPROTO, EMU_TOKENS,
+# big and emu steps), PROTO (the default steps' protocol: "--block-s 0.05 --warmup-s 0.03 --rounds 1",
+# the table of record's; written out since bench_moe's own defaults became longer in session 82), BIGPROTO, EMU_TOKENS,
 # EMUL_T (the emulated-rank check's global tokens at P = 1 runs, 2048), XSTAGE_BUILD_DIR (the carried build, build).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
@@ -29,7 +30,7 @@ OUT=${OUT:-results/moe/study}
 RANKS=${RANKS:-}
 STEPS=${STEPS:-w8 w4 dsweep tiles merge}
 EXTRA=${EXTRA:-}  # more bench_moe arguments for the w8, w4, big and emu steps (e.g. --compare-single)
-PROTO=${PROTO:---block-s 0.05 --warmup-s 0.03}
+PROTO=${PROTO:---block-s 0.05 --warmup-s 0.03 --rounds 1}
 BIGPROTO=${BIGPROTO:---block-s 0.3 --warmup-s 0.3 --rounds 2 --min-calls 5}
 mkdir -p "$OUT"
 bench() {  # bench DIR ARGS...: one bench_moe run, real ranks when RANKS is set
