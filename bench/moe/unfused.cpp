@@ -547,10 +547,10 @@ CeilingGemm::CeilingGemm(const UnfusedShape& shape) : shape_(shape) {
   XS_CUDA(detail::launch_fill_fp8(x1_.as<std::uint8_t>(), std::int64_t(x1_.bytes), 2u, nullptr));
   XS_CUDA(detail::launch_fill_fp8(w2_.as<std::uint8_t>(), std::int64_t(w2_.bytes), 3u, nullptr));
   XS_CUDA(detail::launch_fill_fp8(x2_.as<std::uint8_t>(), std::int64_t(x2_.bytes), 4u, nullptr));
-  XS_CUDA(detail::launch_fill_f32(w1s_.as<float>(), std::int64_t(w1s_.bytes / 4), 1.0f / 64, nullptr));
-  XS_CUDA(detail::launch_fill_f32(w2s_.as<float>(), std::int64_t(w2s_.bytes / 4), 1.0f / 64, nullptr));
-  XS_CUDA(detail::launch_fill_f32(x1s_.as<float>(), std::int64_t(x1s_.bytes / 4), 1.0f / 32, nullptr));
-  XS_CUDA(detail::launch_fill_f32(x2s_.as<float>(), std::int64_t(x2s_.bytes / 4), 1.0f / 32, nullptr));
+  XS_CUDA(detail::launch_fill_f32(w1s_.as<float>(), std::int64_t(w1s_.bytes / 4), kWeightScale, nullptr));
+  XS_CUDA(detail::launch_fill_f32(w2s_.as<float>(), std::int64_t(w2s_.bytes / 4), kWeightScale, nullptr));
+  XS_CUDA(detail::launch_fill_f32(x1s_.as<float>(), std::int64_t(x1s_.bytes / 4), kActivationScale, nullptr));
+  XS_CUDA(detail::launch_fill_f32(x2s_.as<float>(), std::int64_t(x2s_.bytes / 4), kActivationScale, nullptr));
   XS_CUDA(cudaDeviceSynchronize());
   gemm1_ = std::make_unique<detail::LtFp8Gemm>(lt_->h, 2 * I, H, blk, "ceiling Linear-1");
   gemm2_ = std::make_unique<detail::LtFp8Gemm>(lt_->h, H, I, blk, "ceiling Linear-2");

@@ -291,6 +291,13 @@ class CeilingGemm {
   int rows() const { return m_; }
   const std::uint16_t* output1() const { return d1_.as<const std::uint16_t>(); }  // bf16 bits [M][2I]
   const std::uint16_t* output2() const { return d2_.as<const std::uint16_t>(); }  // bf16 bits [M][H]
+  // The synthetic operands (e4m3 codes, K contiguous), so a test can check the outputs: activations [M][H] and
+  // [M][I], weights [2I][H] and [H][I]; every block scale is the constant below.
+  const std::uint8_t* activations1() const { return x1_.as<const std::uint8_t>(); }
+  const std::uint8_t* weights1() const { return w1_.as<const std::uint8_t>(); }
+  const std::uint8_t* activations2() const { return x2_.as<const std::uint8_t>(); }
+  const std::uint8_t* weights2() const { return w2_.as<const std::uint8_t>(); }
+  static constexpr float kWeightScale = 1.0f / 64, kActivationScale = 1.0f / 32;
 
  private:
   UnfusedShape shape_;

@@ -54,6 +54,11 @@ def readings(value):
     return out
 
 
+def as_token(value, text):
+    """value stands in text on its own: not inside a longer number or word ("0" is not named by "10" or "0.5")."""
+    return re.search(r"(?<![\w.+-])" + re.escape(value) + r"(?!\w|\.\d)", text) is not None
+
+
 def with_option(base, option, value):
     """base with option set to value: replaced where base gives it, appended otherwise."""
     if option in base:
@@ -106,7 +111,8 @@ for cmd, options in OPTIONS.items():
             elif r.returncode == 2 and len(r.stderr.strip().splitlines()) != 1:
                 failures.append(f"{' '.join(args[1:])}: exit 2 with {len(r.stderr.strip().splitlines())} lines "
                                 f"on stderr:\n{r.stderr[-600:]}")
-            elif r.returncode == 2 and not any(w in r.stderr for w in (readings(value) - {""}) | aliases[option]) \
+            elif r.returncode == 2 and not any(as_token(w, r.stderr) for w in readings(value) - {""}) \
+                    and not any(a in r.stderr for a in aliases[option]) \
                     and stem(aliases[option]) not in r.stderr.lower():
                 failures.append(f"{' '.join(args[1:])}: the error names neither {option}, its quantity nor {value!r}: "
                                 f"{r.stderr.strip()}")

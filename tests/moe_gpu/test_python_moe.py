@@ -367,15 +367,13 @@ def test_captured_in_a_cuda_graph():
 def test_two_ranks_torchrun():
     """Two real ranks (torchrun, NCCL, one GPU each): every rank's output bit-identical to its slice of a one-GPU run of
     the global batch, and within tolerance of the float64 reference (moe_two_ranks.py)."""
-    import shutil
     import subprocess
     if torch.cuda.device_count() < 2:
         pytest.skip(f"needs 2 GPUs, {torch.cuda.device_count()} present")
-    torchrun = shutil.which("torchrun")
-    if torchrun is None:
-        pytest.skip("torchrun is not on PATH")
     env = dict(os.environ, NCCL_NVLS_ENABLE="0", TORCH_SYMM_MEM_DISABLE_MULTICAST="1", NVSHMEM_DISABLE_NVLS="1")
-    cmd = [torchrun, "--nproc-per-node", "2", str(Path(__file__).resolve().parent / "moe_two_ranks.py")]
+    # torchrun's module form: this interpreter's torch, whether or not a torchrun script is on PATH
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
+           str(Path(__file__).resolve().parent / "moe_two_ranks.py")]
     r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
     print(r.stdout[-4000:])
     print(r.stderr[-4000:], file=sys.stderr)

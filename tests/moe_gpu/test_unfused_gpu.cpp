@@ -362,7 +362,9 @@ TEST(UnfusedMoeGpu, Linear1MatchesBlockScaledMathW4A8) {
   check_linear1(mb::WeightFormat::kInt4);
 }
 
-TEST(UnfusedMoeGpu, CeilingRunsAndIsFinite) {
+// The ceiling's two cuBLASLt FP8 GEMMs compute what they are timed for: outputs finite, and sampled outputs equal to
+// the float64 dot product of the operands' e4m3 codes times the constant block scales, within bf16's rounding.
+TEST(UnfusedMoeGpu, CeilingComputesItsGemms) {
   NEED_SM90();
   const mb::UnfusedShape s{512, 256, 8, 2, 256};
   mb::CeilingGemm ceiling(s);
@@ -373,17 +375,43 @@ TEST(UnfusedMoeGpu, CeilingRunsAndIsFinite) {
   ceiling.run(st.s);
   CUDA_CHECK(cudaStreamSynchronize(st.s));
   const int M = ceiling.rows();
+  const double scale = double(mb::CeilingGemm::kWeightScale) * mb::CeilingGemm::kActivationScale;
   for (int which = 0; which < 2; ++which) {
-    const size_t n = size_t(M) * (which == 0 ? 2 * s.inter : s.hidden);
-    std::vector<uint16_t> d(n);
-    CUDA_CHECK(cudaMemcpy(d.data(), which == 0 ? ceiling.output1() : ceiling.output2(), n * 2, cudaMemcpyDeviceToHost));
-    long long bad = 0, nonzero = 0;
-    for (uint16_t b : d) {
-      bad += (b & 0x7F80) == 0x7F80;  // inf or NaN
-      nonzero += (b & 0x7FFF) != 0;
-    }
+    const int N = which == 0 ? 2 * s.inter : s.hidden, K = which == 0 ? s.hidden : s.inter;
+    std::vector<uint16_t> d(size_t(M) * N);
+    std::vector<uint8_t> a(size_t(M) * K), w(size_t(N) * K);
+    CUDA_CHECK(cudaMemcpy(d.data(), which == 0 ? ceiling.output1() : ceiling.output2(), d.size() * 2,
+                          cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaMemcpy(a.data(), which == 0 ? ceiling.activations1() : ceiling.activations2(), a.size(),
+                          cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaMemcpy(w.data(), which == 0 ? ceiling.weights1() : ceiling.weights2(), w.size(),
+                          cudaMemcpyDeviceToHost));
+    long long bad = 0;
+    for (uint16_t b : d) bad += (b & 0x7F80) == 0x7F80;  // inf or NaN
     EXPECT_EQ(bad, 0) << "GEMM " << which + 1;
-    EXPECT_GT(nonzero, (long long)(n / 2)) << "GEMM " << which + 1;
+    int wrong = 0;
+    for (int t = 0; t < 97; ++t) {  // rows and columns spread over the output, corners included
+      const int m = t == 0 ? 0 : t == 1 ? M - 1 : int((uint64_t(t) * 2654435761u) % uint64_t(M));
+      const int n = t == 0 ? N - 1 : t == 1 ? 0 : int((uint64_t(t) * 40503u + 7) % uint64_t(N));
+      double ref = 0, mag = 0;
+      for (int k = 0; k < K; ++k) {
+        const double p =
+            double(moe::fp8_e4m3_decode(a[size_t(m) * K + k])) * moe::fp8_e4m3_decode(w[size_t(n) * K + k]);
+        ref += p;
+        mag += std::fabs(p);
+      }
+      ref *= scale;
+      mag *= scale;
+      uint32_t bits = uint32_t(d[size_t(m) * N + n]) << 16;
+      float got;
+      std::memcpy(&got, &bits, 4);
+      // bf16 output: half an ulp (2^-9 relative) of the result, plus fp32 accumulation over K products
+      const double tol = std::ldexp(std::fabs(ref), -8) + 1e-5 * mag;
+      if (!(std::fabs(got - ref) <= tol) && wrong++ < 3)
+        ADD_FAILURE() << "GEMM " << which + 1 << " [" << m << "][" << n << "] = " << got << ", reference " << ref
+                      << " (tolerance " << tol << ")";
+    }
+    EXPECT_EQ(wrong, 0) << "GEMM " << which + 1;
   }
   // (its speed is bench_moe's `ceiling` backend, timed by the protocol: tests time nothing)
 }
