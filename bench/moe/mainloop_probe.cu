@@ -1839,9 +1839,11 @@ int main(int argc, char** argv) {
   jobs.push_back([&] { return run_short_tma<true>("short-tma-k-b", kblocks, ctas, reps, src, src_bytes, scales); });
   // Balanced passes (the header's "Passes"); a row is finite only if every pass was.
   std::vector<bool> finite(jobs.size(), true);
-  std::vector<Row> rows = probe::balanced_passes<Row>(
-      jobs.size(), rounds, [&](size_t i) { return jobs[i](); },
-      [&](size_t i, const Row& r) { finite[i] = finite[i] && r.finite; });
+  std::vector<Row> rows = probe::balanced_passes<Row>(jobs.size(), rounds, [&](size_t i) {
+    Row r = jobs[i]();
+    finite[i] = finite[i] && r.finite;
+    return r;
+  });
   for (size_t i = 0; i < rows.size(); ++i) rows[i].finite = finite[i];
   cudaFree(src);
   cudaFree(scales);

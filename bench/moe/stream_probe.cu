@@ -340,8 +340,8 @@ int main(int argc, char** argv) {
     }
     return rr;
   };
-  const std::vector<Result> res = probe::balanced_passes<Result>(
-      cfgs.size(), rounds, [&](size_t i) { return measure(cfgs[i]); }, [](size_t, const Result&) {});
+  const std::vector<Result> res =
+      probe::balanced_passes<Result>(cfgs.size(), rounds, [&](size_t i) { return measure(cfgs[i]); });
   std::printf("%s, %d SMs; weights %d GB (%d tiles of 256 rows x K %d), %d launches per row and pass, %d passes (%d "
               "rounds of listed + reverse order; each row its median-time pass)\n", prop.name, sms, gb, tiles, K, reps,
               2 * rounds, rounds);

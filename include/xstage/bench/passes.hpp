@@ -13,9 +13,9 @@ namespace xstage::bench {
 // Balanced passes over a probe's rows: `rounds` times every row in listed order, then in reverse (A B .. B A), so
 // a row's neighbours and the clock they leave differ between its passes. measure(i) returns row i's result (a type
 // with `ms` and `ms_spread`); each row's result is its median-time pass, with ms_spread = (max - min) / median of ms
-// over its 2 x rounds passes; each_pass(i, result) sees every pass (e.g. to fold a check over them).
-template <class R, class Measure, class EachPass>
-std::vector<R> balanced_passes(size_t rows, int rounds, Measure&& measure, EachPass&& each_pass) {
+// over its 2 x rounds passes (a check over every pass belongs in measure, which sees each one).
+template <class R, class Measure>
+std::vector<R> balanced_passes(size_t rows, int rounds, Measure&& measure) {
   if (rounds < 1) throw std::invalid_argument("balanced_passes: rounds must be >= 1, got " + std::to_string(rounds));
   std::vector<std::vector<R>> passes(rows);
   for (int r = 0; r < rounds; ++r)
@@ -27,7 +27,6 @@ std::vector<R> balanced_passes(size_t rows, int rounds, Measure&& measure, EachP
   std::vector<R> out;
   for (size_t i = 0; i < rows; ++i) {
     std::vector<R>& p = passes[i];
-    for (const R& x : p) each_pass(i, x);
     std::sort(p.begin(), p.end(), [](const R& a, const R& b) { return a.ms < b.ms; });
     R m = p[(p.size() - 1) / 2];
     m.ms_spread = m.ms > 0 ? (p.back().ms - p.front().ms) / m.ms : 0;
