@@ -8,7 +8,7 @@
 #   2. old against new dispatch, processes in balanced order A B B A (scripts/moe-ab.sh), each process with its own
 #      unfused baseline and ceiling: the bar's four rows (DeepSeek-V4 8K W8A8), and Qwen3-30B-A3B at 8K and 32K
 #      (the layer whose dispatch is the largest part: 2 KB rows, top-8, intermediate 768);
-#   3. the probes with their default two rounds (first GPU run since session 82's review mend), if time is left.
+#   (the probes' step was dropped at 01:20: the device time left after the failed asks)
 #   OUT=$OUT bash results/moe/runs/s83/call2.sh
 set -uo pipefail
 cd "$(dirname "$0")/../../../.." || exit 1
@@ -27,6 +27,4 @@ BINS="build/s83ab/old/bench_moe build/s83ab/new/bench_moe" OUT=$O/qw timeout 120
 echo "== moe-ab Qwen3-30B rc=$?"
 rm -f $O/*/ab/*/blocks.json
 tar czf $O/ab.tgz -C $O v4 qw && rm -rf $O/v4 $O/qw
-timeout 60 build/s83ab/old/mainloop_probe --kblocks 512 --reps 2 --rows l1,l2,half-wide --json $O/mainloop.json > $O/mainloop_probe.txt 2>&1
-echo "== mainloop_probe rc=$?"; head -6 $O/mainloop_probe.txt
 } 2>&1 | tee $O/out.txt
