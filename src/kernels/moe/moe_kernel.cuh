@@ -523,7 +523,6 @@ __device__ __forceinline__ void stage_l2_cols(uint8_t* st, const float (&fa)[kAc
 // One warp per routed row (token, slot): its destination is computed once (lane 0, broadcast), the lanes copy the
 // row's 16-byte chunks and its K-block scales. (The first version walked (row, chunk) pairs with a 64-bit division
 // and a destination lookup per 16-byte chunk: instruction-bound.)
-inline constexpr int kDispatchBatch = 4;  // 16-byte chunks a lane loads before storing them (16 registers)
 template <class C, class P>
 __device__ void dispatch(const P& p, int g, int c) {
   const int s = p.view.first_rank + g, H = p.hidden, K = p.topk, KB = H / kBlockK;
@@ -541,17 +540,7 @@ __device__ void dispatch(const P& p, int g, int c) {
     const int t = int(q / K);
     const uint4* src = reinterpret_cast<const uint4*>(p.x[g] + int64_t(t) * row_bytes);
     uint8_t* dst = p.recv_x.template at<uint8_t>(d.rank, size_t(d.recv_row) * row_bytes);
-    // A batch of loads before its stores: each store's "memory" clobber keeps the next load behind it, so a plain
-    // load-store loop had one 16-byte load per lane in flight (the SASS alternated LDG.128 and STG.128).
-    for (int ch0 = lane; ch0 < chunks; ch0 += 32 * kDispatchBatch) {
-      uint4 v[kDispatchBatch];
-#pragma unroll
-      for (int j = 0; j < kDispatchBatch; ++j)
-        if (ch0 + 32 * j < chunks) v[j] = __ldg(src + ch0 + 32 * j);
-#pragma unroll
-      for (int j = 0; j < kDispatchBatch; ++j)
-        if (ch0 + 32 * j < chunks) ptx::st_weak_v4(dst + size_t(ch0 + 32 * j) * 16, v[j]);
-    }
+    for (int ch = lane; ch < chunks; ch += 32) ptx::st_weak_v4(dst + size_t(ch) * 16, src[ch]);
     if constexpr (!C::kBf16) {
       for (int kb = lane; kb < KB; kb += 32)
         *p.recv_sa.template at<float>(d.rank, (size_t(kb) * p.rows_cap + d.recv_row) * sizeof(float)) =
