@@ -1847,9 +1847,8 @@ int main(int argc, char** argv) {
   for (size_t i = 0; i < rows.size(); ++i) rows[i].finite = finite[i];
   cudaFree(src);
   cudaFree(scales);
-  std::printf("%s, %d SMs; %d CTAs x 384 threads, %d K blocks, %d launches per variant and pass, %d passes (%d round%s "
-              "of listed + reverse order; each row its median-time pass); pipe source %d MB\n",
-              prop.name, prop.multiProcessorCount, ctas, kblocks, reps, 2 * rounds, rounds, rounds == 1 ? "" : "s",
+  std::printf("%s, %d SMs; %d CTAs x 384 threads, %d K blocks, %d launches per variant and pass, %s; pipe source %d "
+              "MB\n", prop.name, prop.multiProcessorCount, ctas, kblocks, reps, probe::passes_note(rounds).c_str(),
               src_mb);
   std::printf("%-16s %8s %12s %9s %9s %9s %10s %8s %s\n", "variant", "batches", "FLOP/cyc/SM", "of 8192", "TFLOP/s",
               "ms spread", "cyc spread", "GB/s/SM", "ok");

@@ -15,6 +15,7 @@
 namespace probe {
 
 using xstage::bench::balanced_passes;  // the rows' passes (xstage/bench/passes.hpp)
+using xstage::bench::passes_note;
 
 inline const char* g_name = "probe";  // set by the program's main
 

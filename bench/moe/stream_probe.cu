@@ -342,9 +342,8 @@ int main(int argc, char** argv) {
   };
   const std::vector<Result> res =
       probe::balanced_passes<Result>(cfgs.size(), rounds, [&](size_t i) { return measure(cfgs[i]); });
-  std::printf("%s, %d SMs; weights %d GB (%d tiles of 256 rows x K %d), %d launches per row and pass, %d passes (%d "
-              "round%s of listed + reverse order; each row its median-time pass)\n", prop.name, sms, gb, tiles, K, reps,
-              2 * rounds, rounds, rounds == 1 ? "" : "s");
+  std::printf("%s, %d SMs; weights %d GB (%d tiles of 256 rows x K %d), %d launches per row and pass, %s\n", prop.name,
+              sms, gb, tiles, K, reps, probe::passes_note(rounds).c_str());
   std::printf("%-7s %3s %5s %7s %6s %6s %6s %9s %9s %12s %11s %10s\n", "layout", "l2", "ctas", "cluster", "stages",
               "A_KB", "delay", "ms", "ms_spread", "smem_GB/s", "per_CTA", "L2_GB/s");
   for (const Result& r : res)

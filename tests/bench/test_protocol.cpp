@@ -367,3 +367,8 @@ TEST(BalancedPasses, RefusesNoRounds) {
   }
   EXPECT_TRUE(xb::balanced_passes<PassRow>(0, 1, none).empty());
 }
+
+TEST(BalancedPasses, NoteNamesPassesAndRounds) {
+  EXPECT_EQ(xb::passes_note(1), "2 passes (1 round of listed + reverse order; each row its median-time pass)");
+  EXPECT_EQ(xb::passes_note(3), "6 passes (3 rounds of listed + reverse order; each row its median-time pass)");
+}

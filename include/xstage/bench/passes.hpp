@@ -35,4 +35,11 @@ std::vector<R> balanced_passes(size_t rows, int rounds, Measure&& measure) {
   return out;
 }
 
+// The header phrase both probes print for balanced_passes' protocol, e.g. "2 passes (1 round of listed + reverse
+// order; each row its median-time pass)".
+inline std::string passes_note(int rounds) {
+  return std::to_string(2 * rounds) + " passes (" + std::to_string(rounds) + (rounds == 1 ? " round" : " rounds") +
+         " of listed + reverse order; each row its median-time pass)";
+}
+
 }  // namespace xstage::bench
